@@ -35,7 +35,7 @@ on one line and exits 2.
 __all__ = sorted([
     "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "Baseline", "EvalError",
     "GateResult", "Measure", "MeasureChange", "Report", "available_measures",
-    "evaluate", "gate", "load_baseline", "load_qrels", "load_run", "main",
+    "evaluate", "evaluate_files", "gate", "load_baseline", "load_qrels", "load_run", "main",
     "parse_measure", "render_json", "render_markdown", "render_text",
     "save_baseline",
 ])
@@ -45,8 +45,10 @@ import difflib
 import hashlib
 import heapq
 import io
+import itertools
 import json
 import math
+import operator
 import os
 import re
 import sys
@@ -559,12 +561,16 @@ def resolve_measures(metrics=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
 # ---------------------------------------------------------------------------
 # Loaders
 #
-# qrels -> {qid: {doc_id: grade}}; run -> {qid: [doc_id, ...] | {doc_id: score}}.
+# qrels -> {qid: {doc_id: grade}}, read whole (qrels are small).
+# run   -> a stream of (qid, ranking), one query at a time; a ranking is a ranked
+#          list [doc_id, ...], a score map {doc_id: score}, or, from TREC files,
+#          _Scored parallel lists.  Memory follows one query, not the file.
 # Formats: JSON, JSONL (one query a line) and TREC (whitespace columns), each
-# optionally gzip-compressed; detected from the content.
+# optionally gzip-compressed, detected from the content.
 # ---------------------------------------------------------------------------
 
 FORMATS = ("json", "jsonl", "trec")
+_BLOCK_SIZE = 1 << 22
 
 
 def _source_name(source):
@@ -572,43 +578,90 @@ def _source_name(source):
         return "<stdin>"
     if isinstance(source, (str, os.PathLike)):
         return os.fspath(source)
-    return getattr(source, "name", "<stream>")
+    return str(getattr(source, "name", "<stream>"))
 
 
-def _read_bytes(source):
-    """(bytes, display name) from a path, ``-`` for stdin, or a file object."""
-    name = _source_name(source)
-    try:
-        if source == "-":
-            data = sys.stdin.buffer.read()
-        elif isinstance(source, (str, os.PathLike)):
-            with open(source, "rb") as handle:
-                data = handle.read()
-        else:
-            data = source.read()
-    except FileNotFoundError:
-        raise EvalError("%s: no such file" % name) from None
-    except IsADirectoryError:
-        raise EvalError("%s: is a directory, not a file" % name) from None
-    except PermissionError:
-        raise EvalError("%s: permission denied" % name) from None
-    except OSError as exc:
-        raise EvalError("%s: cannot read: %s" % (name, exc.strerror or exc)) from None
-    except MemoryError:
-        raise EvalError("%s: too large to read into memory" % name) from None
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    return data, name
+def _os_error(name, exc):
+    if isinstance(exc, FileNotFoundError):
+        return EvalError("%s: no such file" % name)
+    if isinstance(exc, IsADirectoryError):
+        return EvalError("%s: is a directory, not a file" % name)
+    if isinstance(exc, PermissionError):
+        return EvalError("%s: permission denied" % name)
+    return EvalError("%s: cannot read: %s" % (name, exc.strerror or exc))
 
 
-def _decompress(data, name):
-    if data[:2] != b"\x1f\x8b":
-        return data
-    import gzip
+class _Input:
+    """A path, ``-`` (stdin) or a file object, read in blocks.
+
+    Blocks are gunzipped when the bytes say gzip; ``sha256`` is the hash of the
+    bytes as stored.  Stdin and file objects are buffered on first read so that
+    they can be read twice (see _NotGrouped).
+    """
+
+    def __init__(self, source):
+        self.source = source
+        self.name = _source_name(source)
+        self.digest = hashlib.sha256()
+        self._buffered = None
+
+    def info(self, fmt):
+        return {"path": self.name, "sha256": self.digest.hexdigest(), "format": fmt}
+
+    def _raw_blocks(self):
+        if isinstance(self.source, (str, os.PathLike)) and self.source != "-":
+            with open(self.source, "rb") as handle:
+                for block in iter(lambda: handle.read(_BLOCK_SIZE), b""):
+                    yield block
+            return
+        if self._buffered is None:
+            stream = sys.stdin.buffer if self.source == "-" else self.source
+            data = stream.read()
+            self._buffered = data.encode("utf-8") if isinstance(data, str) else data
+        for start in range(0, len(self._buffered), _BLOCK_SIZE):
+            yield self._buffered[start:start + _BLOCK_SIZE]
+
+    def blocks(self):
+        """Yield the decompressed content in blocks, hashing the stored bytes."""
+        self.digest = hashlib.sha256()
+        try:
+            raw = self._hashed(self._raw_blocks())
+            first = next(raw, b"")
+            if first[:2] == b"\x1f\x8b":
+                yield from _gunzip(itertools.chain([first], raw), self.name)
+            else:
+                yield first
+                yield from raw
+        except OSError as exc:
+            raise _os_error(self.name, exc) from None
+        except MemoryError:
+            raise EvalError("%s: too large to read into memory" % self.name) from None
+
+    def _hashed(self, blocks):
+        for block in blocks:
+            self.digest.update(block)
+            yield block
+
+    def text(self):
+        """The whole content as text (UTF-8, a leading BOM dropped)."""
+        return _decode(b"".join(self.blocks()), self.name)
+
+
+def _gunzip(raw_blocks, name):
+    """Decompress gzip data (several members allowed) as a stream."""
     import zlib
+    inflater, fed = zlib.decompressobj(31), False
     try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
+        for raw in raw_blocks:
+            while raw:
+                fed = True
+                yield inflater.decompress(raw)
+                if not inflater.eof:
+                    break
+                raw, inflater, fed = inflater.unused_data, zlib.decompressobj(31), False
+        if fed and not inflater.eof:
+            raise EvalError("%s: truncated gzip data" % name)
+    except zlib.error as exc:
         raise EvalError("%s: corrupt gzip data: %s" % (name, exc)) from None
 
 
@@ -621,20 +674,32 @@ def _decode(data, name):
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _detect_format(text, name, kind):
-    """'json', 'jsonl' or 'trec' from the first non-blank line."""
-    for line in text.splitlines():
+def _lines(inp):
+    """Yield (line number, line bytes) over an input, block by block."""
+    number, carry = 0, b""
+    for block in itertools.chain(inp.blocks(), [b"\n"]):
+        block = carry + block
+        cut = block.rfind(b"\n") + 1
+        carry = block[cut:]
+        for line in block[:cut].split(b"\n")[:-1]:
+            number += 1
+            yield number, line
+
+
+def _detect_format(inp, kind):
+    """'json', 'jsonl' or 'trec', from the first non-blank line."""
+    for _, line in _lines(inp):
         stripped = line.strip()
         if not stripped:
             continue
-        if stripped[0] in "{[":
-            try:
-                first = json.loads(stripped)
-            except (ValueError, RecursionError):
-                return "json"
-            return "jsonl" if isinstance(first, dict) and "query_id" in first else "json"
-        return "trec"
-    raise EvalError("%s: empty %s file" % (name, kind))
+        if stripped[:1] not in (b"{", b"["):
+            return "trec"
+        try:
+            first = json.loads(stripped)
+        except (ValueError, RecursionError):
+            return "json"
+        return "jsonl" if isinstance(first, dict) and "query_id" in first else "json"
+    raise EvalError("%s: empty %s file" % (inp.name, kind))
 
 
 def _reject_constant(token):
@@ -642,12 +707,14 @@ def _reject_constant(token):
 
 
 def _no_duplicate_keys(pairs):
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise EvalError("duplicate key %r in one JSON object (json would silently "
-                            "keep the last)" % key)
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise EvalError("duplicate key %r in one JSON object (json would silently "
+                                "keep the last)" % key)
+            seen.add(key)
     return result
 
 
@@ -689,123 +756,257 @@ def _as_score(value, what):
     raise EvalError("%s must be a finite number, got %r" % (what, value))
 
 
+# The checks below test a whole query at C speed (set of types, all finite) and
+# only walk item by item to name the culprit or convert integer ids.
+
 def _check_qrels_query(qid, grades, where):
     if not isinstance(grades, dict):
         raise EvalError("%s: query %r: judgments must be an object {doc_id: grade}, got %s"
                         % (where, qid, type(grades).__name__))
+    if set(map(type, grades.values())) <= {int}:
+        return grades
     return {doc: _as_grade(g, "%s: query %r: grade of %r" % (where, qid, doc))
             for doc, g in grades.items()}
 
 
 def _check_run_query(qid, ranking, where):
     if isinstance(ranking, list):
+        if set(map(type, ranking)) <= {str}:
+            return ranking
         return [_as_id(doc, "%s: query %r: id at position %d" % (where, qid, i))
                 for i, doc in enumerate(ranking, 1)]
     if isinstance(ranking, dict):
+        scores = ranking.values()
+        if set(map(type, scores)) <= {float, int} and all(map(math.isfinite, scores)):
+            return ranking
         return {doc: _as_score(s, "%s: query %r: score of %r" % (where, qid, doc))
                 for doc, s in ranking.items()}
     raise EvalError("%s: query %r: expected a ranked list of ids or an object "
                     "{doc_id: score}, got %s" % (where, qid, type(ranking).__name__))
 
 
-def _load_json(text, name, kind):
-    data = _json_loads(text, name)
-    if not isinstance(data, dict):
-        raise EvalError("%s: the top level must be an object {query_id: ...}, got %s"
-                        % (name, type(data).__name__))
-    check = _check_qrels_query if kind == "qrels" else _check_run_query
-    return {qid: check(qid, value, name) for qid, value in data.items()}
-
-
+_CHECKS = {"qrels": _check_qrels_query, "run": _check_run_query}
 _JSONL_FIELDS = {"qrels": ("grades",), "run": ("docs", "scores")}
 
 
-def _load_jsonl(text, name, kind):
-    out = {}
-    check = _check_qrels_query if kind == "qrels" else _check_run_query
-    fields = _JSONL_FIELDS[kind]
-    for number, line in enumerate(text.splitlines(), 1):
+def _json_queries(inp, kind):
+    data = _json_loads(inp.text(), inp.name)
+    if not isinstance(data, dict):
+        raise EvalError("%s: the top level must be an object {query_id: ...}, got %s"
+                        % (inp.name, type(data).__name__))
+    check = _CHECKS[kind]
+    for qid, value in data.items():
+        yield qid, check(qid, value, inp.name)
+
+
+def _jsonl_queries(inp, kind):
+    """One query a line: {"query_id": ..., "grades" | "docs" | "scores": ...}."""
+    check, fields, seen = _CHECKS[kind], _JSONL_FIELDS[kind], set()
+    for number, line in _lines(inp):
         if not line.strip():
             continue
-        record = _json_loads(line, name, number)
-        where = "%s:%d" % (name, number)
+        where = "%s:%d" % (inp.name, number)
+        record = _json_loads(_decode(line, where), inp.name, number)
         if not isinstance(record, dict) or "query_id" not in record:
             raise EvalError("%s: expected an object with \"query_id\"" % where)
         present = [f for f in fields if f in record]
         if len(present) != 1:
             raise EvalError("%s: expected exactly one of %s" % (where, ", ".join(map(repr, fields))))
         qid = _as_id(record["query_id"], "%s: query_id" % where)
-        if qid in out:
+        if qid in seen:
             raise EvalError("%s: query %r appears on more than one line" % (where, qid))
+        seen.add(qid)
         value = record[present[0]]
         if present[0] == "docs" and not isinstance(value, list):
             raise EvalError("%s: \"docs\" must be a list of ids" % where)
-        if present[0] == "scores" and not isinstance(value, dict):
-            raise EvalError("%s: \"scores\" must be an object {doc_id: score}" % where)
-        out[qid] = check(qid, value, where)
-    return out
+        if present[0] in ("scores", "grades") and not isinstance(value, dict):
+            raise EvalError("%s: %r must be an object {doc_id: ...}" % (where, present[0]))
+        yield qid, check(qid, value, where)
 
 
-def _load_trec(text, name, kind):
-    fields = 4 if kind == "qrels" else 6
-    layout = ("query_id iteration doc_id grade" if kind == "qrels"
-              else "query_id Q0 doc_id rank score tag")
+def _trec_qrels(inp):
+    """TREC qrels lines ``query_id iteration doc_id grade``."""
     out = {}
-    duplicates = 0
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in _lines(inp):
         parts = line.split()
         if not parts:
             continue
-        where = "%s:%d" % (name, number)
-        if len(parts) != fields:
-            raise EvalError("%s: expected %d fields (%s), got %d"
-                            % (where, fields, layout, len(parts)))
-        qid, doc = parts[0], parts[2]
-        if kind == "qrels":
-            try:
-                value = int(parts[3])
-            except ValueError:
-                raise EvalError("%s: grade must be an integer, got %r" % (where, parts[3])) from None
-            grades = out.setdefault(qid, {})
-            if doc in grades and grades[doc] != value:
-                raise EvalError("%s: query %r: %r judged twice with different grades (%d, %d)"
-                                % (where, qid, doc, grades[doc], value))
-            grades[doc] = value
-        else:
+        where = "%s:%d" % (inp.name, number)
+        if len(parts) != 4:
+            raise EvalError("%s: expected 4 fields (query_id iteration doc_id grade), got %d"
+                            % (where, len(parts)))
+        qid, doc = _decode(parts[0], where), _decode(parts[2], where)
+        try:
+            grade = int(parts[3])
+        except ValueError:
+            raise EvalError("%s: grade must be an integer, got %r"
+                            % (where, parts[3].decode("utf-8", "replace"))) from None
+        grades = out.setdefault(qid, {})
+        if grades.get(doc, grade) != grade:
+            raise EvalError("%s: query %r: %r judged twice with different grades (%d, %d)"
+                            % (where, qid, doc, grades[doc], grade))
+        grades[doc] = grade
+    if not out:
+        raise EvalError("%s: no qrels lines found" % inp.name)
+    return out
+
+
+# --- TREC runs: the fast path ------------------------------------------------
+#
+# A 7M-line run is split block by block with C-level bytes.split; columns are
+# list slices and scores go through map(float).  Lines of one query are
+# expected to be contiguous (as every tool writes them); when they are not,
+# _NotGrouped makes the caller read the file again, gathering whole queries.
+
+class _Scored(NamedTuple):
+    """One query of a TREC run: doc ids (bytes) and their scores, in file order."""
+    docs: list
+    scores: list
+
+
+class _NotGrouped(Exception):
+    """The lines of one query are not contiguous in a TREC run."""
+
+
+def _trec_run_columns(inp):
+    """Yield (qids, docs, scores) column lists, one block of whole lines at a time."""
+    number, carry = 0, b""
+    for block in itertools.chain(inp.blocks(), [b"\n"]):
+        block = carry + block
+        cut = block.rfind(b"\n") + 1
+        carry, block = block[cut:], block[:cut]
+        if not block:
+            continue
+        lines = block.count(b"\n")
+        tokens = block.split()
+        # Six fields a line, and the Q0 and tag columns constant: any line with a
+        # wrong field count would shift later columns, so the per-line path runs.
+        if (len(tokens) != 6 * lines or len(set(tokens[1::6])) > 1
+                or len(set(tokens[5::6])) > 1):
+            tokens = _trec_run_tokens_checked(block, inp.name, number)
+        raw_scores = tokens[4::6]
+        try:
+            scores = list(map(float, raw_scores))
+        except ValueError:
+            scores = None
+        if scores is None or not all(map(math.isfinite, scores)):
+            _raise_bad_score(block, inp.name, number)
+        yield tokens[0::6], tokens[2::6], scores
+        number += lines
+    if not number:
+        raise EvalError("%s: no run lines found" % inp.name)
+
+
+def _trec_run_tokens_checked(block, name, number):
+    tokens = []
+    for offset, line in enumerate(block.split(b"\n")[:-1], 1):
+        parts = line.split()
+        if parts and len(parts) != 6:
+            raise EvalError("%s:%d: expected 6 fields (query_id Q0 doc_id rank score tag), got %d"
+                            % (name, number + offset, len(parts)))
+        tokens += parts
+    return tokens
+
+
+def _raise_bad_score(block, name, number):
+    for offset, line in enumerate(block.split(b"\n"), 1):
+        parts = line.split()
+        if len(parts) == 6:
             try:
                 value = float(parts[4])
             except ValueError:
                 value = math.nan
             if not math.isfinite(value):
-                raise EvalError("%s: score must be a finite number, got %r" % (where, parts[4]))
-            scores = out.setdefault(qid, {})
-            if doc in scores:
-                duplicates += 1
-                value = max(value, scores[doc])
-            scores[doc] = value
-    if not out:
-        raise EvalError("%s: no %s lines found" % (name, kind))
-    return out, duplicates
+                raise EvalError("%s:%d: score must be a finite number, got %r"
+                                % (name, number + offset, parts[4].decode("utf-8", "replace")))
+    raise AssertionError("unreachable: a bad score was not found again")
 
 
-def _load(source, kind, format):
-    data, name = _read_bytes(source)
-    text = _decode(_decompress(data, name), name)
-    fmt = format or _detect_format(text, name, kind)
+def _runs_of_equal(ids):
+    """Yield (start, end) of each maximal run of equal items in ``ids``.
+
+    Gallops and bisects on the assumption that each id's items are contiguous,
+    then checks that assumption at C speed; raises _NotGrouped when it fails.
+
+    >>> list(_runs_of_equal([b"a", b"a", b"b", b"c", b"c", b"c"]))
+    [(0, 2), (2, 3), (3, 6)]
+    """
+    n, start = len(ids), 0
+    while start < n:
+        first = ids[start]
+        low, high, step = start, start + 1, 1
+        while high < n and ids[high] == first:
+            low, step = high, step * 2
+            high = min(n, start + step)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if ids[middle] == first:
+                low = middle
+            else:
+                high = middle
+        if ids[start:high].count(first) != high - start:
+            raise _NotGrouped()
+        yield start, high
+        start = high
+
+
+def _trec_run_queries(inp, grouped=True):
+    """Yield (qid, _Scored) per query of a TREC run.
+
+    With ``grouped``, each query's lines must be contiguous (memory: one query);
+    otherwise every query is gathered first (memory: the whole run).
+    """
+    gathered = {}
+    finished = set()
+    current, docs, scores = None, [], []
+    for qids, block_docs, block_scores in _trec_run_columns(inp):
+        for start, end in _runs_of_equal(qids):
+            qid = qids[start]
+            if not grouped:
+                into = gathered.setdefault(qid, ([], []))
+                into[0].extend(block_docs[start:end])
+                into[1].extend(block_scores[start:end])
+                continue
+            if qid == current:
+                docs += block_docs[start:end]
+                scores += block_scores[start:end]
+                continue
+            if current is not None:
+                yield _decode(current, inp.name), _Scored(docs, scores)
+                finished.add(current)
+            if qid in finished:
+                raise _NotGrouped()
+            current, docs, scores = qid, block_docs[start:end], block_scores[start:end]
+    if current is not None:
+        yield _decode(current, inp.name), _Scored(docs, scores)
+    for qid, (docs, scores) in gathered.items():
+        yield _decode(qid, inp.name), _Scored(docs, scores)
+
+
+def _run_queries(inp, fmt, grouped=True):
+    if fmt == "trec":
+        return _trec_run_queries(inp, grouped)
+    return _json_queries(inp, "run") if fmt == "json" else _jsonl_queries(inp, "run")
+
+
+def _open_input(source, format, kind):
+    inp = _Input(source)
+    fmt = format or _detect_format(inp, kind)
     if fmt not in FORMATS:
-        raise EvalError("%s: unknown format %r (choose from %s)" % (name, fmt, ", ".join(FORMATS)))
-    warnings = []
-    if fmt == "json":
-        loaded = _load_json(text, name, kind)
-    elif fmt == "jsonl":
-        loaded = _load_jsonl(text, name, kind)
+        raise EvalError("%s: unknown format %r (choose from %s)"
+                        % (inp.name, fmt, ", ".join(FORMATS)))
+    return inp, fmt
+
+
+def _read_qrels(source, format=None):
+    """(qrels, input info) from any supported source."""
+    inp, fmt = _open_input(source, format, "qrels")
+    if fmt == "trec":
+        qrels = _trec_qrels(inp)
     else:
-        loaded, duplicates = _load_trec(text, name, kind)
-        if duplicates:
-            warnings.append("%s: %d repeated (query, doc) lines; each id counts once, "
-                            "at its best score" % (name, duplicates))
-    digest = hashlib.sha256(data).hexdigest()
-    return loaded, {"path": name, "sha256": digest, "format": fmt}, warnings
+        queries = _json_queries(inp, "qrels") if fmt == "json" else _jsonl_queries(inp, "qrels")
+        qrels = dict(queries)
+    return qrels, inp.info(fmt)
 
 
 def load_qrels(source, *, format=None):
@@ -817,58 +1018,108 @@ def load_qrels(source, *, format=None):
     >>> load_qrels(io.StringIO('q1 0 d1 2\\nq1 0 d2 0\\n'))
     {'q1': {'d1': 2, 'd2': 0}}
     """
-    return _load(source, "qrels", format)[0]
+    return _read_qrels(source, format)[0]
 
 
 def load_run(source, *, format=None):
-    """Read a run from a path, ``-`` or a file object: ``{qid: [ids] | {id: score}}``.
+    """Read a whole run: ``{qid: [ids] | {id: score}}``; TREC runs give score maps,
+    a repeated (query, id) line keeping its best score.  For large runs prefer
+    :func:`evaluate_files`, which streams.
 
     >>> load_run(io.StringIO('{"q1": ["d2", "d1"]}'))
     {'q1': ['d2', 'd1']}
+    >>> load_run(io.StringIO('q1 Q0 a 1 0.5 x\\nq1 Q0 a 2 0.7 x\\n'))
+    {'q1': {'a': 0.7}}
     """
-    return _load(source, "run", format)[0]
+    inp, fmt = _open_input(source, format, "run")
+    run = {}
+    for qid, ranking in _run_queries(inp, fmt, grouped=False):
+        if isinstance(ranking, _Scored):
+            best = {}
+            for doc, score in zip(ranking.docs, ranking.scores):
+                doc = _decode(doc, inp.name)
+                best[doc] = max(score, best.get(doc, score))
+            ranking = best
+        run[qid] = ranking
+    return run
 
 
 # ---------------------------------------------------------------------------
 # Evaluation
+#
+# Per query: rank once (_top), look the grades of the first K ids up once,
+# then every measure reads that short list.
 # ---------------------------------------------------------------------------
 
-class _Ranked(NamedTuple):
-    grades: List[int]      # grades of the first K distinct ids
-    returned: int          # distinct ids the run returned for the query
-    duplicates: int        # ids repeated in a ranked list
-    straddling: int        # tied score groups that cross a cutoff
+class _Top(NamedTuple):
+    docs: list         # the first K distinct ids, best first
+    duplicates: int    # repeated ids seen while ranking
+    straddling: int    # tied score groups that cross a cutoff
 
 
-def _rank_query(ranking, labels, depth, cutoffs):
-    """Rank one query once and look up the grades of its first ``depth`` ids.
+def _top(ranking, depth, cutoffs):
+    """Rank one query once: the first ``depth`` distinct ids, best first.
 
-    A ranked list keeps its order and each id counts at its first position.
-    A score map is ordered by score descending, then doc id descending
-    (trec_eval's rule); tied groups that cross a cutoff are counted.
+    A ranked list keeps its order; each id counts at its first position.  Scores
+    order by score descending, then doc id descending (trec_eval's rule); tied
+    groups that straddle a cutoff are counted.
 
-    >>> _rank_query({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1}, 2, (1, 2))
-    _Ranked(grades=[-1, 1], returned=3, duplicates=0, straddling=1)
+    >>> _top({"a": 1.0, "b": 1.0, "c": 0.5}, 2, (1, 2))
+    _Top(docs=['b', 'a'], duplicates=0, straddling=1)
+    >>> _top(["x", "x", "y"], 5, (5,))
+    _Top(docs=['x', 'y'], duplicates=1, straddling=0)
     """
-    get = labels.get
+    if isinstance(ranking, list):
+        return _top_of_list(ranking, depth)
     if isinstance(ranking, dict):
-        top = heapq.nlargest(depth + 1, ranking.items(), key=_score_then_id)
-        scores = [s for _, s in top]
-        straddling = len({scores[c - 1] for c in cutoffs
-                          if c < len(scores) and scores[c - 1] == scores[c]})
-        return _Ranked([get(d, UNJUDGED) for d, _ in top[:depth]], len(ranking), 0, straddling)
-    seen = set()
-    grades = []
+        ranking = _Scored(list(ranking), list(ranking.values()))
+    return _top_of_scores(ranking.docs, ranking.scores, depth, cutoffs)
+
+
+def _top_of_list(ranking, depth):
+    seen, top = set(), []
     for doc in ranking:
         if doc not in seen:
             seen.add(doc)
-            if len(grades) < depth:
-                grades.append(get(doc, UNJUDGED))
-    return _Ranked(grades, len(seen), len(ranking) - len(seen), 0)
+            top.append(doc)
+            if len(top) == depth:
+                break
+    duplicates = len(ranking) - len(set(ranking)) if len(ranking) > len(top) else len(seen) - len(top)
+    return _Top(top, duplicates, 0)
 
 
-def _score_then_id(item):
-    return item[1], item[0]
+def _top_of_scores(docs, scores, depth, cutoffs):
+    want = depth + 1   # one past the deepest cutoff shows a tie that straddles it
+    n = len(scores)
+    if n > want and all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
+        # Already in score order (the common case): only ties can reorder, so the
+        # window ends with the tie group that crosses position ``want``.
+        end = want
+        while end < n and scores[end] == scores[end - 1]:
+            end += 1
+        window = sorted(zip(scores[:end], docs[:end]), reverse=True)
+    else:
+        window = heapq.nlargest(want, zip(scores, docs))
+    if len({doc for _, doc in window}) < len(window):
+        best = {}
+        for score, doc in zip(scores, docs):
+            if doc not in best or score > best[doc]:
+                best[doc] = score
+        duplicates = n - len(best)
+        window = heapq.nlargest(want, zip(best.values(), best.keys()))
+    else:
+        duplicates = 0
+    window = window[:want]
+    straddling = len({window[c - 1][0] for c in cutoffs
+                      if c < len(window) and window[c - 1][0] == window[c][0]})
+    return _Top([doc for _, doc in window[:depth]], duplicates, straddling)
+
+
+def _returned(ranking):
+    """How many distinct ids a ranking holds."""
+    if ranking is None:
+        return 0
+    return len(set(ranking.docs if isinstance(ranking, _Scored) else ranking))
 
 
 def _mean(values):
@@ -876,7 +1127,7 @@ def _mean(values):
 
 
 def evaluate(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential",
-             skip_extra_queries=False, run_name="run"):
+             skip_extra_queries=False):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -894,16 +1145,36 @@ def evaluate(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential"
     ({'recall@1': 0.5}, ('q3',), ('q2',))
     """
     measures = resolve_measures(metrics, k, rel=rel, gain=gain)
-    rel = _positive_int(rel, "rel")
     qrels = _validated(qrels, "qrels", _check_qrels_query)
-    run = _validated(run, run_name, _check_run_query)
-    extra = sorted(set(run) - set(qrels))
-    if extra and not skip_extra_queries:
-        raise EvalError("%s: %d quer%s not in the qrels: %s (check the files match, or skip "
-                        "them with --skip-extra-queries)"
-                        % (run_name, len(extra), "y is" if len(extra) == 1 else "ies are",
-                           _preview(extra)))
-    return _score(qrels, run, measures, rel, extra)
+    run = _validated(run, "run", _check_run_query)
+    return _score(qrels, run.items(), measures, _positive_int(rel, "rel"),
+                  skip_extra_queries, "run")
+
+
+def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential",
+                   skip_extra_queries=False, qrels_format=None, run_format=None):
+    """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
+    the run one query at a time.  The report's ``inputs`` carry each file's
+    path, sha256 and format.
+
+    >>> evaluate_files(io.StringIO('{"q": {"a": 1}}'),
+    ...                io.StringIO('q Q0 b 1 2.0 x\\nq Q0 a 2 1.0 x\\n'), metrics="mrr").mean
+    {'mrr@5': 0.5}
+    """
+    measures = resolve_measures(metrics, k, rel=rel, gain=gain)
+    rel = _positive_int(rel, "rel")
+    qrels, qrels_info = _read_qrels(qrels, qrels_format)
+    inp, fmt = _open_input(run, run_format, "run")
+    notes = []
+    try:
+        report = _score(qrels, _run_queries(inp, fmt), measures, rel, skip_extra_queries, inp.name)
+    except _NotGrouped:
+        notes.append("%s: the lines of a query are not contiguous; read the whole run "
+                     "into memory" % inp.name)
+        report = _score(qrels, _run_queries(inp, fmt, grouped=False), measures, rel,
+                        skip_extra_queries, inp.name)
+    return report._replace(inputs={"qrels": qrels_info, "run": inp.info(fmt)},
+                           warnings=tuple(notes) + report.warnings)
 
 
 def _validated(data, what, check):
@@ -917,47 +1188,73 @@ def _preview(ids, limit=5):
     return shown + (", ... (%d more)" % (len(ids) - limit) if len(ids) > limit else "")
 
 
-def _score(qrels, run, measures, rel, extra):
+def _plural(n, one, many):
+    return "%d %s" % (n, one if n == 1 else many)
+
+
+def _score(qrels, run_queries, measures, rel, skip_extra, run_name):
+    """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
     depth = max(m.k for m in measures)
     cutoffs = sorted({m.k for m in measures})
     names = tuple(str(m) for m in measures)
-    per_query, unscored, missing, abstention, ties = {}, [], [], {}, {}
+    scored = {qid for qid, labels in qrels.items() if any(g >= rel for g in labels.values())}
+    by_bytes = {}   # TREC runs give doc ids as bytes: qrels re-keyed once per query
+    per_query, abstention, ties, extra, seen = {}, {}, {}, [], set()
     duplicate_queries = 0
-    for qid in sorted(qrels):
+
+    def score_one(qid, ranking):
+        nonlocal duplicate_queries
         labels = qrels[qid]
-        judged_grades = tuple(sorted(labels.values(), reverse=True))
-        ranking = run.get(qid)
-        ranked = _rank_query(ranking if ranking is not None else [], labels, depth, cutoffs)
-        duplicate_queries += ranked.duplicates > 0
-        if ranked.straddling:
-            ties[qid] = ranked.straddling
-        if not judged_grades or judged_grades[0] < rel:
-            unscored.append(qid)
-            abstention[qid] = ranked.returned
-            continue
-        if ranking is None:
-            missing.append(qid)
-        per_query[qid] = {n: m.value(ranked.grades, judged_grades) for n, m in zip(names, measures)}
+        top = _top(ranking, depth, cutoffs) if ranking is not None else _Top([], 0, 0)
+        duplicate_queries += top.duplicates > 0
+        if top.straddling:
+            ties[qid] = top.straddling
+        if qid not in scored:
+            abstention[qid] = _returned(ranking)
+            return
+        if isinstance(ranking, _Scored):
+            labels = by_bytes.get(qid) or by_bytes.setdefault(
+                qid, {doc.encode("utf-8"): g for doc, g in labels.items()})
+        grades = [labels.get(doc, UNJUDGED) for doc in top.docs]
+        judged_grades = sorted(qrels[qid].values(), reverse=True)
+        per_query[qid] = {n: m.value(grades, judged_grades) for n, m in zip(names, measures)}
+
+    for qid, ranking in run_queries:
+        if qid not in qrels:
+            extra.append(qid)
+        else:
+            seen.add(qid)
+            score_one(qid, ranking)
+    missing = sorted(q for q in scored if q not in seen)
+    for qid in sorted(set(qrels) - seen):
+        score_one(qid, None)
+    extra.sort()
+    if extra and not skip_extra:
+        raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
+                        "with --skip-extra-queries)"
+                        % (run_name, _plural(len(extra), "query is", "queries are"),
+                           _preview(extra)))
     if not per_query:
         raise EvalError("no query in the qrels has a relevant id (grade >= %d): nothing to score"
                         % rel)
     warnings = []
     if missing:
-        warnings.append("%d quer%s in the qrels not in the run, scored 0: %s"
-                        % (len(missing), "y" if len(missing) == 1 else "ies", _preview(missing)))
+        warnings.append("%s in the qrels not in the run, scored 0: %s"
+                        % (_plural(len(missing), "query", "queries"), _preview(missing)))
     if duplicate_queries:
-        warnings.append("%d quer%s repeat ids in a ranked list; each id counts once, at its "
-                        "first position" % (duplicate_queries, "y" if duplicate_queries == 1 else "ies"))
+        warnings.append("%s repeat ids; each id counts once, at its best position"
+                        % _plural(duplicate_queries, "query", "queries"))
     if extra:
-        warnings.append("skipped %d run quer%s not in the qrels: %s"
-                        % (len(extra), "y" if len(extra) == 1 else "ies", _preview(extra)))
+        warnings.append("skipped %s not in the qrels: %s"
+                        % (_plural(len(extra), "run query", "run queries"), _preview(extra)))
     if ties:
-        warnings.append("%d tied score group%s cross a cutoff (ties broken by doc id "
-                        "descending, as trec_eval)" % (sum(ties.values()),
-                                                       "" if sum(ties.values()) == 1 else "s"))
+        warnings.append("%s cross a cutoff (ties broken by doc id descending, as trec_eval)"
+                        % _plural(sum(ties.values()), "tied score group", "tied score groups"))
+    per_query = {q: per_query[q] for q in sorted(per_query)}
     mean = {n: _mean([values[n] for values in per_query.values()]) for n in names}
-    return Report(names, mean, per_query, tuple(unscored), tuple(missing), tuple(extra),
-                  abstention, ties, tuple(warnings), rel)
+    return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
+                  tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
+                  tuple(warnings), rel)
 
 
 # ---------------------------------------------------------------------------
@@ -998,8 +1295,9 @@ def load_baseline(source):
     >>> load_baseline(io.StringIO('{"nDCG@10": 0.5}')).mean
     {'ndcg(gain=linear)@10': 0.5}
     """
-    data, name = _read_bytes(source)
-    loaded = _json_loads(_decode(data, name), name)
+    inp = _Input(source)
+    name = inp.name
+    loaded = _json_loads(inp.text(), name)
     if not isinstance(loaded, dict):
         raise EvalError("%s: a baseline must be a JSON object, got %s"
                         % (name, type(loaded).__name__))
@@ -1279,12 +1577,9 @@ def _run_cli(args, stdout, stderr):
         # With no --metrics/--k, the baseline decides what is gated as well.
         metrics += [parse_measure(n) for n in baseline.mean if parse_measure(n) not in metrics]
     parse_tolerance(args.max_drop)   # reject a bad tolerance before any work
-    qrels, qrels_info, warnings = _load(args.qrels, "qrels", args.qrels_format)
-    run, run_info, run_warnings = _load(args.run, "run", args.run_format)
-    report = evaluate(qrels, run, metrics=metrics, rel=args.rel,
-                      skip_extra_queries=args.skip_extra_queries, run_name=run_info["path"])
-    report = report._replace(inputs={"qrels": qrels_info, "run": run_info},
-                             warnings=tuple(warnings + run_warnings) + report.warnings)
+    report = evaluate_files(args.qrels, args.run, metrics=metrics, rel=args.rel,
+                            skip_extra_queries=args.skip_extra_queries,
+                            qrels_format=args.qrels_format, run_format=args.run_format)
     result = gate(report, baseline, max_drop=args.max_drop) if baseline is not None else None
     render = _RENDERERS[args.format]
     if args.format == "json":
