@@ -41,6 +41,7 @@ __all__ = sorted([
 ])
 
 import argparse
+import bisect
 import difflib
 import hashlib
 import heapq
@@ -50,7 +51,9 @@ import json
 import math
 import operator
 import os
+import random
 import re
+import statistics
 import sys
 import tempfile
 from typing import Dict, List, NamedTuple, Optional, Tuple
@@ -159,13 +162,24 @@ class MeasureChange(NamedTuple):
     """One baseline measure against the current report.
 
     ``status`` is one of ``regressed``, ``missing``, ``dropped within tolerance``,
-    ``unchanged``, ``improved``.
+    ``dropped, not significant``, ``unchanged``, ``improved``.  ``p_value`` (the
+    Holm-adjusted randomization p) is set by the significant gate only.
     """
     measure: str
     baseline: float
     current: Optional[float]
     delta: Optional[float]
     status: str
+    p_value: Optional[float] = None
+
+
+class QueryDrop(NamedTuple):
+    """One query whose value fell by more than the tolerance since the baseline."""
+    measure: str
+    query: str
+    baseline: float
+    current: float
+    delta: float
 
 
 class GateResult(NamedTuple):
@@ -174,6 +188,10 @@ class GateResult(NamedTuple):
     changes: Tuple[MeasureChange, ...]
     tolerance: str
     notes: Tuple[str, ...]
+    mode: str = "tolerance"
+    queries_added: Tuple[str, ...] = ()
+    queries_removed: Tuple[str, ...] = ()
+    query_drops: Optional[Tuple[QueryDrop, ...]] = None   # None: a means-only baseline
 
     @property
     def regressions(self):
@@ -186,10 +204,15 @@ class GateResult(NamedTuple):
     def to_dict(self):
         return {
             "passed": self.passed,
+            "mode": self.mode,
             "max_drop": self.tolerance,
             "regressions": [c._asdict() for c in self.regressions],
             "improvements": [c._asdict() for c in self.improvements],
             "changes": [c._asdict() for c in self.changes],
+            "per_query": None if self.query_drops is None else {
+                "queries_added": list(self.queries_added),
+                "queries_removed": list(self.queries_removed),
+                "regressions": [d._asdict() for d in self.query_drops]},
             "notes": list(self.notes),
         }
 
@@ -1258,6 +1281,594 @@ def _score(qrels, run_queries, measures, rel, skip_extra, run_name):
 
 
 # ---------------------------------------------------------------------------
+# Comparison and statistics: the functions
+#
+# Paired comparisons of two systems on the same queries. Every function takes
+# the per-query differences ``diffs = [a_q - b_q for q in queries]`` (or plain
+# per-query values for the sizing helpers) and returns plain floats. Nothing
+# here ever returns NaN: degenerate inputs have a documented convention
+# instead. Only the standard library is used (math, random, statistics,
+# bisect, itertools), so the section can live inside rag_eval.py.
+#
+#   paired_ttest(diffs)            -> (t, p)   Student's paired t-test
+#   randomization_p(diffs)         -> p        sign-flip (permutation) test
+#   bootstrap_ci(diffs, rng=...)   -> (lo, hi) percentile CI of the mean diff
+#   holm(pvalues)                  -> [p_adj]  Holm-Bonferroni step-down
+#   min_detectable_difference(sd, n)           paired MDE, normal approximation
+#   margin_of_error(values)        queries_needed(sd, tolerance)
+#
+# References: scipy.stats.ttest_rel, scipy.stats.permutation_test
+# (permutation_type='samples'), scipy.stats.bootstrap (method='percentile'),
+# statsmodels multipletests(method='holm'); see tests/data/stats/.
+# ---------------------------------------------------------------------------
+
+_EXACT_MAX_N = 20        # randomization_p enumerates all 2**n sign patterns up to here
+_TIE_RTOL = 1e-9         # relative tolerance for "as extreme as observed"
+_ZERO_RTOL = 1e-12       # |sum| below this share of sum(|d|) is rounding noise: 0
+_BITS_TABLE = bytes.maketrans(b"01", b"\x00\x01")
+
+
+def _finite_floats(values, what):
+    """Return *values* as a list of floats; raise ValueError on NaN or inf.
+
+    >>> _finite_floats([1, 0.5], "diffs")
+    [1.0, 0.5]
+    """
+    out = [float(v) for v in values]
+    for v in out:
+        if not math.isfinite(v):
+            raise ValueError(f"{what} must be finite numbers, got {v!r}")
+    return out
+
+
+def _stirling_tail(x):
+    """lgamma(x) - ((x - 0.5) log x - x + log(2 pi) / 2), for x >= 10.
+
+    >>> abs(_stirling_tail(12.5) - (math.lgamma(12.5) - 12 * math.log(12.5)
+    ...     + 12.5 - 0.5 * math.log(2 * math.pi))) < 1e-14
+    True
+    """
+    r = 1.0 / (x * x)
+    return (1.0 / 12 - r * (1.0 / 360 - r * (1.0 / 1260 - r * (1.0 / 1680
+            - r * (1.0 / 1188 - r * (691.0 / 360360 - r / 156)))))) / x
+
+
+def _log_beta(a, b):
+    """log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b), for a, b > 0.
+
+    When one argument is large, lgamma(big) - lgamma(big + small) cancels
+    digits (lgamma(5e5) is about 6e6), so that difference is taken from
+    Stirling's series instead, which keeps t-test p-values accurate to
+    ~1e-11 even at a million degrees of freedom.
+
+    >>> abs(_log_beta(2.0, 3.0) - math.log(1 / 12)) < 1e-15
+    True
+    """
+    small, big = min(a, b), max(a, b)
+    if big < 10.0:
+        return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    # lgamma(big) - lgamma(big + small), both Stirling expansions subtracted.
+    diff = (-(big - 0.5) * math.log1p(small / big) - small * math.log(big + small)
+            + small + _stirling_tail(big) - _stirling_tail(big + small))
+    return math.lgamma(small) + diff
+
+
+def _betainc(a, b, x):
+    """Regularized incomplete beta function I_x(a, b), for a, b > 0, 0 <= x <= 1.
+
+    Continued fraction (Numerical Recipes' betacf) evaluated with the modified
+    Lentz method. It converges fast for x < (a + 1) / (a + b + 2); above that
+    the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) is used.
+
+    >>> round(_betainc(2.0, 3.0, 0.4), 12)    # 1 - 0.6**4 - 4 * 0.4 * 0.6**3
+    0.5248
+    >>> _betainc(0.5, 0.5, 0.0), _betainc(0.5, 0.5, 1.0)
+    (0.0, 1.0)
+    """
+    if not (a > 0.0 and b > 0.0):
+        raise ValueError(f"_betainc needs a > 0 and b > 0, got a={a!r}, b={b!r}")
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"_betainc needs 0 <= x <= 1, got x={x!r}")
+    if x == 0.0 or x == 1.0:
+        return x
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    # Prefactor x^a (1-x)^b / (a B(a, b)), in logs to avoid overflow.
+    log_front = a * math.log(x) + b * math.log1p(-x) - _log_beta(a, b)
+    tiny = 1e-300
+    c = 1.0
+    d = 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 100000):
+        # Even step: d_{2m} = m (b - m) x / ((a + 2m - 1)(a + 2m)).
+        num = m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + num / c
+        c = c if abs(c) > tiny else tiny
+        f *= d * c
+        # Odd step: d_{2m+1} = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)).
+        num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + num / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        f *= delta
+        if abs(delta - 1.0) < 1e-16:
+            break
+    else:  # pragma: no cover - not reached for the a, b of a t-test
+        raise ArithmeticError(f"_betainc did not converge for a={a}, b={b}, x={x}")
+    return math.exp(log_front) * f / a
+
+
+def t_two_sided_p(t, df):
+    """Two-sided p-value of Student's t with *df* degrees of freedom.
+
+    p = P(|T| >= |t|) = I_{df / (df + t^2)}(df / 2, 1 / 2). An infinite t gives
+    0.0; t = 0 gives 1.0.
+
+    >>> round(t_two_sided_p(2.0, 10), 10)       # scipy: 2 * t.sf(2, 10)
+    0.0733880348
+    >>> t_two_sided_p(0.0, 5), t_two_sided_p(-math.inf, 5)
+    (1.0, 0.0)
+    """
+    if math.isnan(t):
+        raise ValueError("t_two_sided_p: t is NaN")
+    if not df > 0:
+        raise ValueError(f"t_two_sided_p needs df > 0, got {df!r}")
+    if math.isinf(t):
+        return 0.0
+    t2 = t * t
+    if math.isinf(t2):
+        return 0.0
+    a = 0.5 * df
+    x = df / (df + t2)
+    if x > (a + 1.0) / (a + 2.5):
+        # Small |t|: take the symmetric branch here, with 1 - x computed as
+        # t^2 / (df + t^2), which keeps its precision when t^2 << df.
+        return 1.0 - _betainc(0.5, a, t2 / (df + t2))
+    return min(1.0, _betainc(a, 0.5, x))
+
+
+def paired_ttest(diffs):
+    """Paired Student's t-test of mean(diffs) = 0; returns (t, two-sided p).
+
+    *diffs* are the per-query differences a - b. Matches
+    ``scipy.stats.ttest_rel(a, b)`` (statistic, pvalue): t = mean / (s / sqrt(n))
+    with the sample standard deviation s (n - 1 denominator), df = n - 1.
+
+    Conventions where scipy returns NaN (we never return NaN):
+      * n < 2 (no variance estimate): (0.0, 1.0).
+      * every difference is 0 (the systems tie on every query): (0.0, 1.0).
+      * every difference equals the same nonzero d (zero variance):
+        t = copysign(inf, d) and p = 0.0; scipy also gives +-inf and 0 when its
+        float arithmetic makes the variance exactly 0. Renderers must print an
+        infinite t as text (e.g. "inf"), since JSON has no Infinity.
+
+    >>> t, p = paired_ttest([0.5, 1.0, 0.0, 0.5])
+    >>> round(t, 10), round(p, 10)              # scipy.stats.ttest_rel
+    (2.4494897428, 0.0917211133)
+    >>> paired_ttest([0.3]), paired_ttest([0.0, 0.0, 0.0])
+    ((0.0, 1.0), (0.0, 1.0))
+    >>> paired_ttest([1.0, 1.0, 1.0])
+    (inf, 0.0)
+    """
+    d = _finite_floats(diffs, "diffs")
+    n = len(d)
+    if n < 2:
+        return 0.0, 1.0
+    if min(d) == max(d):
+        if d[0] == 0.0:
+            return 0.0, 1.0
+        return math.copysign(math.inf, d[0]), 0.0
+    mean = math.fsum(d) / n
+    var = math.fsum((x - mean) ** 2 for x in d) / (n - 1)
+    if var == 0.0:  # pragma: no cover - distinct values have positive variance
+        return math.copysign(math.inf, mean), 0.0
+    t = mean / math.sqrt(var / n)
+    return t, t_two_sided_p(t, n - 1)
+
+
+def _signed_sums(values):
+    """All 2**len(values) sums +-v1 +-v2 ..., in no particular order.
+
+    >>> sorted(_signed_sums([1.0, 2.0]))
+    [-3.0, -1.0, 1.0, 3.0]
+    """
+    sums = [0.0]
+    for v in values:
+        sums = [s + v for s in sums] + [s - v for s in sums]
+    return sums
+
+
+def _exact_sign_flip_count(d, threshold):
+    """Number of the 2**len(d) sign patterns with |signed sum| >= threshold > 0.
+
+    Meet in the middle: the signed sums of each half are enumerated (2**10
+    each at n = 20), one side is sorted, and for each sum x of the other side
+    bisect counts the y with x + y >= threshold or x + y <= -threshold (two
+    disjoint sets, as threshold > 0).
+    """
+    half = len(d) // 2
+    left = _signed_sums(d[:half])
+    right = sorted(_signed_sums(d[half:]))
+    size = len(right)
+    count = 0
+    for x in left:
+        count += size - bisect.bisect_left(right, threshold - x)
+        count += bisect.bisect_right(right, -threshold - x)
+    return count
+
+
+def randomization_p(diffs, *, resamples=10000, rng=None):
+    """Two-sided paired randomization (sign-flip) test of the mean difference.
+
+    Under the null hypothesis each query's difference is as likely to be +d as
+    -d, so the p-value is the share of the 2**n sign patterns whose
+    |sum of signed diffs| is at least the observed |sum| (observed pattern
+    included). "At least" has a relative tolerance of 1e-9 so that rounding
+    in the sums does not drop exact ties; an observed |sum| below 1e-12 of
+    sum(|d|) is taken as 0, giving p = 1.
+
+    Zero differences are dropped first: flipping a 0 does not change any sum,
+    so every pattern of the others is repeated 2**zeros times and the share is
+    unchanged. With at most 20 nonzero differences the p-value is exact (all
+    patterns counted, meet-in-the-middle, milliseconds at n = 20) and equals
+    ``scipy.stats.permutation_test(..., permutation_type='samples',
+    n_resamples=np.inf, alternative='two-sided')``. Beyond that it is a Monte
+    Carlo estimate from *resamples* random patterns drawn with *rng* (a
+    random.Random; None means random.Random(0), so results repeat):
+    p = (1 + hits) / (1 + resamples), the observed pattern counted once, which
+    is never 0 and is a valid (slightly conservative) p-value.
+    No differences at all gives 1.0.
+
+    >>> randomization_p([1.0, 1.0, 1.0, 1.0, 1.0])     # 2 of 32 patterns
+    0.0625
+    >>> randomization_p([1.0, -1.0, 0.0]), randomization_p([])
+    (1.0, 1.0)
+    >>> randomization_p([0.5, 1.0, 0.25, 0.0, 1.0])    # 2 of 16 nonzero patterns
+    0.125
+    """
+    d = [x for x in _finite_floats(diffs, "diffs") if x != 0.0]
+    n = len(d)
+    if n == 0:
+        return 1.0
+    observed = abs(math.fsum(d))
+    if observed <= _ZERO_RTOL * math.fsum(abs(x) for x in d):
+        return 1.0
+    threshold = observed * (1.0 - _TIE_RTOL)
+    if n <= _EXACT_MAX_N:
+        return _exact_sign_flip_count(d, threshold) / 2 ** n
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples!r}")
+    if rng is None:
+        rng = random.Random(0)
+    total = math.fsum(d)
+    hits = 0
+    fmt = "0%db" % n
+    compress = itertools.compress
+    for _ in range(resamples):
+        # One random bit per query selects the differences whose sign flips:
+        # the signed sum is total - 2 * sum(flipped). Bits -> bytes 0/1 keeps
+        # the per-query work in C.
+        flips = format(rng.getrandbits(n), fmt).encode().translate(_BITS_TABLE)
+        if abs(total - 2.0 * math.fsum(compress(d, flips))) >= threshold:
+            hits += 1
+    return (1 + hits) / (1 + resamples)
+
+
+def _quantile_linear(sorted_values, q):
+    """Quantile q of sorted data, numpy's default ('linear') definition.
+
+    Position h = (N - 1) q; the result interpolates linearly between the
+    values at floor(h) and floor(h) + 1 (Hyndman & Fan type 7, also R's
+    default and statistics.quantiles(method='inclusive')).
+
+    >>> _quantile_linear([1.0, 2.0, 3.0, 4.0], 0.25)
+    1.75
+    """
+    h = (len(sorted_values) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    x_lo, x_hi = sorted_values[lo], sorted_values[hi]
+    return x_lo + (h - lo) * (x_hi - x_lo)
+
+
+def bootstrap_ci(diffs, *, resamples=10000, rng, confidence=0.95):
+    """Paired percentile bootstrap confidence interval of the mean difference.
+
+    Draws *resamples* resamples of the queries with replacement (the pair
+    a_q, b_q stays together, so resampling the differences is the paired
+    bootstrap), takes each resample's mean, and returns the alpha/2 and
+    1 - alpha/2 quantiles of those means, alpha = 1 - confidence, with numpy's
+    default linear-interpolation quantile (as scipy.stats.bootstrap with
+    method='percentile'). *rng* is a random.Random, e.g. random.Random(seed);
+    the same seed gives the same interval.
+
+    No differences gives (0.0, 0.0); all differences equal to d gives (d, d).
+
+    >>> lo, hi = bootstrap_ci([1.0] * 20 + [0.0] * 80, rng=random.Random(1))
+    >>> 0.11 < lo < 0.14 and 0.26 < hi < 0.29     # mean 0.2, se 0.04
+    True
+    >>> bootstrap_ci([0.25, 0.25], rng=random.Random(1)), bootstrap_ci([], rng=None)
+    ((0.25, 0.25), (0.0, 0.0))
+    """
+    d = _finite_floats(diffs, "diffs")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    n = len(d)
+    if n == 0:
+        return 0.0, 0.0
+    if min(d) == max(d):
+        return d[0], d[0]
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples!r}")
+    choices, fsum = rng.choices, math.fsum
+    means = sorted([fsum(choices(d, k=n)) / n for _ in range(resamples)])
+    alpha = 1.0 - confidence
+    return (_quantile_linear(means, alpha / 2.0),
+            _quantile_linear(means, 1.0 - alpha / 2.0))
+
+
+def holm(pvalues):
+    """Holm-Bonferroni adjusted p-values, in the order given.
+
+    Step-down: with the m p-values sorted ascending, the i-th smallest
+    (i = 0, 1, ...) becomes (m - i) * p_(i), then a running maximum makes the
+    adjusted values monotone, and each is capped at 1. Equals statsmodels'
+    ``multipletests(pvalues, method='holm')[1]``. Reject at level alpha where
+    the adjusted p <= alpha.
+
+    >>> holm([0.01, 0.04, 0.03])
+    [0.03, 0.06, 0.06]
+    >>> holm([0.5, 0.6]), holm([])
+    ([1.0, 1.0], [])
+    """
+    p = [float(x) for x in pvalues]
+    for x in p:
+        if not 0.0 <= x <= 1.0:
+            raise ValueError(f"p-values must be in [0, 1], got {x!r}")
+    m = len(p)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=p.__getitem__)):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def min_detectable_difference(sd, n, *, alpha=0.05, power=0.8):
+    """Smallest true mean difference a paired test on n queries detects.
+
+    (z_{1 - alpha/2} + z_{power}) * sd / sqrt(n), where sd is the standard
+    deviation of the per-query differences (normal approximation, two-sided
+    level alpha). n = 0 gives inf.
+
+    >>> round(min_detectable_difference(0.3, 100), 4)   # 2.8016 * 0.03
+    0.084
+    >>> min_detectable_difference(0.3, 0)
+    inf
+    """
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha!r}, {power!r}")
+    if n < 0 or sd < 0:
+        raise ValueError(f"sd and n must be >= 0, got sd={sd!r}, n={n!r}")
+    if n == 0:
+        return math.inf
+    z = statistics.NormalDist()
+    return (z.inv_cdf(1.0 - alpha / 2.0) + z.inv_cdf(power)) * sd / math.sqrt(n)
+
+
+def _z(confidence):
+    """Two-sided normal quantile z_{(1 + confidence) / 2}.
+
+    >>> round(_z(0.95), 4)
+    1.96
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def margin_of_error(values, *, confidence=0.95):
+    """Half-width of the normal-approximation confidence interval of a mean.
+
+    z * s / sqrt(n), with s the sample standard deviation (statistics.stdev)
+    of the per-query values. Fewer than 2 values gives inf.
+    A pass/fail metric at 80% is +/- 8 points on 100 queries, 4 on 400:
+
+    >>> round(margin_of_error([1] * 80 + [0] * 20), 3)
+    0.079
+    >>> round(margin_of_error([1] * 320 + [0] * 80), 3)
+    0.039
+    >>> margin_of_error([1.0])
+    inf
+    """
+    v = _finite_floats(values, "values")
+    if len(v) < 2:
+        _z(confidence)
+        return math.inf
+    return _z(confidence) * statistics.stdev(v) / math.sqrt(len(v))
+
+
+def queries_needed(sd, tolerance, *, confidence=0.95):
+    """Queries needed for a margin of error of at most *tolerance*.
+
+    ceil((z * sd / tolerance) ** 2), the inverse of margin_of_error; sd = 0
+    gives 0 (a constant metric needs no sample to pin down).
+
+    >>> queries_needed(0.4, 0.04)       # 80% pass rate, +/- 4 points
+    385
+    """
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be > 0, got {tolerance!r}")
+    if sd < 0:
+        raise ValueError(f"sd must be >= 0, got {sd!r}")
+    return math.ceil((_z(confidence) * sd / tolerance) ** 2)
+
+
+# ---------------------------------------------------------------------------
+# Comparison and statistics: two runs on the same queries
+# ---------------------------------------------------------------------------
+
+DEFAULT_RESAMPLES = 10000
+DEFAULT_SEED = 0
+DEFAULT_ALPHA = 0.05
+_TOP_MOVES = 5
+_TIE_SLACK = 1e-12   # per-query differences this small are ties (float rounding)
+
+
+class MeasureComparison(NamedTuple):
+    """One measure of a paired comparison (run minus reference)."""
+    measure: str
+    n: int
+    mean: float
+    reference_mean: float
+    delta: float
+    ci95: Tuple[float, float]
+    p_randomization: float
+    p_ttest: float
+    p_holm: float
+    wins: int
+    losses: int
+    ties: int
+    most_worse: Tuple[Tuple[str, float], ...]
+    most_better: Tuple[Tuple[str, float], ...]
+    min_detectable: float
+    verdict: str
+
+    def to_dict(self):
+        out = self._asdict()
+        out["ci95"] = list(self.ci95)
+        out["most_worse"] = [list(pair) for pair in self.most_worse]
+        out["most_better"] = [list(pair) for pair in self.most_better]
+        return out
+
+
+class Comparison(NamedTuple):
+    """What :func:`compare` returns: per-measure paired statistics."""
+    reference: str
+    measures: Dict[str, MeasureComparison]
+    only_in_run: Tuple[str, ...]
+    only_in_reference: Tuple[str, ...]
+
+    def to_dict(self):
+        return {"reference": self.reference,
+                "measures": {m: c.to_dict() for m, c in self.measures.items()},
+                "only_in_run": list(self.only_in_run),
+                "only_in_reference": list(self.only_in_reference)}
+
+
+def _paired(values, reference, measure, queries):
+    return ([values[q][measure] for q in queries], [reference[q][measure] for q in queries])
+
+
+def _verdict(row, alpha):
+    if row.p_holm <= alpha:
+        return "significantly %s" % ("worse" if row.delta < 0 else "better")
+    if not row.wins and not row.losses:
+        return "no difference (equal on every query)"
+    return ("no detectable difference (n too small to see less than %.4f)"
+            % row.min_detectable)
+
+
+def _compare_measure(measure, queries, values, reference, resamples, seed):
+    ours, theirs = _paired(values, reference, measure, queries)
+    diffs = [a - b for a, b in zip(ours, theirs)]
+    n = len(diffs)
+    # One generator per measure, seeded from (seed, measure): adding a measure
+    # or a reference never changes another measure's numbers.
+    rng = random.Random("%s|%s" % (seed, measure))
+    moves = sorted(zip(diffs, queries))
+    spread = statistics.stdev(diffs) if n > 1 else 0.0
+    return MeasureComparison(
+        measure=measure, n=n, mean=_mean(ours), reference_mean=_mean(theirs),
+        delta=_mean(diffs), ci95=bootstrap_ci(diffs, resamples=resamples, rng=rng),
+        p_randomization=randomization_p(diffs, resamples=resamples, rng=rng),
+        p_ttest=paired_ttest(diffs)[1], p_holm=1.0,
+        wins=sum(1 for d in diffs if d > _TIE_SLACK),
+        losses=sum(1 for d in diffs if d < -_TIE_SLACK),
+        ties=sum(1 for d in diffs if abs(d) <= _TIE_SLACK),
+        most_worse=tuple((q, d) for d, q in moves[:_TOP_MOVES] if d < -_TIE_SLACK),
+        most_better=tuple((q, d) for d, q in reversed(moves[-_TOP_MOVES:]) if d > _TIE_SLACK),
+        min_detectable=min_detectable_difference(spread, n), verdict="")
+
+
+def compare(report, reference, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED,
+            alpha=DEFAULT_ALPHA, reference_name="reference"):
+    """Paired comparison of ``report`` (run) with ``reference`` (e.g. main's run).
+
+    Over the queries both reports scored, for every measure the two share: both
+    means, the difference (run minus reference), a 95% paired percentile
+    bootstrap interval, the two-sided sign-flip randomization p (exact up to 20
+    non-zero differences), the paired t-test p, wins/losses/ties, the queries
+    that moved most, and a verdict.  ``p_holm`` is Holm-adjusted over the
+    measures of this comparison; :func:`compare_all` adjusts over several
+    references.  The verdict reads ``p_holm`` at ``alpha``.
+
+    >>> a = evaluate({"q%d" % i: {"d": 1} for i in range(8)},
+    ...              {"q%d" % i: ["d"] for i in range(8)}, k=1, metrics="success")
+    >>> b = evaluate({"q%d" % i: {"d": 1} for i in range(8)},
+    ...              {"q%d" % i: ["x", "d"] for i in range(8)}, k=1, metrics="success")
+    >>> c = compare(b, a).measures["success@1"]
+    >>> c.delta, c.losses, c.p_randomization, c.verdict
+    (-1.0, 8, 0.0078125, 'significantly worse')
+    """
+    return compare_all(report, [(reference_name, reference)], resamples=resamples,
+                       seed=seed, alpha=alpha)[0]
+
+
+def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED,
+                alpha=DEFAULT_ALPHA):
+    """:func:`compare` against several ``(name, report)`` references, with the
+    Holm adjustment over every (reference, measure) pair."""
+    comparisons = []
+    for name, reference in references:
+        queries = sorted(set(report.per_query) & set(reference.per_query))
+        measures = [m for m in report.measures if m in reference.mean]
+        if not queries or not measures:
+            raise EvalError("%s: no query or measure in common with the run" % name)
+        rows = {m: _compare_measure(m, queries, report.per_query, reference.per_query,
+                                    resamples, seed) for m in measures}
+        comparisons.append(Comparison(
+            name, rows, tuple(sorted(set(report.per_query) - set(reference.per_query))),
+            tuple(sorted(set(reference.per_query) - set(report.per_query)))))
+    flat = [(c, m) for c in comparisons for m in c.measures]
+    adjusted = holm([c.measures[m].p_randomization for c, m in flat])
+    for (comparison, m), p in zip(flat, adjusted):
+        row = comparison.measures[m]._replace(p_holm=p)
+        comparison.measures[m] = row._replace(verdict=_verdict(row, alpha))
+    return comparisons
+
+
+def _sample_size_note(report, allowed):
+    """One note naming the gated measures whose 95% margin of the mean (normal
+    approximation) exceeds the tolerance, with the queries a drop that size needs.
+
+    >>> r = evaluate({"q%d" % i: {"d": 1} for i in range(100)},
+    ...              {"q%d" % i: ["d"] if i < 80 else [] for i in range(100)}, k=1,
+    ...              metrics="success")
+    >>> print(_sample_size_note(r, {"success@1": 0.04}))
+    too few queries to see a drop of the tolerance: success@1 +/-0.079 on 100 queries (about 389 needed)
+    """
+    parts = []
+    for measure in sorted(set(allowed) & set(report.mean)):
+        values = [v[measure] for v in report.per_query.values()]
+        if len(values) < 2 or allowed[measure] <= 0:
+            continue
+        margin = margin_of_error(values)
+        if margin > allowed[measure]:
+            needed = queries_needed(statistics.stdev(values), allowed[measure])
+            parts.append("%s +/-%.3f on %s (about %d needed)" % (
+                measure, margin, _plural(len(values), "query", "queries"), needed))
+    if not parts:
+        return None
+    return "too few queries to see a drop of the tolerance: " + "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------
 # Gate
 # ---------------------------------------------------------------------------
 
@@ -1355,13 +1966,25 @@ def parse_tolerance(text):
     return (value / 100.0 if relative else value), relative
 
 
-def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP):
-    """Compare ``report``'s means with ``baseline``; return a :class:`GateResult`.
+GATE_MODES = ("tolerance", "significant")
+
+
+def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
+         alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED):
+    """Compare ``report`` with ``baseline``; return a :class:`GateResult`.
 
     A regression is a baseline measure missing from the report, or one whose
     mean fell by more than ``max_drop`` (absolute, or relative to the baseline
     when given as ``"5%"``).  Improvements and drops within the tolerance are
     listed too.  The gate passes only when there is no regression.
+
+    When the baseline holds per-query values (``--save-baseline`` writes them),
+    queries added to or removed from the test set are listed, and so is every
+    query that fell by more than the tolerance, largest drop first, whatever
+    the mean did.  ``mode="significant"`` then compares the means over the
+    queries both share and fails only on a drop beyond the tolerance whose
+    paired randomization p (Holm-adjusted over the gated measures) is at most
+    ``alpha``; with a means-only baseline it falls back to the tolerance rule.
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, metrics="mrr")
     >>> result = gate(r, Baseline({"mrr@2": 0.6, "recall@2": 1.0}))
@@ -1370,29 +1993,75 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP):
     """
     if isinstance(baseline, dict):
         baseline = Baseline(_canonical_values(baseline, "baseline"))
+    if mode not in GATE_MODES:
+        raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
     tolerance, relative = parse_tolerance(max_drop)
-    changes = []
-    for name in sorted(baseline.mean):
-        before = baseline.mean[name]
-        now = report.mean.get(name)
-        if now is None or not math.isfinite(now):
-            changes.append(MeasureChange(name, before, None, None, "missing"))
-            continue
-        delta = now - before
-        allowed = tolerance * before if relative else tolerance
-        if -delta > allowed + FLOAT_SLACK:
-            status = "regressed"
-        elif delta < -FLOAT_SLACK:
-            status = "dropped within tolerance"
-        elif delta > FLOAT_SLACK:
-            status = "improved"
-        else:
-            status = "unchanged"
-        changes.append(MeasureChange(name, before, now, delta, status))
+    allowed = {m: tolerance * v if relative else tolerance for m, v in baseline.mean.items()}
     notes = _input_notes(report, baseline)
+    common, drops, pvalues = [], None, {}
+    current, before = dict(report.mean), dict(baseline.mean)
+    if baseline.per_query is None:
+        notes.append("the baseline holds means only: per-query checks%s are unavailable; "
+                     "write one with --save-baseline to get them"
+                     % (" and the significant gate" if mode == "significant" else ""))
+    else:
+        common = sorted(set(baseline.per_query) & set(report.per_query))
+        drops = _query_drops(report, baseline, common, allowed)
+        if mode == "significant":
+            ours, theirs, pvalues = _paired_means_and_p(report, baseline, common, resamples, seed)
+            current.update(ours)
+            before.update(theirs)
+    changes = tuple(_change(m, before[m], current.get(m), allowed[m], pvalues.get(m), alpha)
+                    for m in sorted(baseline.mean))
+    notes += [n for n in [_sample_size_note(report, allowed)] if n]
     label = "%g%%" % (tolerance * 100) if relative else "%g" % tolerance
     passed = not any(c.status in ("regressed", "missing") for c in changes)
-    return GateResult(passed, tuple(changes), label, tuple(notes))
+    added = tuple(sorted(set(report.per_query) - set(baseline.per_query or report.per_query)))
+    removed = tuple(sorted(set(baseline.per_query or {}) - set(report.per_query)))
+    return GateResult(passed, changes, label, tuple(notes),
+                      mode if pvalues or mode == "tolerance" else "tolerance",
+                      added, removed, drops)
+
+
+def _change(measure, before, now, allowed, p_value, alpha):
+    if now is None or not math.isfinite(now):
+        return MeasureChange(measure, before, None, None, "missing")
+    delta = now - before
+    if -delta > allowed + FLOAT_SLACK:
+        status = "regressed" if p_value is None or p_value <= alpha else "dropped, not significant"
+    elif delta < -FLOAT_SLACK:
+        status = "dropped within tolerance"
+    elif delta > FLOAT_SLACK:
+        status = "improved"
+    else:
+        status = "unchanged"
+    return MeasureChange(measure, before, now, delta, status, p_value)
+
+
+def _query_drops(report, baseline, common, allowed):
+    drops = []
+    for qid in common:
+        before, now = baseline.per_query[qid], report.per_query[qid]
+        for measure in sorted(set(before) & set(now) & set(allowed)):
+            delta = now[measure] - before[measure]
+            if -delta > allowed[measure] + FLOAT_SLACK:
+                drops.append(QueryDrop(measure, qid, before[measure], now[measure], delta))
+    return tuple(sorted(drops, key=lambda d: (d.delta, d.measure, d.query)))
+
+
+def _paired_means_and_p(report, baseline, common, resamples, seed):
+    """Both sides' means over the shared queries, and the Holm-adjusted
+    randomization p of each measure's paired differences."""
+    ours, theirs, raw = {}, {}, {}
+    for measure in sorted(set(baseline.mean) & set(report.mean)):
+        rows = [q for q in common if measure in baseline.per_query[q]]
+        if not rows:
+            continue
+        now, then = _paired(report.per_query, baseline.per_query, measure, rows)
+        ours[measure], theirs[measure] = _mean(now), _mean(then)
+        raw[measure] = randomization_p([a - b for a, b in zip(now, then)], resamples=resamples,
+                                       rng=random.Random("%s|%s" % (seed, measure)))
+    return ours, theirs, dict(zip(raw, holm(list(raw.values()))))
 
 
 def _input_notes(report, baseline):
@@ -1414,11 +2083,13 @@ def _dumps(obj):
     return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
 
 
-def render_json(report, gate_result=None, *, per_query=False):
+def render_json(report, gate_result=None, comparisons=(), *, per_query=False, **_):
     """The report as JSON text: sorted keys, never NaN, same input same bytes."""
     out = report.to_dict(per_query=per_query)
     if gate_result is not None:
         out["gate"] = gate_result.to_dict()
+    if comparisons:
+        out["comparison"] = [c.to_dict() for c in comparisons]
     return _dumps(out)
 
 
@@ -1426,72 +2097,111 @@ def _fmt(value):
     return "-" if value is None else "%.4f" % value
 
 
-def _table(header, rows):
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
-    return [line(header)] + [line(r) for r in rows]
-
-
 def _summary_line(report):
-    parts = ["%d quer%s scored" % (len(report.per_query), "y" if len(report.per_query) == 1 else "ies")]
+    parts = ["%s scored" % _plural(len(report.per_query), "query", "queries")]
     if report.unscored:
         parts.append("%d unscored (no relevant id): %s"
                      % (len(report.unscored), ", ".join(report.unscored[:10])
                         + (" ..." if len(report.unscored) > 10 else "")))
     if report.missing:
         parts.append("%d missing from the run (scored 0)" % len(report.missing))
-    return "; ".join(parts)
-
-
-def _gate_rows(gate_result):
-    return [[c.measure, _fmt(c.baseline), _fmt(c.current),
-             "-" if c.delta is None else "%+.4f" % c.delta, c.status.upper()
-             if c.status in ("regressed", "missing") else c.status]
-            for c in gate_result.changes]
+    return "rag_eval %s: %s" % (__version__, "; ".join(parts))
 
 
 def _gate_verdict(gate_result, baseline_name):
-    n = len(gate_result.regressions)
+    how = "max drop %s%s" % (gate_result.tolerance, ", significant drops only"
+                             if gate_result.mode == "significant" else "")
     if gate_result.passed:
-        return "gate vs %s (max drop %s): PASSED" % (baseline_name, gate_result.tolerance)
-    return ("gate vs %s (max drop %s): FAILED, %d regression%s: %s"
-            % (baseline_name, gate_result.tolerance, n, "" if n == 1 else "s",
-               ", ".join(c.measure for c in gate_result.regressions)))
+        return "gate vs %s (%s): PASSED" % (baseline_name, how)
+    names = [c.measure for c in gate_result.regressions]
+    return ("gate vs %s (%s): FAILED, %s: %s"
+            % (baseline_name, how, _plural(len(names), "regression", "regressions"),
+               ", ".join(names)))
 
 
-def render_text(report, gate_result=None, *, per_query=False, baseline_name="baseline"):
-    """A plain-text table: measures as columns, the mean row, the gate verdict."""
-    rows = []
-    if per_query:
-        rows += [[q] + [_fmt(v[m]) for m in report.measures] for q, v in report.per_query.items()]
+_SHOWN_QUERY_DROPS = 20
+
+
+def _sections(report, gate_result, comparisons, per_query, baseline_name):
+    """The report as (title, header, rows, notes) blocks, laid out by the text and
+    Markdown renderers alike."""
+    rows = [[q] + [_fmt(v[m]) for m in report.measures]
+            for q, v in report.per_query.items()] if per_query else []
     rows.append(["mean"] + [_fmt(report.mean[m]) for m in report.measures])
-    lines = ["rag_eval %s: %s" % (__version__, _summary_line(report)), ""]
-    lines += _table(["query"] + list(report.measures), rows)
+    yield _summary_line(report), ["query"] + list(report.measures), rows, []
     if gate_result is not None:
-        lines += ["", _gate_verdict(gate_result, baseline_name)]
-        lines += ["  " + l for l in _table(["measure", "baseline", "current", "delta", "status"],
-                                           _gate_rows(gate_result))]
-        lines += ["  note: " + n for n in gate_result.notes]
-    return "\n".join(lines) + "\n"
+        significant = gate_result.mode == "significant"
+        rows = [[c.measure, _fmt(c.baseline), _fmt(c.current),
+                 "-" if c.delta is None else "%+.4f" % c.delta,
+                 c.status.upper() if c.status in ("regressed", "missing") else c.status]
+                + ([_fmt(c.p_value)] if significant else []) for c in gate_result.changes]
+        header = ["measure", "baseline", "current", "delta", "status"]
+        yield (_gate_verdict(gate_result, baseline_name),
+               header + (["p (Holm)"] if significant else []), rows, list(gate_result.notes))
+        drops = gate_result.query_drops
+        if drops:
+            notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
+                     if len(drops) > _SHOWN_QUERY_DROPS else [])
+            yield ("per-query drops beyond the tolerance, largest first (%d)" % len(drops),
+                   ["measure", "query", "baseline", "current", "delta"],
+                   [[d.measure, d.query, _fmt(d.baseline), _fmt(d.current), "%+.4f" % d.delta]
+                    for d in drops[:_SHOWN_QUERY_DROPS]], notes)
+        if gate_result.queries_added or gate_result.queries_removed:
+            yield ("the test set changed since the baseline", ["change", "queries"],
+                   [["added", ", ".join(gate_result.queries_added) or "-"],
+                    ["removed", ", ".join(gate_result.queries_removed) or "-"]],
+                   ["compared on the queries both hold"])
+    for c in comparisons:
+        any_row = next(iter(c.measures.values()))
+        rows = [[r.measure, _fmt(r.mean), _fmt(r.reference_mean), "%+.4f" % r.delta,
+                 "[%+.4f, %+.4f]" % r.ci95, "%.4f" % r.p_randomization, "%.4f" % r.p_ttest,
+                 "%.4f" % r.p_holm, "%d/%d/%d" % (r.wins, r.losses, r.ties), r.verdict]
+                for r in c.measures.values()]
+        notes = ["%s: most worse %s; most better %s" % (
+            r.measure, ", ".join("%s %+.4f" % m for m in r.most_worse) or "-",
+            ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
+            for r in c.measures.values() if r.wins or r.losses]
+        if c.only_in_run or c.only_in_reference:
+            notes.append("not compared: %d queries only in the run, %d only in the reference"
+                         % (len(c.only_in_run), len(c.only_in_reference)))
+        yield ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
+               "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
+               ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
+                "W/L/T", "verdict"], rows, notes)
 
 
-def render_markdown(report, gate_result=None, *, per_query=False, baseline_name="baseline"):
-    """A Markdown table, ready for a pull-request comment."""
+def _table(header, rows):
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+            for r in [header] + rows]
+
+
+def render_text(report, gate_result=None, comparisons=(), *, per_query=False,
+                baseline_name="baseline"):
+    """Plain text: the measures table with the mean row, then the gate verdict
+    and any comparisons, each a small table."""
+    lines = []
+    for number, (title, header, rows, notes) in enumerate(
+            _sections(report, gate_result, comparisons, per_query, baseline_name)):
+        indent = "  " if number else ""
+        lines += [title] + ([""] if not number else [])
+        lines += [indent + line for line in _table(header, rows)]
+        lines += [indent + "note: " + n for n in notes] + [""]
+    return "\n".join(lines)
+
+
+def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False,
+                    baseline_name="baseline"):
+    """Markdown tables, ready for a pull-request comment."""
     def md(cells):
         return "| " + " | ".join(str(c) for c in cells) + " |"
-    head = ["query"] + ["`%s`" % m for m in report.measures]
-    lines = ["**rag_eval %s**: %s" % (__version__, _summary_line(report)), "",
-             md(head), md(["---"] + ["---:"] * len(report.measures))]
-    if per_query:
-        lines += [md([q] + [_fmt(v[m]) for m in report.measures]) for q, v in report.per_query.items()]
-    lines.append(md(["**mean**"] + [_fmt(report.mean[m]) for m in report.measures]))
-    if gate_result is not None:
-        lines += ["", "**%s**" % _gate_verdict(gate_result, baseline_name), "",
-                  md(["measure", "baseline", "current", "delta", "status"]),
-                  md(["---", "---:", "---:", "---:", "---"])]
-        lines += [md(r) for r in _gate_rows(gate_result)]
-        lines += ["", *("> " + n for n in gate_result.notes)]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    lines = []
+    for title, header, rows, notes in _sections(report, gate_result, comparisons, per_query,
+                                                baseline_name):
+        lines += ["**%s**" % title, "", md(header), md(["---"] * len(header))]
+        lines += [md(r) for r in rows] + [""]
+        lines += ["> " + n for n in notes] + ([""] if notes else [])
+    return "\n".join(lines)
 
 
 _RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}
@@ -1543,6 +2253,18 @@ def build_parser():
                         help="tolerated drop: absolute (0.02, default) or relative (5%%)")
     parser.add_argument("--save-baseline", default=None, metavar="FILE",
                         help="write the current numbers as a baseline (atomically)")
+    parser.add_argument("--gate", choices=GATE_MODES, default="tolerance", dest="gate_mode",
+                        help="tolerance (default): fail on any drop beyond --max-drop; "
+                        "significant: only on such a drop that is also significant at "
+                        "--alpha (needs a baseline from --save-baseline)")
+    parser.add_argument("--compare", action="append", default=[], metavar="OTHER_RUN",
+                        help="paired comparison with a reference run (repeatable)")
+    parser.add_argument("--alpha", default=str(DEFAULT_ALPHA), metavar="A",
+                        help="significance level (default %g)" % DEFAULT_ALPHA)
+    parser.add_argument("--resamples", default=str(DEFAULT_RESAMPLES), metavar="N",
+                        help="bootstrap and Monte Carlo resamples (default %d)" % DEFAULT_RESAMPLES)
+    parser.add_argument("--seed", default=str(DEFAULT_SEED), metavar="N",
+                        help="random seed; fixed by default, so output repeats")
     parser.add_argument("--format", choices=sorted(_RENDERERS), default="text", help="output format")
     parser.add_argument("--per-query", action="store_true", help="include per-query values")
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
@@ -1567,26 +2289,48 @@ def _write_atomic(path, text):
         raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
 
 
+def _parse_alpha(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value < 1.0:
+        raise EvalError("alpha must be a number between 0 and 1, got %r" % (text,))
+    return value
+
+
+def _parse_seed(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise EvalError("seed must be an integer, got %r" % (text,)) from None
+
+
 def _run_cli(args, stdout, stderr):
-    if args.qrels == "-" and args.run == "-":
-        raise EvalError("qrels and run cannot both come from stdin")
-    measures_given = args.metrics is not None or args.k is not None
+    sources = [args.qrels, args.run] + args.compare
+    if sources.count("-") > 1:
+        raise EvalError("only one input can come from stdin")
+    options = {"alpha": _parse_alpha(args.alpha), "seed": _parse_seed(args.seed),
+               "resamples": _positive_int(args.resamples, "resamples")}
+    parse_tolerance(args.max_drop)   # reject bad options before any work
     baseline = load_baseline(args.baseline) if args.baseline else None
     metrics = list(resolve_measures(args.metrics, args.k or DEFAULT_K, rel=args.rel, gain=args.gain))
-    if baseline is not None and not measures_given:
+    if baseline is not None and args.metrics is None and args.k is None:
         # With no --metrics/--k, the baseline decides what is gated as well.
-        metrics += [parse_measure(n) for n in baseline.mean if parse_measure(n) not in metrics]
-    parse_tolerance(args.max_drop)   # reject a bad tolerance before any work
-    report = evaluate_files(args.qrels, args.run, metrics=metrics, rel=args.rel,
-                            skip_extra_queries=args.skip_extra_queries,
-                            qrels_format=args.qrels_format, run_format=args.run_format)
-    result = gate(report, baseline, max_drop=args.max_drop) if baseline is not None else None
-    render = _RENDERERS[args.format]
-    if args.format == "json":
-        text = render(report, result, per_query=args.per_query)
-    else:
-        text = render(report, result, per_query=args.per_query,
-                      baseline_name=baseline.source if baseline else "baseline")
+        metrics += [m for m in map(parse_measure, baseline.mean) if m not in metrics]
+
+    def score(run):
+        return evaluate_files(args.qrels, run, metrics=metrics, rel=args.rel,
+                              skip_extra_queries=args.skip_extra_queries,
+                              qrels_format=args.qrels_format, run_format=args.run_format)
+    report = score(args.run)
+    references = [(path, score(path)) for path in args.compare]
+    comparisons = compare_all(report, references, **options) if references else ()
+    result = None
+    if baseline is not None:
+        result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode, **options)
+    text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
+                                   baseline_name=baseline.source if baseline else "baseline")
     if args.save_baseline:
         save_baseline(report, args.save_baseline)
     if args.output:
@@ -1596,7 +2340,10 @@ def _run_cli(args, stdout, stderr):
             stdout.write(text)
         except BrokenPipeError:
             pass   # a closed pager must not turn a failed gate into a pass
-    for warning in report.warnings + (result.notes if result else ()):
+    for _, other in references:
+        for warning in other.warnings:
+            stderr.write("rag-eval: warning: %s: %s\n" % (other.inputs["run"]["path"], warning))
+    for warning in report.warnings:
         stderr.write("rag-eval: warning: %s\n" % warning)
     return EXIT_OK if result is None or result.passed else EXIT_REGRESSION
 

@@ -11,8 +11,11 @@ import doctest
 import gzip
 import io
 import json
+import itertools
 import math
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -567,6 +570,484 @@ class PeerDifferentialTest(unittest.TestCase):
 
 
 # ---------------------------------------------------------------------------
+# Statistics (tests/data/stats, written by tests/peers/gen_stats.py with scipy,
+# numpy and statsmodels; the rest worked out by hand or from closed forms)
+# ---------------------------------------------------------------------------
+
+def load_stats_reference():
+    with open(os.path.join(DATA, "stats", "scipy_reference.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def case_diffs(case):
+    """Per-query differences a - b, as rag_eval computes them."""
+    return [a - b for a, b in zip(case["a"], case["b"])]
+
+
+class StatsReferenceTest(unittest.TestCase):
+    """Agreement with scipy / statsmodels (tests/peers/gen_rag_eval.py)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = load_stats_reference()
+
+    def test_paired_ttest_matches_scipy_ttest_rel(self):
+        for case in self.ref["cases"]:
+            with self.subTest(case=case["name"]):
+                t, p = rag_eval.paired_ttest(case_diffs(case))
+                want = case["reference"]["ttest_rel"]
+                if want["statistic"] is None:        # scipy: NaN; ours: no evidence
+                    self.assertEqual((t, p), (0.0, 1.0))
+                elif isinstance(want["statistic"], str):   # "inf" / "-inf"
+                    self.assertEqual(t, float(want["statistic"]))
+                    self.assertEqual(p, 0.0)
+                    self.assertEqual(want["pvalue"], 0.0)
+                else:
+                    self.assertTrue(math.isclose(t, want["statistic"], rel_tol=1e-9,
+                                                 abs_tol=1e-12), (t, want))
+                    self.assertTrue(math.isclose(p, want["pvalue"], rel_tol=1e-9),
+                                    (p, want))
+
+    def test_randomization_exact_matches_scipy_permutation_test(self):
+        checked = 0
+        for case in self.ref["cases"]:
+            want = case["reference"].get("permutation_exact_p")
+            if want is None:
+                continue
+            with self.subTest(case=case["name"]):
+                got = rag_eval.randomization_p(case_diffs(case))
+                self.assertTrue(math.isclose(got, want, rel_tol=1e-9), (got, want))
+                checked += 1
+        self.assertGreaterEqual(checked, 8)
+
+    def test_randomization_matches_exact_enumeration_beyond_20(self):
+        # sign_flip_exact_p: numpy enumeration of all patterns of the nonzero
+        # differences. With <= 20 nonzero we are exact too; beyond that our
+        # Monte Carlo (10,000 resamples, seed 0; standard error <= 0.005) must
+        # land near it, and near scipy's own Monte Carlo estimate.
+        for case in self.ref["cases"]:
+            ref = case["reference"]
+            if "sign_flip_exact_p" not in ref:
+                continue
+            with self.subTest(case=case["name"]):
+                d = case_diffs(case)
+                got = rag_eval.randomization_p(d, rng=random.Random(0))
+                if sum(1 for x in d if x != 0.0) <= 20:
+                    self.assertTrue(math.isclose(got, ref["sign_flip_exact_p"],
+                                                 rel_tol=1e-9), got)
+                else:
+                    self.assertLess(abs(got - ref["sign_flip_exact_p"]), 0.02)
+                self.assertLess(abs(got - ref["permutation_mc_p"]), 0.04)
+
+    def test_bootstrap_ci_near_scipy_bootstrap(self):
+        # Different random generators: only a loose agreement is expected.
+        checked = 0
+        for case in self.ref["cases"]:
+            want = case["reference"].get("bootstrap_percentile_95")
+            if want is None:
+                continue
+            with self.subTest(case=case["name"]):
+                lo, hi = rag_eval.bootstrap_ci(case_diffs(case), rng=random.Random(0))
+                self.assertLess(abs(lo - want[0]), 0.02, (lo, want))
+                self.assertLess(abs(hi - want[1]), 0.02, (hi, want))
+                checked += 1
+        self.assertGreaterEqual(checked, 3)
+
+    def test_holm_matches_statsmodels(self):
+        for item in self.ref["holm"]:
+            with self.subTest(pvalues=item["pvalues"]):
+                got = rag_eval.holm(item["pvalues"])
+                self.assertEqual(len(got), len(item["adjusted"]))
+                for g, w in zip(got, item["adjusted"]):
+                    self.assertTrue(math.isclose(g, w, rel_tol=1e-12, abs_tol=1e-12),
+                                    (got, item["adjusted"]))
+
+
+class StatsHandWorkedTest(unittest.TestCase):
+    """Closed forms, edge cases and conventions."""
+
+    def test_betainc_closed_forms(self):
+        for x in (1e-9, 0.01, 0.3, 0.5, 0.77, 0.999):
+            with self.subTest(x=x):
+                cases = [
+                    (1.0, 1.0, x),
+                    (3.0, 1.0, x ** 3),
+                    (1.0, 2.5, 1.0 - (1.0 - x) ** 2.5),
+                    (0.5, 0.5, 2.0 / math.pi * math.asin(math.sqrt(x))),
+                    (2.0, 3.0, 1.0 - (1 - x) ** 4 - 4 * x * (1 - x) ** 3),
+                ]
+                for a, b, want in cases:
+                    self.assertTrue(math.isclose(rag_eval._betainc(a, b, x), want,
+                                                 rel_tol=1e-12, abs_tol=1e-15),
+                                    (a, b, x))
+                self.assertAlmostEqual(rag_eval._betainc(7.5, 0.5, x),
+                                       1.0 - rag_eval._betainc(0.5, 7.5, 1.0 - x), 14)
+        self.assertEqual(rag_eval._betainc(2.0, 3.0, 0.0), 0.0)
+        self.assertEqual(rag_eval._betainc(2.0, 3.0, 1.0), 1.0)
+        for bad in ((0.0, 1.0, 0.5), (1.0, -1.0, 0.5), (1.0, 1.0, 1.5)):
+            with self.subTest(bad=bad):
+                with self.assertRaises(ValueError):
+                    rag_eval._betainc(*bad)
+
+    def test_t_two_sided_p_closed_forms(self):
+        for t in (1e-8, 0.3, 1.0, 2.5, 12.0, 1e4):
+            for sign in (1.0, -1.0):
+                with self.subTest(t=sign * t):
+                    # df = 1 (Cauchy) and df = 2 have closed forms, written
+                    # here without cancellation for large t.
+                    self.assertTrue(math.isclose(
+                        rag_eval.t_two_sided_p(sign * t, 1),
+                        2.0 / math.pi * math.atan(1.0 / t), rel_tol=1e-12))
+                    s = math.sqrt(2.0 + t * t)      # 1 - t / s = 2 / (s (s + t))
+                    self.assertTrue(math.isclose(
+                        rag_eval.t_two_sided_p(sign * t, 2),
+                        2.0 / (s * (s + t)), rel_tol=1e-12))
+        self.assertEqual(rag_eval.t_two_sided_p(0.0, 9), 1.0)
+        self.assertEqual(rag_eval.t_two_sided_p(math.inf, 9), 0.0)
+        self.assertEqual(rag_eval.t_two_sided_p(-math.inf, 9), 0.0)
+        self.assertEqual(rag_eval.t_two_sided_p(1e200, 9), 0.0)
+        # Large df tends to the normal distribution.
+        normal = 2.0 * (1.0 - statistics.NormalDist().cdf(1.96))
+        self.assertAlmostEqual(rag_eval.t_two_sided_p(1.96, 10 ** 7), normal, 7)
+        with self.assertRaises(ValueError):
+            rag_eval.t_two_sided_p(math.nan, 3)
+        with self.assertRaises(ValueError):
+            rag_eval.t_two_sided_p(1.0, 0)
+
+    def test_paired_ttest_hand_worked(self):
+        # diffs 1, 2, 3: mean 2, sd 1, t = 2 / (1 / sqrt 3), df 2.
+        t, p = rag_eval.paired_ttest([1.0, 2.0, 3.0])
+        self.assertAlmostEqual(t, 2.0 * math.sqrt(3.0), 12)
+        self.assertAlmostEqual(p, 1.0 - t / math.sqrt(2.0 + t * t), 12)
+        t2, p2 = rag_eval.paired_ttest([-1.0, -2.0, -3.0])
+        self.assertEqual((t2, p2), (-t, p))
+
+    def test_paired_ttest_conventions(self):
+        self.assertEqual(rag_eval.paired_ttest([]), (0.0, 1.0))
+        self.assertEqual(rag_eval.paired_ttest([0.7]), (0.0, 1.0))
+        self.assertEqual(rag_eval.paired_ttest([0.0] * 5), (0.0, 1.0))
+        self.assertEqual(rag_eval.paired_ttest([0.1] * 3), (math.inf, 0.0))
+        self.assertEqual(rag_eval.paired_ttest([-0.25] * 4), (-math.inf, 0.0))
+        for bad in ([1.0, math.nan], [math.inf, 1.0]):
+            with self.subTest(bad=bad):
+                with self.assertRaises(ValueError):
+                    rag_eval.paired_ttest(bad)
+
+    def test_randomization_matches_brute_force(self):
+        # All 2**n sign patterns, zeros included: checks both the
+        # meet-in-the-middle count and that dropping zeros keeps the share.
+        def brute(d):
+            observed = abs(math.fsum(d))
+            if observed == 0.0:
+                return 1.0
+            hits = sum(
+                1 for signs in itertools.product((1.0, -1.0), repeat=len(d))
+                if abs(math.fsum(s * x for s, x in zip(signs, d)))
+                >= observed * (1 - 1e-9))
+            return hits / 2 ** len(d)
+
+        rng = random.Random(42)
+        values = [0.0, 0.0, 1.0, -1.0, 0.5, -0.25, 1 / 3, -2 / 3, 0.2, 0.1]
+        for _ in range(200):
+            d = [rng.choice(values) for _ in range(rng.randint(1, 11))]
+            with self.subTest(d=d):
+                self.assertEqual(rag_eval.randomization_p(d), brute(d))
+
+    def test_randomization_hand_worked(self):
+        self.assertEqual(rag_eval.randomization_p([]), 1.0)
+        self.assertEqual(rag_eval.randomization_p([0.0, 0.0]), 1.0)
+        self.assertEqual(rag_eval.randomization_p([1.0] * 5), 2 / 32)
+        self.assertEqual(rag_eval.randomization_p([1.0] * 5 + [0.0] * 7), 2 / 32)
+        self.assertEqual(rag_eval.randomization_p([1.0] * 20), 2 / 2 ** 20)
+        self.assertEqual(rag_eval.randomization_p([1.0, -1.0]), 1.0)
+        self.assertEqual(rag_eval.randomization_p([0.4]), 1.0)
+        # Sums equal up to rounding still tie, whatever the order.
+        for order in itertools.permutations([0.1, 0.2, 0.3]):
+            with self.subTest(order=order):
+                self.assertEqual(rag_eval.randomization_p(list(order)), 0.25)
+        # Observed sum zero up to rounding: every pattern is as extreme.
+        self.assertEqual(rag_eval.randomization_p([0.1, 0.2, 0.3, -0.6]), 1.0)
+
+    def test_randomization_monte_carlo(self):
+        d = [1.0] * 30                       # true p = 2 / 2**30
+        self.assertEqual(rag_eval.randomization_p(d, resamples=999,
+                                               rng=random.Random(5)), 1 / 1000)
+        d = [random.Random(i).choice([1.0, -1.0, 0.5]) for i in range(40)]
+        first = rag_eval.randomization_p(d, rng=random.Random(3))
+        self.assertEqual(first, rag_eval.randomization_p(d, rng=random.Random(3)))
+        self.assertEqual(rag_eval.randomization_p(d), rag_eval.randomization_p(d))
+        self.assertTrue(0.0 < first <= 1.0)
+        with self.assertRaises(ValueError):
+            rag_eval.randomization_p(d, resamples=0)
+
+    def test_bootstrap_ci_conventions(self):
+        self.assertEqual(rag_eval.bootstrap_ci([], rng=random.Random(0)), (0.0, 0.0))
+        self.assertEqual(rag_eval.bootstrap_ci([0.1] * 7, rng=random.Random(0)),
+                         (0.1, 0.1))
+        d = [1.0] * 12 + [-1.0] * 4 + [0.0] * 84
+        ci = rag_eval.bootstrap_ci(d, rng=random.Random(9))
+        self.assertEqual(ci, rag_eval.bootstrap_ci(d, rng=random.Random(9)))
+        lo, hi = ci
+        self.assertLess(lo, 0.08)
+        self.assertLess(0.08, hi)
+        # Normal approximation: 0.08 +/- 1.96 * 0.04 / ... roughly.
+        se = statistics.pstdev(d) / math.sqrt(len(d))
+        self.assertAlmostEqual(lo, 0.08 - 1.96 * se, delta=0.015)
+        self.assertAlmostEqual(hi, 0.08 + 1.96 * se, delta=0.015)
+        lo99, hi99 = rag_eval.bootstrap_ci(d, rng=random.Random(9), confidence=0.99)
+        self.assertLess(lo99, lo)
+        self.assertGreater(hi99, hi)
+        for bad in (0.0, 1.0, 95):
+            with self.subTest(confidence=bad):
+                with self.assertRaises(ValueError):
+                    rag_eval.bootstrap_ci(d, rng=random.Random(0), confidence=bad)
+
+    def test_bootstrap_ci_uses_linear_quantiles(self):
+        # numpy's default percentile = statistics.quantiles(method='inclusive').
+        d = [0.5, 0.0, 0.25, 1.0, -0.5, 0.0, 0.75, 0.2, 0.0, 0.1, 0.0]
+        n = len(d)
+        rng = random.Random(11)
+        means = [math.fsum(rng.choices(d, k=n)) / n for _ in range(999)]
+        cuts = statistics.quantiles(means, n=40, method="inclusive")
+        lo, hi = rag_eval.bootstrap_ci(d, resamples=999, rng=random.Random(11))
+        self.assertAlmostEqual(lo, cuts[0], 12)
+        self.assertAlmostEqual(hi, cuts[-1], 12)
+        data = sorted(random.Random(1).random() for _ in range(37))
+        for q, cut in zip([i / 10 for i in range(1, 10)],
+                          statistics.quantiles(data, n=10, method="inclusive")):
+            self.assertAlmostEqual(rag_eval._quantile_linear(data, q), cut, 12)
+
+    def test_holm_hand_worked(self):
+        # sorted 0.001, 0.01, 0.03, 0.04, 0.2 -> x5, x4, x3, x2, x1, running max.
+        self.assertEqual(rag_eval.holm([0.04, 0.001, 0.03, 0.2, 0.01]),
+                         [0.09, 0.005, 0.09, 0.2, 0.04])
+        self.assertEqual(rag_eval.holm([]), [])
+        self.assertEqual(rag_eval.holm([0.3]), [0.3])
+        self.assertEqual(rag_eval.holm([0.6, 0.7]), [1.0, 1.0])
+        p = [random.Random(i).random() / 5 for i in range(12)]
+        adj = rag_eval.holm(p)
+        order = sorted(range(12), key=p.__getitem__)
+        self.assertEqual([adj[i] for i in order], sorted(adj))   # monotone
+        self.assertTrue(all(a >= x for a, x in zip(adj, p)))
+        for bad in ([0.1, math.nan], [1.5], [-0.1]):
+            with self.subTest(bad=bad):
+                with self.assertRaises(ValueError):
+                    rag_eval.holm(bad)
+
+    def test_min_detectable_difference(self):
+        z = statistics.NormalDist()
+        factor = z.inv_cdf(0.975) + z.inv_cdf(0.8)          # about 2.8016
+        self.assertAlmostEqual(rag_eval.min_detectable_difference(0.3, 100),
+                               factor * 0.03, 12)
+        self.assertAlmostEqual(rag_eval.min_detectable_difference(0.3, 400),
+                               rag_eval.min_detectable_difference(0.3, 100) / 2, 12)
+        self.assertGreater(rag_eval.min_detectable_difference(0.3, 100, alpha=0.01),
+                           rag_eval.min_detectable_difference(0.3, 100))
+        self.assertEqual(rag_eval.min_detectable_difference(0.3, 0), math.inf)
+        with self.assertRaises(ValueError):
+            rag_eval.min_detectable_difference(0.3, 10, power=1.0)
+
+    def test_margin_of_error_domain_numbers(self):
+        # domain.md: near 80%, +/- 8 points on 100 queries and 4 on 400.
+        self.assertAlmostEqual(rag_eval.margin_of_error([1] * 80 + [0] * 20), 0.08,
+                               delta=0.002)
+        self.assertAlmostEqual(rag_eval.margin_of_error([1] * 320 + [0] * 80), 0.04,
+                               delta=0.001)
+        self.assertEqual(rag_eval.margin_of_error([]), math.inf)
+        self.assertEqual(rag_eval.margin_of_error([0.5]), math.inf)
+        self.assertEqual(rag_eval.margin_of_error([0.5, 0.5]), 0.0)
+        self.assertGreater(rag_eval.margin_of_error([1] * 80 + [0] * 20, confidence=0.99),
+                           rag_eval.margin_of_error([1] * 80 + [0] * 20))
+
+    def test_queries_needed(self):
+        self.assertEqual(rag_eval.queries_needed(0.4, 0.04), 385)
+        self.assertEqual(rag_eval.queries_needed(0.4, 0.08), 97)
+        self.assertEqual(rag_eval.queries_needed(0.0, 0.02), 0)
+        for sd, tol in ((0.4, 0.04), (0.3, 0.01), (0.25, 0.05)):
+            n = rag_eval.queries_needed(sd, tol)
+            z = statistics.NormalDist().inv_cdf(0.975)
+            self.assertLessEqual(z * sd / math.sqrt(n), tol)
+            self.assertGreater(z * sd / math.sqrt(n - 1), tol)
+        with self.assertRaises(ValueError):
+            rag_eval.queries_needed(0.4, 0.0)
+
+
+
+class CompareTest(TempDir, unittest.TestCase):
+    """Paired comparison of two runs; the statistics themselves are tested above."""
+
+    QRELS = {"q%02d" % i: {"good": 1, "ok": 1} for i in range(12)}
+
+    def reports(self, worse):
+        """The reference finds 'good' first on every query; the run loses it on
+        the first ``worse`` queries (rank 3 instead of 1)."""
+        reference = {q: ["good", "ok", "x"] for q in self.QRELS}
+        run = {q: (["x", "ok", "good"] if i < worse else ["good", "ok", "x"])
+               for i, q in enumerate(sorted(self.QRELS))}
+        return (rag_eval.evaluate(self.QRELS, run, k="1,3", metrics="mrr,recall"),
+                rag_eval.evaluate(self.QRELS, reference, k="1,3", metrics="mrr,recall"))
+
+    def test_numbers_by_hand(self):
+        run, reference = self.reports(worse=8)
+        row = rag_eval.compare(run, reference).measures["mrr@3"]
+        # 8 queries fall from 1 to 1/2 (ok at rank 2), 4 tie: delta = -4/12.
+        self.assertEqual((row.n, row.wins, row.losses, row.ties), (12, 0, 8, 4))
+        self.assertAlmostEqual(row.delta, -0.5 * 8 / 12, places=15)
+        self.assertAlmostEqual(row.mean, 1 - 4 / 12, places=15)
+        # 8 equal non-zero differences: only the all-same-sign patterns are as
+        # extreme, 2 of 2**8.
+        self.assertEqual(row.p_randomization, 2 / 256)
+        # t = mean / (sd / sqrt 12); sd^2 = (8 (1/6)^2 + 4 (1/3)^2) / 11 = (2/3) / 11
+        t = (-1 / 3) / math.sqrt((2 / 3) / 11 / 12)
+        self.assertAlmostEqual(row.p_ttest, rag_eval.t_two_sided_p(t, 11), places=15)
+        self.assertTrue(-0.5 <= row.ci95[0] <= row.ci95[1] < 0.0)
+        self.assertEqual(row.verdict, "significantly worse")
+        self.assertEqual([q for q, _ in row.most_worse], ["q00", "q01", "q02", "q03", "q04"])
+        recall = rag_eval.compare(run, reference).measures["recall@3"]
+        self.assertEqual(recall.verdict, "no difference (equal on every query)")
+        self.assertEqual(recall.p_randomization, 1.0)
+
+    def test_holm_over_measures(self):
+        run, reference = self.reports(worse=3)
+        rows = rag_eval.compare(run, reference).measures
+        raw = [rows[m].p_randomization for m in run.measures]
+        self.assertEqual([rows[m].p_holm for m in run.measures], rag_eval.holm(raw))
+
+    def test_small_n_says_what_it_cannot_see(self):
+        run, reference = self.reports(worse=1)
+        row = rag_eval.compare(run, reference).measures["mrr@1"]
+        self.assertEqual(row.p_randomization, 1.0)   # one flip: both signs as extreme
+        self.assertTrue(row.verdict.startswith("no detectable difference (n too small to see "
+                                               "less than "))
+        # MDD = (z_.975 + z_.8) * sd / sqrt(n) with the differences' sample sd.
+        diffs = [-1.0] + [0.0] * 11
+        z = statistics.NormalDist()
+        mdd = (z.inv_cdf(0.975) + z.inv_cdf(0.8)) * statistics.stdev(diffs) / math.sqrt(12)
+        self.assertAlmostEqual(row.min_detectable, mdd, places=12)
+
+    def test_deterministic_with_seed(self):
+        run, reference = self.reports(worse=5)
+        a = rag_eval.compare(run, reference, seed=7)
+        b = rag_eval.compare(run, reference, seed=7)
+        self.assertEqual(a, b)
+
+    def test_cli_json(self):
+        run, reference = self.reports(worse=8)
+        qrels = self.write("q.json", json.dumps(self.QRELS))
+        paths = []
+        for name, report_run in (("run.json", {q: (["x", "ok", "good"] if i < 8 else
+                                                    ["good", "ok", "x"])
+                                                for i, q in enumerate(sorted(self.QRELS))}),
+                                 ("ref.json", {q: ["good", "ok", "x"] for q in self.QRELS})):
+            paths.append(self.write(name, json.dumps(report_run)))
+        code, out, err = run_cli(qrels, paths[0], "--compare", paths[1], "--compare", paths[1],
+                                 "--metrics", "mrr", "--k", "3", "--format", "json")
+        self.assertEqual(code, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(len(doc["comparison"]), 2)
+        entry = doc["comparison"][0]["measures"]["mrr@3"]
+        for key in ("n", "mean", "reference_mean", "delta", "ci95", "p_randomization",
+                    "p_ttest", "p_holm", "wins", "losses", "ties", "verdict"):
+            self.assertIn(key, entry)
+        self.assertEqual(entry["p_holm"], min(1.0, 2 * 2 / 256))   # two comparisons
+        code2, out2, _ = run_cli(qrels, paths[0], "--compare", paths[1], "--compare", paths[1],
+                                 "--metrics", "mrr", "--k", "3", "--format", "json")
+        self.assertEqual(out, out2)
+        code, out, err = run_cli(qrels, paths[0], "--compare", paths[1], "--metrics", "mrr",
+                                 "--k", "3")
+        self.assertIn("significantly worse", out)
+
+
+class PerQueryGateTest(TempDir, unittest.TestCase):
+    """Gating against a baseline written by --save-baseline (per-query values)."""
+
+    def setUp(self):
+        super().setUp()
+        self.qrels = {"q%02d" % i: {"a": 1} for i in range(30)}
+        self.good = {q: ["a"] for q in self.qrels}
+
+    def base(self, run=None, qrels=None):
+        report = rag_eval.evaluate(qrels or self.qrels, run or self.good, k=1,
+                                   metrics="success")
+        path = os.path.join(self.tmp, "base.json")
+        rag_eval.save_baseline(report, path)
+        return rag_eval.load_baseline(path)
+
+    def test_query_drops_listed_whatever_the_mean(self):
+        base = self.base()
+        run = dict(self.good, q03=["b", "a"])
+        report = rag_eval.evaluate(self.qrels, run, k=1, metrics="success")
+        result = rag_eval.gate(report, base, max_drop=0.05)
+        self.assertTrue(result.passed)    # mean fell 1/30 = 0.033 < 0.05
+        self.assertEqual([(d.query, d.delta) for d in result.query_drops], [("q03", -1.0)])
+
+    def test_changed_test_set_is_shown(self):
+        base = self.base()
+        qrels = dict(self.qrels, new={"a": 1})
+        del qrels["q00"]
+        run = {q: ["a"] for q in qrels}
+        report = rag_eval.evaluate(qrels, run, k=1, metrics="success")
+        result = rag_eval.gate(report, base)
+        self.assertEqual((result.queries_added, result.queries_removed), (("new",), ("q00",)))
+        code, out, err = run_cli(self.write("q.json", json.dumps(qrels)),
+                                 self.write("r.json", json.dumps(run)), "--metrics", "success",
+                                 "--k", "1", "--baseline", os.path.join(self.tmp, "base.json"))
+        self.assertIn("added    new", out)
+
+    def test_significant_gate(self):
+        base = self.base()
+        # 2 of 30 queries lose their hit: a drop of 0.067 > 0.02, but p = 0.5
+        # (2 equal non-zero differences: 2 of 4 patterns as extreme).
+        run = dict(self.good, q01=["b"], q02=["b"])
+        report = rag_eval.evaluate(self.qrels, run, k=1, metrics="success")
+        plain = rag_eval.gate(report, base)
+        self.assertFalse(plain.passed)
+        result = rag_eval.gate(report, base, mode="significant")
+        self.assertTrue(result.passed)
+        self.assertEqual(result.changes[0].status, "dropped, not significant")
+        self.assertEqual(result.changes[0].p_value, 0.5)
+        # 8 of 30 lose it: p = 2 / 2**8, significant.
+        run = dict(self.good, **{"q%02d" % i: ["b"] for i in range(8)})
+        report = rag_eval.evaluate(self.qrels, run, k=1, metrics="success")
+        result = rag_eval.gate(report, base, mode="significant")
+        self.assertFalse(result.passed)
+        self.assertEqual(result.changes[0].p_value, 2 / 256)
+
+    def test_significant_gate_compares_shared_queries(self):
+        base = self.base()
+        qrels = dict(self.qrels, **{"new%d" % i: {"a": 1} for i in range(30)})
+        run = dict(self.good, **{"new%d" % i: ["b"] for i in range(30)})
+        report = rag_eval.evaluate(qrels, run, k=1, metrics="success")
+        self.assertFalse(rag_eval.gate(report, base).passed)     # mean 0.5 vs 1.0
+        result = rag_eval.gate(report, base, mode="significant")
+        self.assertTrue(result.passed)                             # the shared 30 held
+        self.assertEqual(result.changes[0].status, "unchanged")
+
+    def test_flat_baseline_says_per_query_is_unavailable(self):
+        report = rag_eval.evaluate(self.qrels, self.good, k=1, metrics="success")
+        result = rag_eval.gate(report, {"success@1": 0.5}, mode="significant")
+        self.assertIsNone(result.query_drops)
+        self.assertEqual(result.mode, "tolerance")
+        self.assertTrue(any("--save-baseline" in n for n in result.notes))
+
+    def test_missing_measure_fails_the_significant_gate(self):
+        base = self.base()
+        report = rag_eval.evaluate(self.qrels, self.good, k=1, metrics="recall")
+        self.assertFalse(rag_eval.gate(report, base, mode="significant").passed)
+
+    def test_sample_size_note(self):
+        # success at 80% on 30 queries: margin 1.96 * sd / sqrt(30) > 0.02.
+        run = dict(self.good, **{"q%02d" % i: ["b"] for i in range(6)})
+        report = rag_eval.evaluate(self.qrels, run, k=1, metrics="success")
+        result = rag_eval.gate(report, {"success@1": 0.8})
+        sd = statistics.stdev([0.0] * 6 + [1.0] * 24)
+        margin = statistics.NormalDist().inv_cdf(0.975) * sd / math.sqrt(30)
+        needed = math.ceil((statistics.NormalDist().inv_cdf(0.975) * sd / 0.02) ** 2)
+        self.assertIn("success@1 +/-%.3f on 30 queries (about %d needed)" % (margin, needed),
+                      result.notes[-1])
+
+
+# ---------------------------------------------------------------------------
 # Bad input: one line on stderr, exit 2, no traceback, nothing written
 # ---------------------------------------------------------------------------
 
@@ -768,7 +1249,7 @@ class GateTest(TempDir, unittest.TestCase):
         qrels["q9"] = {"x": 1}
         changed = self.write("qrels2.json", json.dumps(qrels))
         code, out, err = run_cli(changed, example("run.json"), "--baseline", path)
-        self.assertIn("qrels changed since the baseline", err)
+        self.assertIn("qrels changed since the baseline", out)
 
     def test_baseline_measures_scored_when_none_requested(self):
         base = self.write("b.json", '{"ndcg(gain=linear)@3": 0.1}')
@@ -832,7 +1313,7 @@ class CommandLineTest(TempDir, unittest.TestCase):
         code, out, err = run_cli(*self.ARGS, "--format", "markdown", "--baseline",
                                  example("baseline.json"))
         self.assertEqual(code, 1)
-        self.assertIn("| **mean** | 0.6667 | 0.6667 | 0.5000 | 0.5095 |", out)
+        self.assertIn("| mean | 0.6667 | 0.6667 | 0.5000 | 0.5095 |", out)
 
     def test_per_query_text(self):
         code, out, err = run_cli(*self.ARGS, "--per-query", "--k", "1,5", "--metrics", "success")
