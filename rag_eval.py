@@ -876,10 +876,15 @@ def _trec_qrels(inp):
 
 # --- TREC runs: the fast path ------------------------------------------------
 #
-# A 7M-line run is split block by block with C-level bytes.split; columns are
-# list slices and scores go through map(float).  Lines of one query are
-# expected to be contiguous (as every tool writes them); when they are not,
-# _NotGrouped makes the caller read the file again, gathering whole queries.
+# A 7M-line run is cut into blocks of whole lines, and each block is split on
+# single spaces at C speed: 5 tokens a line, because the tag and the next
+# line's query id stay glued by the newline ("tag\nqid").  That glued token is
+# the grouping key, and it also proves the layout: when every key holds exactly
+# one newline, every line has exactly six fields.  Scores go through
+# map(float).  A block that is not plain single-space TREC (tabs, blank lines,
+# a bad line) takes the per-line path, which names the line of any error.
+# Lines of one query are expected to be contiguous, as every tool writes them;
+# when they are not, _NotGrouped makes the caller gather whole queries instead.
 
 class _Scored(NamedTuple):
     """One query of a TREC run: doc ids (bytes) and their scores, in file order."""
@@ -891,84 +896,140 @@ class _NotGrouped(Exception):
     """The lines of one query are not contiguous in a TREC run."""
 
 
-def _trec_run_columns(inp):
-    """Yield (qids, docs, scores) column lists, one block of whole lines at a time."""
+def _parse_run_line(line, where):
+    """(qid, doc, score) from one TREC run line (bytes), or an EvalError."""
+    parts = line.split()
+    if len(parts) != 6:
+        raise EvalError("%s: expected 6 fields (query_id Q0 doc_id rank score tag), got %d"
+                        % (where, len(parts)))
+    try:
+        score = float(parts[4])
+    except ValueError:
+        score = math.nan
+    if not math.isfinite(score):
+        raise EvalError("%s: score must be a finite number, got %r"
+                        % (where, parts[4].decode("utf-8", "replace")))
+    return parts[0], parts[2], score
+
+
+def _trec_blocks(inp):
+    """Yield (lines before it, block of whole lines) over an input."""
     number, carry = 0, b""
     for block in itertools.chain(inp.blocks(), [b"\n"]):
         block = carry + block
         cut = block.rfind(b"\n") + 1
         carry, block = block[cut:], block[:cut]
-        if not block:
-            continue
-        lines = block.count(b"\n")
-        tokens = block.split()
-        # Six fields a line, and the Q0 and tag columns constant: any line with a
-        # wrong field count would shift later columns, so the per-line path runs.
-        if (len(tokens) != 6 * lines or len(set(tokens[1::6])) > 1
-                or len(set(tokens[5::6])) > 1):
-            tokens = _trec_run_tokens_checked(block, inp.name, number)
-        raw_scores = tokens[4::6]
-        try:
-            scores = list(map(float, raw_scores))
-        except ValueError:
-            scores = None
-        if scores is None or not all(map(math.isfinite, scores)):
-            _raise_bad_score(block, inp.name, number)
-        yield tokens[0::6], tokens[2::6], scores
-        number += lines
-    if not number:
-        raise EvalError("%s: no run lines found" % inp.name)
+        if block:
+            yield number, block
+            number += block.count(b"\n")
 
 
-def _trec_run_tokens_checked(block, name, number):
-    tokens = []
+def _block_segments(block, name, number):
+    """[(qid, docs, scores)] for each run of one query's lines in a block."""
+    lines = block.count(b"\n")
+    first_end = block.find(b"\n")
+    tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
+    tokens = (tag + b"\n" + block).split(b" ")
+    if len(tokens) == 5 * lines + 1 and tokens[-1].count(b"\n") == 1:
+        segments = _keyed_segments(tokens[0:5 * lines:5], tokens[2::5], tokens[4::5])
+        if segments is not None:
+            return segments
+    return _block_segments_checked(block, name, number)
+
+
+def _keyed_segments(keys, docs, raw_scores):
+    """Segments from the glued "tag\\nqid" keys, or None when the block is irregular."""
+    segments = []
+    for start, end in _runs_of_equal(keys):
+        key = keys[start]
+        if key.count(b"\n") != 1 or keys[start:end].count(key) != end - start:
+            return None
+        scores = _checked_scores(raw_scores[start:end])
+        if scores is None:
+            return None
+        segments.append((key[key.index(b"\n") + 1:], docs[start:end], scores))
+    return segments
+
+
+_DIGITS = b"0123456789"
+
+
+def _decimal_tokens(raw):
+    """True when score tokens compare as numbers byte by byte: one width of at
+    most 16, digits with the point in one column (or none).  Such tokens have at
+    most 15 digits, so distinct tokens are distinct doubles and bytes order is
+    numeric order; they need no float() until they reach a query's top ids.
+
+    >>> _decimal_tokens([b"21.5", b"09.0"]), _decimal_tokens([b"9.5", b"10.0"])
+    (True, False)
+    """
+    width = len(raw[0])
+    if not 0 < width <= 16 or len(set(map(len, raw))) != 1:
+        return False
+    joined = b"".join(raw)
+    point = raw[0].find(b".")
+    if point < 0:
+        return not joined.translate(None, _DIGITS)
+    points = b"." * len(raw)
+    return joined.translate(None, _DIGITS) == points and joined[point::width] == points
+
+
+def _checked_scores(raw):
+    """Score tokens as they are when _decimal_tokens, else floats; None when one
+    is not a finite number (the per-line path then names its line)."""
+    if _decimal_tokens(raw):
+        return raw
+    try:
+        scores = list(map(float, raw))
+    except ValueError:
+        return None
+    return scores if math.isfinite(sum(scores)) else None
+
+
+def _joined_scores(first, second):
+    """Two validated score lists of one query as one (floats unless both are
+    decimal tokens of one layout)."""
+    if (type(first[0]) is bytes and type(second[0]) is bytes and len(first[0]) == len(second[0])
+            and first[0].find(b".") == second[0].find(b".")):
+        return first + second
+    return [float(x) for x in first] + [float(x) for x in second]
+
+
+def _block_segments_checked(block, name, number):
+    segments = []
     for offset, line in enumerate(block.split(b"\n")[:-1], 1):
-        parts = line.split()
-        if parts and len(parts) != 6:
-            raise EvalError("%s:%d: expected 6 fields (query_id Q0 doc_id rank score tag), got %d"
-                            % (name, number + offset, len(parts)))
-        tokens += parts
-    return tokens
+        if not line.strip():
+            continue
+        qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
+        if segments and segments[-1][0] == qid:
+            segments[-1][1].append(doc)
+            segments[-1][2].append(score)
+        else:
+            segments.append((qid, [doc], [score]))
+    return segments
 
 
-def _raise_bad_score(block, name, number):
-    for offset, line in enumerate(block.split(b"\n"), 1):
-        parts = line.split()
-        if len(parts) == 6:
-            try:
-                value = float(parts[4])
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
-                raise EvalError("%s:%d: score must be a finite number, got %r"
-                                % (name, number + offset, parts[4].decode("utf-8", "replace")))
-    raise AssertionError("unreachable: a bad score was not found again")
-
-
-def _runs_of_equal(ids):
-    """Yield (start, end) of each maximal run of equal items in ``ids``.
-
-    Gallops and bisects on the assumption that each id's items are contiguous,
-    then checks that assumption at C speed; raises _NotGrouped when it fails.
+def _runs_of_equal(items):
+    """Yield (start, end) of the runs of equal items, assuming equal items are
+    contiguous: gallop and bisect, a few comparisons a run.  Callers check
+    the assumption (see _keyed_segments).
 
     >>> list(_runs_of_equal([b"a", b"a", b"b", b"c", b"c", b"c"]))
     [(0, 2), (2, 3), (3, 6)]
     """
-    n, start = len(ids), 0
+    n, start = len(items), 0
     while start < n:
-        first = ids[start]
+        first = items[start]
         low, high, step = start, start + 1, 1
-        while high < n and ids[high] == first:
+        while high < n and items[high] == first:
             low, step = high, step * 2
             high = min(n, start + step)
         while high - low > 1:
             middle = (low + high) // 2
-            if ids[middle] == first:
+            if items[middle] == first:
                 low = middle
             else:
                 high = middle
-        if ids[start:high].count(first) != high - start:
-            raise _NotGrouped()
         yield start, high
         start = high
 
@@ -976,34 +1037,137 @@ def _runs_of_equal(ids):
 def _trec_run_queries(inp, grouped=True):
     """Yield (qid, _Scored) per query of a TREC run.
 
-    With ``grouped``, each query's lines must be contiguous (memory: one query);
-    otherwise every query is gathered first (memory: the whole run).
+    With ``grouped``, each query's lines must be contiguous (memory: one query;
+    raises _NotGrouped otherwise); without, every query is gathered first.
     """
-    gathered = {}
-    finished = set()
+    gathered, finished = {}, set()
     current, docs, scores = None, [], []
-    for qids, block_docs, block_scores in _trec_run_columns(inp):
-        for start, end in _runs_of_equal(qids):
-            qid = qids[start]
+    for number, block in _trec_blocks(inp):
+        for qid, block_docs, block_scores in _block_segments(block, inp.name, number):
             if not grouped:
-                into = gathered.setdefault(qid, ([], []))
-                into[0].extend(block_docs[start:end])
-                into[1].extend(block_scores[start:end])
-                continue
-            if qid == current:
-                docs += block_docs[start:end]
-                scores += block_scores[start:end]
-                continue
-            if current is not None:
-                yield _decode(current, inp.name), _Scored(docs, scores)
-                finished.add(current)
-            if qid in finished:
-                raise _NotGrouped()
-            current, docs, scores = qid, block_docs[start:end], block_scores[start:end]
+                if qid in gathered:
+                    docs_so_far, scores_so_far = gathered[qid]
+                    gathered[qid] = (docs_so_far + block_docs,
+                                     _joined_scores(scores_so_far, block_scores))
+                else:
+                    gathered[qid] = (block_docs, block_scores)
+            elif qid == current:
+                docs += block_docs
+                scores = _joined_scores(scores, block_scores)
+            else:
+                if current is not None:
+                    yield _decode(current, inp.name), _Scored(docs, scores)
+                    finished.add(current)
+                if qid in finished:
+                    raise _NotGrouped()
+                current, docs, scores = qid, block_docs, block_scores
     if current is not None:
         yield _decode(current, inp.name), _Scored(docs, scores)
     for qid, (docs, scores) in gathered.items():
         yield _decode(qid, inp.name), _Scored(docs, scores)
+    if current is None and not gathered:
+        raise EvalError("%s: no run lines found" % inp.name)
+
+
+# --- TREC runs: several cores ------------------------------------------------
+#
+# A large plain TREC file is cut at line starts into one byte range per core.
+# Each worker (a forked process) ranks and grades every query that lies wholly
+# inside its range and hands back only grade lists; the first and last query of
+# each range may continue next door, so they come back raw and are joined here.
+# Any surprise in a worker (a bad line, scattered queries) sends the caller
+# back to the sequential path, which reports it exactly.
+
+_PARALLEL_MIN_BYTES = 32 << 20
+
+
+class _Retry(Exception):
+    """A worker met something the sequential path must handle."""
+
+
+class _RangeInput:
+    """Bytes [start, end) of a plain file, with the interface _trec_blocks reads."""
+
+    def __init__(self, path, name, start, end):
+        self.path, self.name, self.start, self.end = path, name, start, end
+
+    def blocks(self):
+        with open(self.path, "rb") as handle:
+            handle.seek(self.start)
+            left = self.end - self.start
+            while left > 0:
+                block = handle.read(min(_BLOCK_SIZE, left))
+                if not block:
+                    return
+                left -= len(block)
+                yield block
+
+
+def _line_starts(path, parts):
+    """Offsets cutting a file into ``parts`` ranges at line starts."""
+    size = os.path.getsize(path)
+    cuts = [0]
+    with open(path, "rb") as handle:
+        for i in range(1, parts):
+            handle.seek(max(size * i // parts, cuts[-1]))
+            handle.readline()
+            cuts.append(max(handle.tell(), cuts[-1]))
+    cuts.append(size)
+    return cuts
+
+
+def _rank_trec_range(path, name, start, end, labels, unscored, depth, cutoffs):
+    """Worker: [(qid, _Scored | _Ranked)] for one byte range (first and last raw)."""
+    out = []
+    try:
+        for qid, scored in _trec_run_queries(_RangeInput(path, name, start, end)):
+            if len(out) > 1:
+                previous_qid, previous = out[-1]
+                out[-1] = (previous_qid, _rank(previous, labels.get(previous_qid, {}), depth,
+                                               cutoffs, previous_qid in unscored))
+            out.append((qid, scored))
+    except (EvalError, _NotGrouped):
+        raise _Retry() from None
+    return out
+
+
+def _parallel_ok(inp, fmt):
+    return (fmt == "trec" and isinstance(inp.source, (str, os.PathLike)) and inp.source != "-"
+            and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
+            and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES)
+
+
+def _parallel_trec_queries(inp, qrels, measures, rel):
+    """Yield (qid, ranking) like _trec_run_queries, ranking on every core."""
+    import multiprocessing
+    depth, cutoffs = _plan(measures)
+    labels = {qid: _bytes_labels(grades) for qid, grades in qrels.items()}
+    unscored = {qid for qid, grades in qrels.items() if not any(g >= rel for g in grades.values())}
+    workers = min(os.cpu_count() or 1, 8)
+    cuts = _line_starts(inp.source, workers)
+    tasks = [(inp.source, inp.name, lo, hi, labels, unscored, depth, cutoffs)
+             for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
+        pending = pool.starmap_async(_rank_trec_range, tasks)
+        for _ in inp.blocks():      # the sha256 of the file, while the workers rank
+            pass
+        parts = pending.get()
+    finished, current = set(), None
+    for qid, ranking in itertools.chain.from_iterable(parts):
+        if current is not None and current[0] == qid and isinstance(ranking, _Scored) \
+                and isinstance(current[1], _Scored):
+            current = (qid, _Scored(current[1].docs + ranking.docs,
+                                    _joined_scores(current[1].scores, ranking.scores)))
+            continue
+        if current is not None:
+            finished.add(current[0])
+            yield current
+        if qid in finished:
+            raise _NotGrouped()
+        current = (qid, ranking)
+    if current is None:
+        raise EvalError("%s: no run lines found" % inp.name)
+    yield current
 
 
 def _run_queries(inp, fmt, grouped=True):
@@ -1059,7 +1223,7 @@ def load_run(source, *, format=None):
     for qid, ranking in _run_queries(inp, fmt, grouped=False):
         if isinstance(ranking, _Scored):
             best = {}
-            for doc, score in zip(ranking.docs, ranking.scores):
+            for doc, score in zip(ranking.docs, map(float, ranking.scores)):
                 doc = _decode(doc, inp.name)
                 best[doc] = max(score, best.get(doc, score))
             ranking = best
@@ -1078,9 +1242,18 @@ class _Top(NamedTuple):
     docs: list         # the first K distinct ids, best first
     duplicates: int    # repeated ids seen while ranking
     straddling: int    # tied score groups that cross a cutoff
+    returned: int      # distinct ids in the ranking (exact when asked for)
 
 
-def _top(ranking, depth, cutoffs):
+class _Ranked(NamedTuple):
+    """One query ranked once: what every measure reads."""
+    grades: list       # grades of the first K distinct ids, UNJUDGED where unlabelled
+    duplicates: int
+    straddling: int
+    returned: int
+
+
+def _top(ranking, depth, cutoffs, exact_returned=False):
     """Rank one query once: the first ``depth`` distinct ids, best first.
 
     A ranked list keeps its order; each id counts at its first position.  Scores
@@ -1088,15 +1261,15 @@ def _top(ranking, depth, cutoffs):
     groups that straddle a cutoff are counted.
 
     >>> _top({"a": 1.0, "b": 1.0, "c": 0.5}, 2, (1, 2))
-    _Top(docs=['b', 'a'], duplicates=0, straddling=1)
+    _Top(docs=['b', 'a'], duplicates=0, straddling=1, returned=3)
     >>> _top(["x", "x", "y"], 5, (5,))
-    _Top(docs=['x', 'y'], duplicates=1, straddling=0)
+    _Top(docs=['x', 'y'], duplicates=1, straddling=0, returned=2)
     """
     if isinstance(ranking, list):
         return _top_of_list(ranking, depth)
     if isinstance(ranking, dict):
         ranking = _Scored(list(ranking), list(ranking.values()))
-    return _top_of_scores(ranking.docs, ranking.scores, depth, cutoffs)
+    return _top_of_scores(ranking.docs, ranking.scores, depth, cutoffs, exact_returned)
 
 
 def _top_of_list(ranking, depth):
@@ -1107,11 +1280,11 @@ def _top_of_list(ranking, depth):
             top.append(doc)
             if len(top) == depth:
                 break
-    duplicates = len(ranking) - len(set(ranking)) if len(ranking) > len(top) else len(seen) - len(top)
-    return _Top(top, duplicates, 0)
+    distinct = len(set(ranking)) if len(top) == depth else len(seen)
+    return _Top(top, len(ranking) - distinct, 0, distinct)
 
 
-def _top_of_scores(docs, scores, depth, cutoffs):
+def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
     want = depth + 1   # one past the deepest cutoff shows a tie that straddles it
     n = len(scores)
     if n > want and all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
@@ -1120,29 +1293,43 @@ def _top_of_scores(docs, scores, depth, cutoffs):
         end = want
         while end < n and scores[end] == scores[end - 1]:
             end += 1
-        window = sorted(zip(scores[:end], docs[:end]), reverse=True)
+        window = sorted(zip(map(float, scores[:end]), docs[:end]), reverse=True)
     else:
-        window = heapq.nlargest(want, zip(scores, docs))
+        window = heapq.nlargest(want, zip(map(float, scores), docs))
+    duplicates = 0
     if len({doc for _, doc in window}) < len(window):
         best = {}
-        for score, doc in zip(scores, docs):
+        for score, doc in zip(map(float, scores), docs):
             if doc not in best or score > best[doc]:
                 best[doc] = score
         duplicates = n - len(best)
         window = heapq.nlargest(want, zip(best.values(), best.keys()))
-    else:
-        duplicates = 0
     window = window[:want]
     straddling = len({window[c - 1][0] for c in cutoffs
                       if c < len(window) and window[c - 1][0] == window[c][0]})
-    return _Top([doc for _, doc in window[:depth]], duplicates, straddling)
+    returned = len(set(docs)) if exact_returned else n - duplicates
+    return _Top([doc for _, doc in window[:depth]], duplicates, straddling, returned)
 
 
-def _returned(ranking):
-    """How many distinct ids a ranking holds."""
+def _rank(ranking, labels, depth, cutoffs, exact_returned):
+    """Rank once and look the grades of the top ids up once (``labels`` keyed
+    like the ranking's ids: bytes for TREC runs)."""
     if ranking is None:
-        return 0
-    return len(set(ranking.docs if isinstance(ranking, _Scored) else ranking))
+        return _Ranked([], 0, 0, 0)
+    if isinstance(ranking, _Ranked):
+        return ranking
+    top = _top(ranking, depth, cutoffs, exact_returned)
+    return _Ranked([labels.get(doc, UNJUDGED) for doc in top.docs], top.duplicates,
+                   top.straddling, top.returned)
+
+
+def _bytes_labels(labels):
+    return {doc.encode("utf-8"): grade for doc, grade in labels.items()}
+
+
+def _plan(measures):
+    """(depth, cutoffs): how deep to rank, and the cutoffs ties are counted at."""
+    return max(m.k for m in measures), tuple(sorted({m.k for m in measures}))
 
 
 def _mean(values):
@@ -1190,7 +1377,13 @@ def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="expone
     inp, fmt = _open_input(run, run_format, "run")
     notes = []
     try:
-        report = _score(qrels, _run_queries(inp, fmt), measures, rel, skip_extra_queries, inp.name)
+        try:
+            queries = (_parallel_trec_queries(inp, qrels, measures, rel)
+                       if _parallel_ok(inp, fmt) else _run_queries(inp, fmt))
+            report = _score(qrels, queries, measures, rel, skip_extra_queries, inp.name)
+        except _Retry:
+            report = _score(qrels, _run_queries(inp, fmt), measures, rel, skip_extra_queries,
+                            inp.name)
     except _NotGrouped:
         notes.append("%s: the lines of a query are not contiguous; read the whole run "
                      "into memory" % inp.name)
@@ -1217,30 +1410,26 @@ def _plural(n, one, many):
 
 def _score(qrels, run_queries, measures, rel, skip_extra, run_name):
     """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
-    depth = max(m.k for m in measures)
-    cutoffs = sorted({m.k for m in measures})
+    depth, cutoffs = _plan(measures)
     names = tuple(str(m) for m in measures)
     scored = {qid for qid, labels in qrels.items() if any(g >= rel for g in labels.values())}
-    by_bytes = {}   # TREC runs give doc ids as bytes: qrels re-keyed once per query
     per_query, abstention, ties, extra, seen = {}, {}, {}, [], set()
     duplicate_queries = 0
 
     def score_one(qid, ranking):
         nonlocal duplicate_queries
         labels = qrels[qid]
-        top = _top(ranking, depth, cutoffs) if ranking is not None else _Top([], 0, 0)
-        duplicate_queries += top.duplicates > 0
-        if top.straddling:
-            ties[qid] = top.straddling
+        ranked = _rank(ranking, _bytes_labels(labels) if isinstance(ranking, _Scored) else labels,
+                       depth, cutoffs, qid not in scored)
+        duplicate_queries += ranked.duplicates > 0
+        if ranked.straddling:
+            ties[qid] = ranked.straddling
         if qid not in scored:
-            abstention[qid] = _returned(ranking)
+            abstention[qid] = ranked.returned
             return
-        if isinstance(ranking, _Scored):
-            labels = by_bytes.get(qid) or by_bytes.setdefault(
-                qid, {doc.encode("utf-8"): g for doc, g in labels.items()})
-        grades = [labels.get(doc, UNJUDGED) for doc in top.docs]
-        judged_grades = sorted(qrels[qid].values(), reverse=True)
-        per_query[qid] = {n: m.value(grades, judged_grades) for n, m in zip(names, measures)}
+        judged_grades = sorted(labels.values(), reverse=True)
+        per_query[qid] = {n: m.value(ranked.grades, judged_grades)
+                          for n, m in zip(names, measures)}
 
     for qid, ranking in run_queries:
         if qid not in qrels:
