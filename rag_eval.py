@@ -257,8 +257,8 @@ def available_measures():
     return sorted(_REGISTRY)
 
 
-def _count_relevant(judged, rel):
-    return sum(1 for g in judged if g >= rel)
+def _count_relevant(grades, rel):
+    return sum(map(rel.__le__, grades))
 
 
 def _gain(grade, gain):
@@ -295,7 +295,7 @@ def recall(ranked, judged, k, rel=1):
     relevant = _count_relevant(judged, rel)
     if relevant == 0:
         return 0.0
-    return sum(1 for g in ranked[:k] if g >= rel) / relevant
+    return _count_relevant(ranked[:k], rel) / relevant
 
 
 @measure("success", defaults={"rel": 1}, aliases=("Success", "success_", "hit_rate", "hits"),
@@ -306,7 +306,7 @@ def success(ranked, judged, k, rel=1):
     >>> success([-1, 0, 1], (1, 0), 2), success([-1, 0, 1], (1, 0), 3)
     (0.0, 1.0)
     """
-    return 1.0 if any(g >= rel for g in ranked[:k]) else 0.0
+    return 1.0 if any(map(rel.__le__, ranked[:k])) else 0.0
 
 
 @measure("mrr", defaults={"rel": 1}, aliases=("RR", "MRR"),
@@ -381,7 +381,7 @@ def precision(ranked, judged, k, rel=1):
     >>> precision([1, -1], (1, 1), 5)
     0.2
     """
-    return sum(1 for g in ranked[:k] if g >= rel) / k
+    return _count_relevant(ranked[:k], rel) / k
 
 
 @measure("context_precision", defaults={"rel": 1},
@@ -593,7 +593,7 @@ def resolve_measures(metrics=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
 # ---------------------------------------------------------------------------
 
 FORMATS = ("json", "jsonl", "trec")
-_BLOCK_SIZE = 1 << 22
+_BLOCK_SIZE = 1 << 17
 
 
 def _source_name(source):
@@ -1287,28 +1287,60 @@ def _top_of_list(ranking, depth):
 def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
     want = depth + 1   # one past the deepest cutoff shows a tie that straddles it
     n = len(scores)
-    if n > want and all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
+    if all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
         # Already in score order (the common case): only ties can reorder, so the
         # window ends with the tie group that crosses position ``want``.
-        end = want
+        end = min(want, n)
         while end < n and scores[end] == scores[end - 1]:
             end += 1
-        window = sorted(zip(map(float, scores[:end]), docs[:end]), reverse=True)
-    else:
-        window = heapq.nlargest(want, zip(map(float, scores), docs))
+        window_docs, window_scores = docs[:end], scores[:end]
+        if len(set(window_docs)) == end:
+            return _Top(_ties_by_id(window_docs, window_scores)[:depth], 0,
+                        _straddling(window_scores, cutoffs),
+                        len(set(docs)) if exact_returned else n)
+    window = heapq.nlargest(want, zip(map(float, scores), docs))
     duplicates = 0
-    if len({doc for _, doc in window}) < len(window):
+    if len(set(map(_second, window))) < len(window):
         best = {}
         for score, doc in zip(map(float, scores), docs):
             if doc not in best or score > best[doc]:
                 best[doc] = score
         duplicates = n - len(best)
         window = heapq.nlargest(want, zip(best.values(), best.keys()))
-    window = window[:want]
-    straddling = len({window[c - 1][0] for c in cutoffs
-                      if c < len(window) and window[c - 1][0] == window[c][0]})
     returned = len(set(docs)) if exact_returned else n - duplicates
-    return _Top([doc for _, doc in window[:depth]], duplicates, straddling, returned)
+    return _Top(list(map(_second, window[:depth])), duplicates,
+                _straddling([score for score, _ in window], cutoffs), returned)
+
+
+def _ties_by_id(docs, scores):
+    """Ids of a score-ordered window with each run of equal scores put in doc id
+    descending order (trec_eval's tie rule).
+
+    >>> _ties_by_id(["a", "c", "b", "d"], [3.0, 2.0, 2.0, 1.0])
+    ['a', 'c', 'b', 'd']
+    >>> _ties_by_id(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 2.0])
+    ['a', 'd', 'c', 'b']
+    """
+    tied = list(itertools.compress(range(len(scores) - 1),
+                                   map(operator.eq, scores, itertools.islice(scores, 1, None))))
+    if not tied:
+        return docs
+    docs = list(docs)
+    start = previous = tied[0]
+    for i in tied[1:] + [None]:
+        if i != previous + 1:
+            docs[start:previous + 2] = sorted(docs[start:previous + 2], reverse=True)
+            start = i
+        previous = i
+    return docs
+
+
+def _straddling(scores, cutoffs):
+    """How many tied groups of a window in score order cross a cutoff."""
+    return len({scores[c - 1] for c in cutoffs if c < len(scores) and scores[c - 1] == scores[c]})
+
+
+_second = operator.itemgetter(1)
 
 
 def _rank(ranking, labels, depth, cutoffs, exact_returned):
@@ -1319,8 +1351,8 @@ def _rank(ranking, labels, depth, cutoffs, exact_returned):
     if isinstance(ranking, _Ranked):
         return ranking
     top = _top(ranking, depth, cutoffs, exact_returned)
-    return _Ranked([labels.get(doc, UNJUDGED) for doc in top.docs], top.duplicates,
-                   top.straddling, top.returned)
+    return _Ranked(list(map(labels.get, top.docs, itertools.repeat(UNJUDGED))),
+                   top.duplicates, top.straddling, top.returned)
 
 
 def _bytes_labels(labels):
