@@ -43,6 +43,7 @@ __all__ = sorted([
 import argparse
 import bisect
 import difflib
+import functools
 import hashlib
 import heapq
 import io
@@ -107,8 +108,12 @@ class Measure(NamedTuple):
 
     def value(self, ranked, judged):
         """Score one query: ``ranked`` grades of the top ids, ``judged`` all grades."""
+        return self.bind()(ranked, judged)
+
+    def bind(self):
+        """The per-query function with k and the parameters filled in."""
         spec = _REGISTRY[self.name]
-        return spec.func(ranked, judged, self.k, **dict(spec.defaults, **dict(self.params)))
+        return functools.partial(spec.func, k=self.k, **dict(spec.defaults, **dict(self.params)))
 
 
 class Report(NamedTuple):
@@ -849,6 +854,41 @@ def _jsonl_queries(inp, kind):
 
 def _trec_qrels(inp):
     """TREC qrels lines ``query_id iteration doc_id grade``."""
+    qrels = _trec_qrels_fast(b"".join(inp.blocks()))
+    return qrels if qrels is not None else _trec_qrels_checked(inp)
+
+
+def _trec_qrels_fast(data):
+    """The qrels of plain single-space TREC, or None for anything else (then
+    the per-line reader takes over and names any bad line).  Split on single
+    spaces, a line's grade and the next line's query id stay glued by the
+    newline; one newline in every glued token proves four fields a line."""
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    lines = data.count(b"\n")
+    tokens = (b"\n" + data).split(b" ")
+    glued = tokens[0::3]
+    if (len(tokens) != 3 * lines + 1 or b"".join(glued).count(b"\n") != lines + 1
+            or not all(map(operator.contains, glued, itertools.repeat(b"\n")))):
+        return None
+    pairs = [token.split(b"\n") for token in glued]
+    try:
+        grades = [int(pair[0]) for pair in pairs[1:]]
+        qids = [pair[1].decode("utf-8") for pair in pairs[:-1]]
+        docs = [doc.decode("utf-8") for doc in tokens[2::3]]
+    except (ValueError, UnicodeDecodeError):
+        return None
+    out = {}
+    for qid, doc, grade in zip(qids, docs, grades):
+        judged = out.get(qid)
+        if judged is None:
+            out[qid] = judged = {}
+        if judged.setdefault(doc, grade) != grade:
+            return None
+    return out or None
+
+
+def _trec_qrels_checked(inp):
     out = {}
     for number, line in _lines(inp):
         parts = line.split()
@@ -1116,15 +1156,18 @@ def _line_starts(path, parts):
     return cuts
 
 
-def _rank_trec_range(path, name, start, end, labels, unscored, depth, cutoffs):
-    """Worker: [(qid, _Scored | _Ranked)] for one byte range (first and last raw)."""
+_FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
+
+
+def _score_trec_range(path, name, start, end):
+    """Worker: [(qid, _Scored | _Scoring)] for one byte range; the first and last
+    query come back raw, since they may continue in the neighbouring ranges."""
+    scorer = _FORKED_SCORER
     out = []
     try:
         for qid, scored in _trec_run_queries(_RangeInput(path, name, start, end)):
             if len(out) > 1:
-                previous_qid, previous = out[-1]
-                out[-1] = (previous_qid, _rank(previous, labels.get(previous_qid, {}), depth,
-                                               cutoffs, previous_qid in unscored))
+                out[-1] = (out[-1][0], scorer(*out[-1]))
             out.append((qid, scored))
     except (EvalError, _NotGrouped):
         raise _Retry() from None
@@ -1138,20 +1181,21 @@ def _parallel_ok(inp, fmt):
 
 
 def _parallel_trec_queries(inp, qrels, measures, rel):
-    """Yield (qid, ranking) like _trec_run_queries, ranking on every core."""
+    """Yield (qid, ranking) like _trec_run_queries, scoring on every core."""
     import multiprocessing
-    depth, cutoffs = _plan(measures)
-    labels = {qid: _bytes_labels(grades) for qid, grades in qrels.items()}
-    unscored = {qid for qid, grades in qrels.items() if not any(g >= rel for g in grades.values())}
+    global _FORKED_SCORER
     workers = min(os.cpu_count() or 1, 8)
     cuts = _line_starts(inp.source, workers)
-    tasks = [(inp.source, inp.name, lo, hi, labels, unscored, depth, cutoffs)
-             for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
-    with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
-        pending = pool.starmap_async(_rank_trec_range, tasks)
-        for _ in inp.blocks():      # the sha256 of the file, while the workers rank
-            pass
-        parts = pending.get()
+    tasks = [(inp.source, inp.name, lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    _FORKED_SCORER = _QueryScorer(qrels, measures, rel)
+    try:
+        with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
+            pending = pool.starmap_async(_score_trec_range, tasks)
+            for _ in inp.blocks():      # the sha256 of the file, while the workers score
+                pass
+            parts = pending.get()
+    finally:
+        _FORKED_SCORER = None
     finished, current = set(), None
     for qid, ranking in itertools.chain.from_iterable(parts):
         if current is not None and current[0] == qid and isinstance(ranking, _Scored) \
@@ -1348,8 +1392,6 @@ def _rank(ranking, labels, depth, cutoffs, exact_returned):
     like the ranking's ids: bytes for TREC runs)."""
     if ranking is None:
         return _Ranked([], 0, 0, 0)
-    if isinstance(ranking, _Ranked):
-        return ranking
     top = _top(ranking, depth, cutoffs, exact_returned)
     return _Ranked(list(map(labels.get, top.docs, itertools.repeat(UNJUDGED))),
                    top.duplicates, top.straddling, top.returned)
@@ -1440,28 +1482,55 @@ def _plural(n, one, many):
     return "%d %s" % (n, one if n == 1 else many)
 
 
+class _Scoring(NamedTuple):
+    """One query scored: its values (None when unscored) and what ranking saw."""
+    values: Optional[Dict[str, float]]
+    duplicates: int
+    straddling: int
+    returned: int
+
+
+class _QueryScorer:
+    """Scores one query at a time, in this process or in a worker."""
+
+    def __init__(self, qrels, measures, rel):
+        self.qrels = qrels
+        self.depth, self.cutoffs = _plan(measures)
+        self.scorers = [(str(m), m.bind()) for m in measures]
+        self.scored = {qid for qid, labels in qrels.items() if any(map(rel.__le__, labels.values()))}
+
+    def __call__(self, qid, ranking):
+        if isinstance(ranking, _Scoring):
+            return ranking
+        labels = self.qrels.get(qid, {})
+        if isinstance(ranking, _Scored):
+            labels = _bytes_labels(labels)
+        ranked = _rank(ranking, labels, self.depth, self.cutoffs, qid not in self.scored)
+        values = None
+        if qid in self.scored:
+            judged = sorted(self.qrels[qid].values(), reverse=True)
+            values = {name: score(ranked.grades, judged) for name, score in self.scorers}
+        return _Scoring(values, ranked.duplicates, ranked.straddling, ranked.returned)
+
+
 def _score(qrels, run_queries, measures, rel, skip_extra, run_name):
     """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
-    depth, cutoffs = _plan(measures)
     names = tuple(str(m) for m in measures)
-    scored = {qid for qid, labels in qrels.items() if any(g >= rel for g in labels.values())}
+    scorer = _QueryScorer(qrels, measures, rel)
+    scored = scorer.scored
     per_query, abstention, ties, extra, seen = {}, {}, {}, [], set()
     duplicate_queries = 0
 
     def score_one(qid, ranking):
         nonlocal duplicate_queries
-        labels = qrels[qid]
-        ranked = _rank(ranking, _bytes_labels(labels) if isinstance(ranking, _Scored) else labels,
-                       depth, cutoffs, qid not in scored)
-        duplicate_queries += ranked.duplicates > 0
-        if ranked.straddling:
-            ties[qid] = ranked.straddling
-        if qid not in scored:
-            abstention[qid] = ranked.returned
-            return
-        judged_grades = sorted(labels.values(), reverse=True)
-        per_query[qid] = {n: m.value(ranked.grades, judged_grades)
-                          for n, m in zip(names, measures)}
+        result = scorer(qid, ranking)
+        duplicate_queries += result.duplicates > 0
+        if result.straddling:
+            ties[qid] = result.straddling
+        if result.values is None:
+            abstention[qid] = result.returned
+        else:
+            per_query[qid] = result.values
 
     for qid, ranking in run_queries:
         if qid not in qrels:

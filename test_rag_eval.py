@@ -510,6 +510,66 @@ class StreamingTest(TempDir, unittest.TestCase):
             list(stream)
 
 
+class ParallelTest(TempDir, unittest.TestCase):
+    """Large plain TREC runs are scored by one forked worker per core; here the
+    size threshold is lowered so small files take that path too."""
+
+    def setUp(self):
+        super().setUp()
+        self.saved = rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE
+        rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE = 0, 256
+        if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+            self.skipTest("needs fork and two cores")
+
+    def tearDown(self):
+        rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE = self.saved
+        super().tearDown()
+
+    def lines(self):
+        rng = random.Random(4)
+        out = []
+        for q in range(40):
+            scores = sorted((round(rng.random(), 2) for _ in range(30)), reverse=True)
+            out += ["q%02d Q0 d%d %d %s t" % (q, rng.randrange(60), r, s)
+                    for r, s in enumerate(scores, 1)]
+        return out
+
+    def evaluate(self, lines):
+        qrels = {"q%02d" % q: {"d%d" % d: q % 3 for d in range(0, 60, 7)} for q in range(40)}
+        qrels["q00"] = {"d1": 0}          # unscored: its abstention count crosses workers too
+        qpath = self.write("q.json", json.dumps(qrels))
+        rpath = self.write("r.trec", "\n".join(lines) + "\n")
+        return rag_eval.evaluate_files(qpath, rpath, k="1,5,10", metrics="recall,ndcg,mrr,judged")
+
+    def test_same_numbers_as_the_sequential_path(self):
+        lines = self.lines()
+        parallel = self.evaluate(lines)
+        self.assertTrue(rag_eval._parallel_ok(rag_eval._Input(os.path.join(self.tmp, "r.trec")),
+                                              "trec"))
+        rag_eval._PARALLEL_MIN_BYTES = 1 << 62
+        sequential = self.evaluate(lines)
+        self.assertEqual(parallel.per_query, sequential.per_query)
+        self.assertEqual(parallel.ties, sequential.ties)
+        self.assertEqual(parallel.abstention, sequential.abstention)
+        self.assertEqual(parallel.inputs, sequential.inputs)
+        self.assertGreater(len(parallel.ties), 0)
+
+    def test_bad_line_is_named_exactly(self):
+        lines = self.lines()
+        lines[1000] = "q33 Q0 d1 1 oops t"
+        with self.assertRaisesRegex(rag_eval.EvalError, r"r.trec:1001: score must be a finite"):
+            self.evaluate(lines)
+
+    def test_scattered_queries_fall_back(self):
+        lines = self.lines()
+        lines = lines[600:] + lines[:600]
+        lines[5], lines[900] = lines[900], lines[5]
+        report = self.evaluate(lines)
+        rag_eval._PARALLEL_MIN_BYTES = 1 << 62
+        self.assertEqual(report.per_query, self.evaluate(self.lines()).per_query)
+        self.assertIn("not contiguous", report.warnings[0])
+
+
 # ---------------------------------------------------------------------------
 # Peer-verified numbers (tests/data/peers, written by tests/peers/gen_peers.py)
 # ---------------------------------------------------------------------------
