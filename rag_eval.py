@@ -42,7 +42,6 @@ __all__ = sorted([
 
 import argparse
 import bisect
-import difflib
 import functools
 import hashlib
 import heapq
@@ -56,7 +55,6 @@ import random
 import re
 import statistics
 import sys
-import tempfile
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 __version__ = "0.1.0"
@@ -469,6 +467,7 @@ def _positive_int(raw, what):
 
 
 def _unknown_measure(name, text):
+    import difflib   # only on this error path: keeps start-up fast
     close = difflib.get_close_matches(name, list(_alias_table()), n=1, cutoff=0.5)
     hint = "; did you mean %r?" % close[0] if close else ""
     return EvalError("unknown measure %r%s (known: %s)"
@@ -702,32 +701,53 @@ def _decode(data, name):
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def _whole_lines(blocks):
+    """Re-cut blocks of bytes into blocks of whole lines (a final newline added);
+    a line longer than a block is joined once, never copied block by block."""
+    pending = []
+    for block in itertools.chain(blocks, [b"\n"]):
+        cut = block.rfind(b"\n") + 1
+        if not cut:
+            pending.append(block)
+            continue
+        head = b"".join(pending + [block[:cut]]) if pending else block[:cut]
+        pending = [block[cut:]] if cut < len(block) else []
+        yield head
+
+
 def _lines(inp):
     """Yield (line number, line bytes) over an input, block by block."""
-    number, carry = 0, b""
-    for block in itertools.chain(inp.blocks(), [b"\n"]):
-        block = carry + block
-        cut = block.rfind(b"\n") + 1
-        carry = block[cut:]
-        for line in block[:cut].split(b"\n")[:-1]:
+    number = 0
+    for block in _whole_lines(inp.blocks()):
+        for line in block.split(b"\n")[:-1]:
             number += 1
             yield number, line
 
 
+_DETECT_BYTES = 1 << 20
+
+
 def _detect_format(inp, kind):
-    """'json', 'jsonl' or 'trec', from the first non-blank line."""
-    for _, line in _lines(inp):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if stripped[:1] not in (b"{", b"["):
-            return "trec"
-        try:
-            first = json.loads(stripped)
-        except (ValueError, RecursionError):
-            return "json"
-        return "jsonl" if isinstance(first, dict) and "query_id" in first else "json"
-    raise EvalError("%s: empty %s file" % (inp.name, kind))
+    """'json', 'jsonl' or 'trec', from the first non-blank line (read no further
+    than its first MiB: a longer first line is a one-line JSON document)."""
+    head = b""
+    for block in inp.blocks():
+        head += block
+        if b"\n" in head.lstrip() or len(head) >= _DETECT_BYTES:
+            break
+    stripped = head.lstrip()
+    if not stripped:
+        raise EvalError("%s: empty %s file" % (inp.name, kind))
+    if stripped[:1] not in (b"{", b"["):
+        return "trec"
+    end = stripped.find(b"\n")
+    if end < 0:
+        return "json"
+    try:
+        first = json.loads(stripped[:end])
+    except (ValueError, RecursionError):
+        return "json"
+    return "jsonl" if isinstance(first, dict) and "query_id" in first else "json"
 
 
 def _reject_constant(token):
@@ -746,11 +766,45 @@ def _no_duplicate_keys(pairs):
     return result
 
 
+_KEY_END = re.compile(r'"[ \t\n\r]+:')
+
+
+def _key_bound(text):
+    """An upper bound on the keys in a JSON text: every key ends with a quote,
+    optional white space and a colon (a string may add false hits, never hide one)."""
+    spaced = any(gap + ":" in text for gap in " \t\n\r")
+    return text.count('":') + (len(_KEY_END.findall(text)) if spaced else 0)
+
+
+def _top_level_keys(value):
+    """Keys of the top object and of the objects directly inside it."""
+    if not isinstance(value, dict):
+        return 0
+    return len(value) + sum(len(v) for v in value.values() if type(v) is dict)
+
+
 def _json_loads(text, name, line=None):
+    """Parse JSON; duplicate keys, NaN and Infinity are errors.
+
+    The C parser runs plain; only when the parsed objects hold fewer keys than
+    the text may contain (a possible duplicate) is the text parsed again with a
+    hook that finds it.  Equal counts prove there is none: the bound is at least
+    the keys written, which are at least the keys kept.
+
+    >>> _json_loads('{"q": {"a": 1, "b": 2}}', "x")
+    {'q': {'a': 1, 'b': 2}}
+    >>> _json_loads('{"q": {"a": 1, "a" : 2}}', "x")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x: duplicate key 'a' in one JSON object (json would silently keep the last)
+    """
     where = "%s:%d" % (name, line) if line else name
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys,
-                          parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant)
+        if _top_level_keys(value) != _key_bound(text):
+            value = json.loads(text, object_pairs_hook=_no_duplicate_keys,
+                               parse_constant=_reject_constant)
+        return value
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
     except json.JSONDecodeError as exc:
@@ -954,14 +1008,11 @@ def _parse_run_line(line, where):
 
 def _trec_blocks(inp):
     """Yield (lines before it, block of whole lines) over an input."""
-    number, carry = 0, b""
-    for block in itertools.chain(inp.blocks(), [b"\n"]):
-        block = carry + block
-        cut = block.rfind(b"\n") + 1
-        carry, block = block[cut:], block[:cut]
-        if block:
+    number = 0
+    for block in _whole_lines(inp.blocks()):
+        if block.strip():
             yield number, block
-            number += block.count(b"\n")
+        number += block.count(b"\n")
 
 
 def _block_segments(block, name, number):
@@ -1109,30 +1160,33 @@ def _trec_run_queries(inp, grouped=True):
         raise EvalError("%s: no run lines found" % inp.name)
 
 
-# --- TREC runs: several cores ------------------------------------------------
+# --- Runs on several cores ---------------------------------------------------
 #
-# A large plain TREC file is cut at line starts into one byte range per core.
-# Each worker (a forked process) ranks and grades every query that lies wholly
-# inside its range and hands back only grade lists; the first and last query of
-# each range may continue next door, so they come back raw and are joined here.
-# Any surprise in a worker (a bad line, scattered queries) sends the caller
-# back to the sequential path, which reports it exactly.
+# A large plain run file is cut into one byte range per core: at line starts
+# for TREC and JSONL, between top-level members for JSON.  Each worker (a
+# forked process) reads, ranks and scores the queries of its range and hands
+# back only their values.  In TREC the first and last query of a range may
+# continue next door, so they come back raw and are joined here.  Any surprise
+# in a worker (a bad line, a query seen twice) sends the caller back to the
+# sequential path, which reports it exactly.
 
-_PARALLEL_MIN_BYTES = 32 << 20
+_PARALLEL_MIN_BYTES = 16 << 20
+_MEMBER_GAP = re.compile(rb'[\]}][ \t\r\n]*,[ \t\r\n]*"')
 
 
 class _Retry(Exception):
     """A worker met something the sequential path must handle."""
 
 
-class _RangeInput:
-    """Bytes [start, end) of a plain file, with the interface _trec_blocks reads."""
+class _RangeInput(_Input):
+    """Bytes [start, end) of a plain file, read like any input (not hashed)."""
 
     def __init__(self, path, name, start, end):
-        self.path, self.name, self.start, self.end = path, name, start, end
+        super().__init__(path)
+        self.name, self.start, self.end = name, start, end
 
     def blocks(self):
-        with open(self.path, "rb") as handle:
+        with open(self.source, "rb") as handle:
             handle.seek(self.start)
             left = self.end - self.start
             while left > 0:
@@ -1156,17 +1210,48 @@ def _line_starts(path, parts):
     return cuts
 
 
+def _member_starts(path, parts):
+    """Offsets cutting a JSON object between top-level members: after the first
+    "{", before a key that follows "]," or "},", and at the last "}".  A cut
+    inside a string leaves an unterminated string, which the worker's parse
+    rejects (then the sequential path runs)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    first = len(data) - len(data.lstrip())
+    last = len(data.rstrip()) - 1
+    if data[first:first + 1] != b"{" or data[last:last + 1] != b"}":
+        return [0, 0]
+    cuts = [first + 1]
+    for i in range(1, parts):
+        gap = _MEMBER_GAP.search(data, max(len(data) * i // parts, cuts[-1]), last)
+        if gap:
+            cuts.append(gap.end() - 1)
+    cuts.append(last)
+    return cuts
+
+
+def _json_members(inp):
+    """(qid, ranking) from a range of top-level JSON members."""
+    text = inp.text().strip().rstrip(",")
+    data = _json_loads("{%s}" % text, inp.name)
+    for qid, value in data.items():
+        yield qid, _check_run_query(qid, value, inp.name)
+
+
 _FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
 
 
-def _score_trec_range(path, name, start, end):
-    """Worker: [(qid, _Scored | _Scoring)] for one byte range; the first and last
-    query come back raw, since they may continue in the neighbouring ranges."""
+def _score_range(fmt, path, name, start, end):
+    """Worker: [(qid, _Scoring | _Scored)] for one byte range of a run."""
     scorer = _FORKED_SCORER
+    inp = _RangeInput(path, name, start, end)
     out = []
     try:
-        for qid, scored in _trec_run_queries(_RangeInput(path, name, start, end)):
-            if len(out) > 1:
+        if fmt != "trec":
+            queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
+            return [(qid, scorer(qid, ranking)) for qid, ranking in queries]
+        for qid, scored in _trec_run_queries(inp):
+            if len(out) > 1:    # the first and last stay raw: they may continue next door
                 out[-1] = (out[-1][0], scorer(*out[-1]))
             out.append((qid, scored))
     except (EvalError, _NotGrouped):
@@ -1175,22 +1260,27 @@ def _score_trec_range(path, name, start, end):
 
 
 def _parallel_ok(inp, fmt):
-    return (fmt == "trec" and isinstance(inp.source, (str, os.PathLike)) and inp.source != "-"
+    if not (isinstance(inp.source, (str, os.PathLike)) and inp.source != "-"
             and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
-            and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES)
+            and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES):
+        return False
+    with open(inp.source, "rb") as handle:
+        return handle.read(2) != b"\x1f\x8b"
 
 
-def _parallel_trec_queries(inp, qrels, measures, rel):
-    """Yield (qid, ranking) like _trec_run_queries, scoring on every core."""
+def _parallel_queries(inp, fmt, qrels, measures, rel):
+    """Yield (qid, ranking) like _run_queries, scoring on every core."""
     import multiprocessing
     global _FORKED_SCORER
     workers = min(os.cpu_count() or 1, 8)
-    cuts = _line_starts(inp.source, workers)
-    tasks = [(inp.source, inp.name, lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    cuts = (_member_starts if fmt == "json" else _line_starts)(inp.source, workers)
+    tasks = [(fmt, inp.source, inp.name, lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    if len(tasks) < 2:
+        raise _Retry()
     _FORKED_SCORER = _QueryScorer(qrels, measures, rel)
     try:
         with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
-            pending = pool.starmap_async(_score_trec_range, tasks)
+            pending = pool.starmap_async(_score_range, tasks)
             for _ in inp.blocks():      # the sha256 of the file, while the workers score
                 pass
             parts = pending.get()
@@ -1207,10 +1297,10 @@ def _parallel_trec_queries(inp, qrels, measures, rel):
             finished.add(current[0])
             yield current
         if qid in finished:
-            raise _NotGrouped()
+            raise _NotGrouped() if fmt == "trec" else _Retry()
         current = (qid, ranking)
     if current is None:
-        raise EvalError("%s: no run lines found" % inp.name)
+        raise _Retry()
     yield current
 
 
@@ -1306,26 +1396,29 @@ def _top(ranking, depth, cutoffs, exact_returned=False):
 
     >>> _top({"a": 1.0, "b": 1.0, "c": 0.5}, 2, (1, 2))
     _Top(docs=['b', 'a'], duplicates=0, straddling=1, returned=3)
-    >>> _top(["x", "x", "y"], 5, (5,))
+    >>> _top(["x", "x", "y"], 5, (5,), exact_returned=True)
     _Top(docs=['x', 'y'], duplicates=1, straddling=0, returned=2)
     """
     if isinstance(ranking, list):
-        return _top_of_list(ranking, depth)
+        return _top_of_list(ranking, depth, exact_returned)
     if isinstance(ranking, dict):
         ranking = _Scored(list(ranking), list(ranking.values()))
     return _top_of_scores(ranking.docs, ranking.scores, depth, cutoffs, exact_returned)
 
 
-def _top_of_list(ranking, depth):
+def _top_of_list(ranking, depth, exact_returned):
     seen, top = set(), []
-    for doc in ranking:
+    read = 0
+    for read, doc in enumerate(ranking, 1):
         if doc not in seen:
             seen.add(doc)
             top.append(doc)
             if len(top) == depth:
                 break
-    distinct = len(set(ranking)) if len(top) == depth else len(seen)
-    return _Top(top, len(ranking) - distinct, 0, distinct)
+    # Repeats are counted among the ids read to fill the top: deeper ones change no number.
+    duplicates = read - len(top)
+    returned = len(set(ranking)) if exact_returned else len(ranking) - duplicates
+    return _Top(top, duplicates, 0, returned)
 
 
 def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
@@ -1452,7 +1545,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="expone
     notes = []
     try:
         try:
-            queries = (_parallel_trec_queries(inp, qrels, measures, rel)
+            queries = (_parallel_queries(inp, fmt, qrels, measures, rel)
                        if _parallel_ok(inp, fmt) else _run_queries(inp, fmt))
             report = _score(qrels, queries, measures, rel, skip_extra_queries, inp.name)
         except _Retry:
@@ -2565,6 +2658,7 @@ def build_parser():
 
 def _write_atomic(path, text):
     """Write ``text`` to ``path`` via a temp file in the same folder and a rename."""
+    import tempfile   # only when writing: keeps start-up fast
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".rag_eval-", suffix=".tmp")

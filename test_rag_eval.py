@@ -570,6 +570,67 @@ class ParallelTest(TempDir, unittest.TestCase):
         self.assertIn("not contiguous", report.warnings[0])
 
 
+class ParallelJsonTest(TempDir, unittest.TestCase):
+    """JSON and JSONL runs cut between queries and scored by forked workers."""
+
+    def setUp(self):
+        super().setUp()
+        self.saved = rag_eval._PARALLEL_MIN_BYTES
+        rag_eval._PARALLEL_MIN_BYTES = 0
+        if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+            self.skipTest("needs fork and two cores")
+        rng = random.Random(9)
+        self.qrels = {"q%02d" % q: {"d%d" % d: rng.randrange(3) for d in range(12)}
+                      for q in range(30)}
+        self.run = {q: {"d%d" % d: round(rng.random(), 3) for d in range(20)} for q in self.qrels}
+        self.run["q07"] = ["d3", "d3", "x], \"y", "d1"]      # a string that looks like a cut
+        self.qpath = self.write("q.json", json.dumps(self.qrels))
+
+    def tearDown(self):
+        rag_eval._PARALLEL_MIN_BYTES = self.saved
+        super().tearDown()
+
+    def evaluate(self, name):
+        return rag_eval.evaluate_files(self.qpath, os.path.join(self.tmp, name), k="1,3,10",
+                                       metrics="recall,ndcg,mrr,judged")
+
+    def test_same_numbers_as_the_sequential_path(self):
+        expected = rag_eval.evaluate(self.qrels, self.run, k="1,3,10",
+                                     metrics="recall,ndcg,mrr,judged")
+        self.write("r.json", json.dumps(self.run, indent=1))
+        self.write("r.jsonl", "".join(json.dumps({"query_id": q, ("docs" if isinstance(v, list)
+                                                  else "scores"): v}) + "\n"
+                                      for q, v in self.run.items()))
+        for name in ("r.json", "r.jsonl"):
+            with self.subTest(file=name):
+                self.assertTrue(rag_eval._parallel_ok(
+                    rag_eval._Input(os.path.join(self.tmp, name)), "json"))
+                report = self.evaluate(name)
+                self.assertEqual(report.per_query, expected.per_query)
+                self.assertEqual(report.warnings, expected.warnings)
+
+    def test_cut_points_inside_strings_are_rejected(self):
+        # Every cut falls inside the long id, so each worker's parse fails and the
+        # sequential path scores the file.
+        run = {"q00": ["x" + "], \"" * 50000], "q01": ["d1"]}
+        self.write("r.json", json.dumps(run))
+        report = self.evaluate("r.json")
+        self.assertEqual(report.per_query["q01"]["recall@10"],
+                         1 / sum(1 for g in self.qrels["q01"].values() if g >= 1))
+
+    def test_duplicate_query_across_ranges_is_an_error(self):
+        lines = [json.dumps({"query_id": q, "scores": v}) for q, v in self.run.items()
+                 if isinstance(v, dict)]
+        self.write("r.jsonl", "\n".join(lines + lines[:1]) + "\n")
+        with self.assertRaisesRegex(rag_eval.EvalError, r"r.jsonl:30: query 'q00' appears on "
+                                                        r"more than one line"):
+            self.evaluate("r.jsonl")
+        text = json.dumps(self.run)
+        self.write("r.json", text[:-1] + ', "q00": ["d1"]}')
+        with self.assertRaisesRegex(rag_eval.EvalError, "duplicate key 'q00'"):
+            self.evaluate("r.json")
+
+
 # ---------------------------------------------------------------------------
 # Peer-verified numbers (tests/data/peers, written by tests/peers/gen_peers.py)
 # ---------------------------------------------------------------------------
