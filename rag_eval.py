@@ -766,14 +766,10 @@ def _no_duplicate_keys(pairs):
     return result
 
 
-_KEY_END = re.compile(r'"[ \t\n\r]+:')
-
-
 def _key_bound(text):
-    """An upper bound on the keys in a JSON text: every key ends with a quote,
-    optional white space and a colon (a string may add false hits, never hide one)."""
-    spaced = any(gap + ":" in text for gap in " \t\n\r")
-    return text.count('":') + (len(_KEY_END.findall(text)) if spaced else 0)
+    """An upper bound on the keys in a JSON text: each key is followed by one
+    colon outside any string (colons inside strings only raise the bound)."""
+    return text.count(":")
 
 
 def _top_level_keys(value):
@@ -1215,17 +1211,23 @@ def _member_starts(path, parts):
     "{", before a key that follows "]," or "},", and at the last "}".  A cut
     inside a string leaves an unterminated string, which the worker's parse
     rejects (then the sequential path runs)."""
+    size = os.path.getsize(path)
     with open(path, "rb") as handle:
-        data = handle.read()
-    first = len(data) - len(data.lstrip())
-    last = len(data.rstrip()) - 1
-    if data[first:first + 1] != b"{" or data[last:last + 1] != b"}":
-        return [0, 0]
-    cuts = [first + 1]
-    for i in range(1, parts):
-        gap = _MEMBER_GAP.search(data, max(len(data) * i // parts, cuts[-1]), last)
-        if gap:
-            cuts.append(gap.end() - 1)
+        head = handle.read(4096)
+        handle.seek(max(0, size - 4096))
+        tail = handle.read()
+        first = len(head) - len(head.lstrip())
+        last = size - (len(tail) - len(tail.rstrip())) - 1
+        if head[first:first + 1] != b"{" or tail.rstrip()[-1:] != b"}":
+            return [0, 0]
+        cuts = [first + 1]
+        for i in range(1, parts):
+            start = max(size * i // parts, cuts[-1])
+            handle.seek(start)
+            window = handle.read(1 << 20)
+            gap = _MEMBER_GAP.search(window)
+            if gap and start + gap.end() - 1 < last:
+                cuts.append(start + gap.end() - 1)
     cuts.append(last)
     return cuts
 
