@@ -27,18 +27,26 @@ Quick start:
 >>> report.mean
 {'recall@3': 1.0, 'mrr@3': 0.75}
 
+Beyond the means: :func:`gate` lists the queries that fell since a saved
+baseline and can fail only on significant drops; :func:`compare` tells whether
+two runs differ (paired bootstrap interval, exact sign-flip and t-test p-values,
+Holm adjustment, a plain-words verdict).  :func:`evaluate_files` streams large
+TREC, JSON or JSONL runs and scores them on every core.
+
 Every input problem raises :class:`EvalError` (a ``ValueError``) with a message
 that names the file, line or query and the bad value; the command line prints it
 on one line and exits 2.
 """
 
-__all__ = sorted([
-    "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "Baseline", "EvalError",
-    "GateResult", "Measure", "MeasureChange", "Report", "available_measures",
-    "evaluate", "evaluate_files", "gate", "load_baseline", "load_qrels", "load_run", "main",
-    "parse_measure", "render_json", "render_markdown", "render_text",
-    "save_baseline",
-])
+__all__ = [
+    "Baseline", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "EvalError",
+    "GateResult", "Measure", "MeasureChange", "MeasureComparison", "QueryDrop", "Report",
+    "available_measures", "bootstrap_ci", "compare", "compare_all", "evaluate",
+    "evaluate_files", "gate", "holm", "load_baseline", "load_qrels", "load_run", "main",
+    "margin_of_error", "min_detectable_difference", "paired_ttest", "parse_measure",
+    "queries_needed", "randomization_p", "render_json", "render_markdown", "render_text",
+    "resolve_measures", "save_baseline", "t_two_sided_p",
+]
 
 import argparse
 import bisect
@@ -228,7 +236,7 @@ class GateResult(NamedTuple):
 #           an id the qrels do not label has grade UNJUDGED (-1), so it is
 #           non-relevant and unjudged, exactly like a negative grade in trec_eval.
 #   judged  every grade the qrels give this query, sorted descending.
-# Ranking and grade look-up happen once per query (see _rank_query).
+# Ranking and grade look-up happen once per query (see _rank).
 # ---------------------------------------------------------------------------
 
 class _Spec(NamedTuple):
@@ -423,6 +431,8 @@ _TREC_NAMES = {"recall": "recall", "P": "precision", "map_cut": "map",
                "ndcg_cut": "ndcg", "success": "success"}
 # ir_measures' nDCG and trec_eval's ndcg_cut use linear gain; ours defaults to exponential.
 _LINEAR_ALIASES = {"nDCG", "ndcg_cut"}
+# ir_measures writes the gain as nDCG(dcg=exp-log2) (Burges) or dcg=log2 (Jarvelin).
+_PARAM_ALIASES = {("dcg", "exp-log2"): ("gain", "exponential"), ("dcg", "log2"): ("gain", "linear")}
 
 
 def _alias_table():
@@ -443,8 +453,6 @@ def _parse_param(measure_name, key, raw, text):
                         % (text, key, measure_name, allowed))
     if key == "rel":
         return _positive_int(raw, "measure %r: rel" % text)
-    if key == "gain" and raw in ("exp", "exp-log2"):
-        raw = "exponential"
     if raw not in _PARAM_CHOICES[key]:
         raise EvalError("measure %r: %s must be one of %s, got %r"
                         % (text, key, ", ".join(_PARAM_CHOICES[key]), raw))
@@ -488,6 +496,9 @@ def parse_measure(text, *, k=None, rel=1, gain="exponential"):
     ('ndcg(gain=linear)@10', 'precision(rel=2)@5')
     >>> str(parse_measure("ndcg_cut_10")), str(parse_measure("mrr", k=3, rel=2))
     ('ndcg(gain=linear)@10', 'mrr(rel=2)@3')
+    >>> str(parse_measure("nDCG(dcg=exp-log2)@10"))
+    'ndcg@10'
+
     """
     if isinstance(text, Measure):
         return text
@@ -511,7 +522,8 @@ def parse_measure(text, *, k=None, rel=1, gain="exponential"):
             key, sep, raw = item.partition("=")
             if not sep:
                 raise EvalError("measure %r: parameter %r must look like name=value" % (text, item))
-            params[key.strip()] = _parse_param(name, key.strip(), raw.strip(), text)
+            key, raw = _PARAM_ALIASES.get((key.strip(), raw.strip()), (key.strip(), raw.strip()))
+            params[key] = _parse_param(name, key, raw, text)
     spec = _REGISTRY[name]
     if alias.rstrip("_") in _LINEAR_ALIASES and "gain" not in params:
         params["gain"] = "linear"
@@ -1073,13 +1085,17 @@ def _checked_scores(raw):
     return scores if math.isfinite(sum(scores)) else None
 
 
-def _joined_scores(first, second):
-    """Two validated score lists of one query as one (floats unless both are
-    decimal tokens of one layout)."""
-    if (type(first[0]) is bytes and type(second[0]) is bytes and len(first[0]) == len(second[0])
-            and first[0].find(b".") == second[0].find(b".")):
-        return first + second
-    return [float(x) for x in first] + [float(x) for x in second]
+def _joined(parts):
+    """_Scored of one query from its (docs, scores) segments in file order; the
+    scores stay decimal tokens when every segment has one layout, else floats."""
+    if len(parts) == 1:
+        return _Scored(*parts[0])
+    docs = list(itertools.chain.from_iterable(docs for docs, _ in parts))
+    layouts = {(len(scores[0]), scores[0].find(b".")) if type(scores[0]) is bytes else None
+               for _, scores in parts}
+    if len(layouts) == 1 and None not in layouts:
+        return _Scored(docs, list(itertools.chain.from_iterable(s for _, s in parts)))
+    return _Scored(docs, [float(x) for _, scores in parts for x in scores])
 
 
 def _block_segments_checked(block, name, number):
@@ -1128,182 +1144,26 @@ def _trec_run_queries(inp, grouped=True):
     raises _NotGrouped otherwise); without, every query is gathered first.
     """
     gathered, finished = {}, set()
-    current, docs, scores = None, [], []
+    current, parts = None, []
     for number, block in _trec_blocks(inp):
-        for qid, block_docs, block_scores in _block_segments(block, inp.name, number):
+        for qid, docs, scores in _block_segments(block, inp.name, number):
             if not grouped:
-                if qid in gathered:
-                    docs_so_far, scores_so_far = gathered[qid]
-                    gathered[qid] = (docs_so_far + block_docs,
-                                     _joined_scores(scores_so_far, block_scores))
-                else:
-                    gathered[qid] = (block_docs, block_scores)
+                gathered.setdefault(qid, []).append((docs, scores))
             elif qid == current:
-                docs += block_docs
-                scores = _joined_scores(scores, block_scores)
+                parts.append((docs, scores))
             else:
                 if current is not None:
-                    yield _decode(current, inp.name), _Scored(docs, scores)
+                    yield _decode(current, inp.name), _joined(parts)
                     finished.add(current)
                 if qid in finished:
                     raise _NotGrouped()
-                current, docs, scores = qid, block_docs, block_scores
+                current, parts = qid, [(docs, scores)]
     if current is not None:
-        yield _decode(current, inp.name), _Scored(docs, scores)
-    for qid, (docs, scores) in gathered.items():
-        yield _decode(qid, inp.name), _Scored(docs, scores)
+        yield _decode(current, inp.name), _joined(parts)
+    for qid, parts in gathered.items():
+        yield _decode(qid, inp.name), _joined(parts)
     if current is None and not gathered:
         raise EvalError("%s: no run lines found" % inp.name)
-
-
-# --- Runs on several cores ---------------------------------------------------
-#
-# A large plain run file is cut into one byte range per core: at line starts
-# for TREC and JSONL, between top-level members for JSON.  Each worker (a
-# forked process) reads, ranks and scores the queries of its range and hands
-# back only their values.  In TREC the first and last query of a range may
-# continue next door, so they come back raw and are joined here.  Any surprise
-# in a worker (a bad line, a query seen twice) sends the caller back to the
-# sequential path, which reports it exactly.
-
-_PARALLEL_MIN_BYTES = 16 << 20
-_MEMBER_GAP = re.compile(rb'[\]}][ \t\r\n]*,[ \t\r\n]*"')
-
-
-class _Retry(Exception):
-    """A worker met something the sequential path must handle."""
-
-
-class _RangeInput(_Input):
-    """Bytes [start, end) of a plain file, read like any input (not hashed)."""
-
-    def __init__(self, path, name, start, end):
-        super().__init__(path)
-        self.name, self.start, self.end = name, start, end
-
-    def blocks(self):
-        with open(self.source, "rb") as handle:
-            handle.seek(self.start)
-            left = self.end - self.start
-            while left > 0:
-                block = handle.read(min(_BLOCK_SIZE, left))
-                if not block:
-                    return
-                left -= len(block)
-                yield block
-
-
-def _line_starts(path, parts):
-    """Offsets cutting a file into ``parts`` ranges at line starts."""
-    size = os.path.getsize(path)
-    cuts = [0]
-    with open(path, "rb") as handle:
-        for i in range(1, parts):
-            handle.seek(max(size * i // parts, cuts[-1]))
-            handle.readline()
-            cuts.append(max(handle.tell(), cuts[-1]))
-    cuts.append(size)
-    return cuts
-
-
-def _member_starts(path, parts):
-    """Offsets cutting a JSON object between top-level members: after the first
-    "{", before a key that follows "]," or "},", and at the last "}".  A cut
-    inside a string leaves an unterminated string, which the worker's parse
-    rejects (then the sequential path runs)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        head = handle.read(4096)
-        handle.seek(max(0, size - 4096))
-        tail = handle.read()
-        first = len(head) - len(head.lstrip())
-        last = size - (len(tail) - len(tail.rstrip())) - 1
-        if head[first:first + 1] != b"{" or tail.rstrip()[-1:] != b"}":
-            return [0, 0]
-        cuts = [first + 1]
-        for i in range(1, parts):
-            start = max(size * i // parts, cuts[-1])
-            handle.seek(start)
-            window = handle.read(1 << 20)
-            gap = _MEMBER_GAP.search(window)
-            if gap and start + gap.end() - 1 < last:
-                cuts.append(start + gap.end() - 1)
-    cuts.append(last)
-    return cuts
-
-
-def _json_members(inp):
-    """(qid, ranking) from a range of top-level JSON members."""
-    text = inp.text().strip().rstrip(",")
-    data = _json_loads("{%s}" % text, inp.name)
-    for qid, value in data.items():
-        yield qid, _check_run_query(qid, value, inp.name)
-
-
-_FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
-
-
-def _score_range(fmt, path, name, start, end):
-    """Worker: [(qid, _Scoring | _Scored)] for one byte range of a run."""
-    scorer = _FORKED_SCORER
-    inp = _RangeInput(path, name, start, end)
-    out = []
-    try:
-        if fmt != "trec":
-            queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
-            return [(qid, scorer(qid, ranking)) for qid, ranking in queries]
-        for qid, scored in _trec_run_queries(inp):
-            if len(out) > 1:    # the first and last stay raw: they may continue next door
-                out[-1] = (out[-1][0], scorer(*out[-1]))
-            out.append((qid, scored))
-    except (EvalError, _NotGrouped):
-        raise _Retry() from None
-    return out
-
-
-def _parallel_ok(inp, fmt):
-    if not (isinstance(inp.source, (str, os.PathLike)) and inp.source != "-"
-            and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
-            and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES):
-        return False
-    with open(inp.source, "rb") as handle:
-        return handle.read(2) != b"\x1f\x8b"
-
-
-def _parallel_queries(inp, fmt, qrels, measures, rel):
-    """Yield (qid, ranking) like _run_queries, scoring on every core."""
-    import multiprocessing
-    global _FORKED_SCORER
-    workers = min(os.cpu_count() or 1, 8)
-    cuts = (_member_starts if fmt == "json" else _line_starts)(inp.source, workers)
-    tasks = [(fmt, inp.source, inp.name, lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
-    if len(tasks) < 2:
-        raise _Retry()
-    _FORKED_SCORER = _QueryScorer(qrels, measures, rel)
-    try:
-        with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
-            pending = pool.starmap_async(_score_range, tasks)
-            for _ in inp.blocks():      # the sha256 of the file, while the workers score
-                pass
-            parts = pending.get()
-    finally:
-        _FORKED_SCORER = None
-    finished, current = set(), None
-    for qid, ranking in itertools.chain.from_iterable(parts):
-        if current is not None and current[0] == qid and isinstance(ranking, _Scored) \
-                and isinstance(current[1], _Scored):
-            current = (qid, _Scored(current[1].docs + ranking.docs,
-                                    _joined_scores(current[1].scores, ranking.scores)))
-            continue
-        if current is not None:
-            finished.add(current[0])
-            yield current
-        if qid in finished:
-            raise _NotGrouped() if fmt == "trec" else _Retry()
-        current = (qid, ranking)
-    if current is None:
-        raise _Retry()
-    yield current
 
 
 def _run_queries(inp, fmt, grouped=True):
@@ -1663,6 +1523,155 @@ def _score(qrels, run_queries, measures, rel, skip_extra, run_name):
     return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
                   tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
                   tuple(warnings), rel)
+
+
+# --- Runs on several cores ---------------------------------------------------
+#
+# A large plain run file is cut into one byte range per core: at line starts
+# for TREC and JSONL, between top-level members for JSON.  Each worker (a
+# forked process) reads, ranks and scores the queries of its range and hands
+# back only their values.  In TREC the first and last query of a range may
+# continue next door, so they come back raw and are joined here.  Any surprise
+# in a worker (a bad line, a query seen twice) sends the caller back to the
+# sequential path, which reports it exactly.
+
+_PARALLEL_MIN_BYTES = 16 << 20
+_MEMBER_GAP = re.compile(rb'[\]}][ \t\r\n]*,[ \t\r\n]*"')
+
+
+class _Retry(Exception):
+    """A worker met something the sequential path must handle."""
+
+
+class _RangeInput(_Input):
+    """Bytes [start, end) of a plain file, read like any input (not hashed)."""
+
+    def __init__(self, path, name, start, end):
+        super().__init__(path)
+        self.name, self.start, self.end = name, start, end
+
+    def blocks(self):
+        with open(self.source, "rb") as handle:
+            handle.seek(self.start)
+            left = self.end - self.start
+            while left > 0:
+                block = handle.read(min(_BLOCK_SIZE, left))
+                if not block:
+                    return
+                left -= len(block)
+                yield block
+
+
+def _line_starts(path, parts):
+    """Offsets cutting a file into ``parts`` ranges at line starts."""
+    size = os.path.getsize(path)
+    cuts = [0]
+    with open(path, "rb") as handle:
+        for i in range(1, parts):
+            handle.seek(max(size * i // parts, cuts[-1]))
+            handle.readline()
+            cuts.append(max(handle.tell(), cuts[-1]))
+    cuts.append(size)
+    return cuts
+
+
+def _member_starts(path, parts):
+    """Offsets cutting a JSON object between top-level members: after the first
+    "{", before a key that follows "]," or "},", and at the last "}".  A cut
+    inside a string leaves an unterminated string, which the worker's parse
+    rejects (then the sequential path runs)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+        handle.seek(max(0, size - 4096))
+        tail = handle.read()
+        first = len(head) - len(head.lstrip())
+        last = size - (len(tail) - len(tail.rstrip())) - 1
+        if head[first:first + 1] != b"{" or tail.rstrip()[-1:] != b"}":
+            return [0, 0]
+        cuts = [first + 1]
+        for i in range(1, parts):
+            start = max(size * i // parts, cuts[-1])
+            handle.seek(start)
+            window = handle.read(1 << 20)
+            gap = _MEMBER_GAP.search(window)
+            if gap and start + gap.end() - 1 < last:
+                cuts.append(start + gap.end() - 1)
+    cuts.append(last)
+    return cuts
+
+
+def _json_members(inp):
+    """(qid, ranking) from a range of top-level JSON members."""
+    text = inp.text().strip().rstrip(",")
+    data = _json_loads("{%s}" % text, inp.name)
+    for qid, value in data.items():
+        yield qid, _check_run_query(qid, value, inp.name)
+
+
+_FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
+
+
+def _score_range(fmt, path, name, start, end):
+    """Worker: [(qid, _Scoring | _Scored)] for one byte range of a run."""
+    scorer = _FORKED_SCORER
+    inp = _RangeInput(path, name, start, end)
+    out = []
+    try:
+        if fmt != "trec":
+            queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
+            return [(qid, scorer(qid, ranking)) for qid, ranking in queries]
+        for qid, scored in _trec_run_queries(inp):
+            if len(out) > 1:    # the first and last stay raw: they may continue next door
+                out[-1] = (out[-1][0], scorer(*out[-1]))
+            out.append((qid, scored))
+    except (EvalError, _NotGrouped):
+        raise _Retry() from None
+    return out
+
+
+def _parallel_ok(inp, fmt):
+    if not (isinstance(inp.source, (str, os.PathLike)) and inp.source != "-"
+            and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
+            and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES):
+        return False
+    with open(inp.source, "rb") as handle:
+        return handle.read(2) != b"\x1f\x8b"
+
+
+def _parallel_queries(inp, fmt, qrels, measures, rel):
+    """Yield (qid, ranking) like _run_queries, scoring on every core."""
+    import multiprocessing
+    global _FORKED_SCORER
+    workers = min(os.cpu_count() or 1, 8)
+    cuts = (_member_starts if fmt == "json" else _line_starts)(inp.source, workers)
+    tasks = [(fmt, inp.source, inp.name, lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    if len(tasks) < 2:
+        raise _Retry()
+    _FORKED_SCORER = _QueryScorer(qrels, measures, rel)
+    try:
+        with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
+            pending = pool.starmap_async(_score_range, tasks)
+            for _ in inp.blocks():      # the sha256 of the file, while the workers score
+                pass
+            parts = pending.get()
+    finally:
+        _FORKED_SCORER = None
+    finished, current = set(), None
+    for qid, ranking in itertools.chain.from_iterable(parts):
+        if current is not None and current[0] == qid and isinstance(ranking, _Scored) \
+                and isinstance(current[1], _Scored):
+            current = (qid, _joined([current[1], ranking]))
+            continue
+        if current is not None:
+            finished.add(current[0])
+            yield current
+        if qid in finished:
+            raise _NotGrouped() if fmt == "trec" else _Retry()
+        current = (qid, ranking)
+    if current is None:
+        raise _Retry()
+    yield current
 
 
 # ---------------------------------------------------------------------------
@@ -2603,6 +2612,8 @@ examples:
   rag-eval qrels.trec run.trec --k 1,5,10 --metrics recall,ndcg,mrr --per-query
   rag-eval qrels.json run.json --metrics nDCG@10,R@100 --format json -o report.json
   rag-eval qrels.json run.json --save-baseline baseline.json
+  rag-eval qrels.json run.json --baseline --gate significant   fail only on significant drops
+  rag-eval qrels.json run.json --compare main_run.json         is the difference real?
 
 exit codes: 0 ok, 1 the gate found a regression, 2 usage or input error.
 measures: %s

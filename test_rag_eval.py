@@ -245,7 +245,9 @@ class MeasureNamesTest(unittest.TestCase):
             "Judged@10": "judged@10", "P(rel=2)@5": "precision(rel=2)@5",
             "ndcg_cut_10": "ndcg(gain=linear)@10", "recall_100": "recall@100",
             "P_5": "precision@5", "map_cut_10": "map@10", "success_10": "success@10",
-            "nDCG(dcg=exp-log2)@10": None,
+            "nDCG(dcg=exp-log2)@10": "ndcg@10", "nDCG(dcg=log2)@5": "ndcg(gain=linear)@5",
+            "hit_rate@3": "success@3", "MRR@10": "mrr@10", "recip_rank": None,
+            "nDCG(dcg=cubic)@10": None,
         }
         for text, canonical in table.items():
             with self.subTest(text=text):
