@@ -287,9 +287,24 @@ def _discounts(n):
     return _DISCOUNTS
 
 
+class _GainTable(dict):
+    """grade -> gain for one gain kind, filled on first use."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def __missing__(self, grade):
+        value = self[grade] = _gain(grade, self.kind)
+        return value
+
+
+_GAIN_TABLES = {kind: _GainTable(kind) for kind in _PARAM_CHOICES["gain"]}
+
+
 def _dcg(grades, gain):
-    discounts = _discounts(len(grades))
-    return math.fsum(_gain(g, gain) * discounts[i] for i, g in enumerate(grades) if g > 0)
+    gains = map(_GAIN_TABLES[gain].__getitem__, grades)
+    return math.fsum(map(operator.mul, gains, _discounts(len(grades))))
 
 
 @measure("recall", defaults={"rel": 1}, aliases=("R", "recall_"),
@@ -1317,21 +1332,23 @@ def _ties_by_id(docs, scores):
 
     >>> _ties_by_id(["a", "c", "b", "d"], [3.0, 2.0, 2.0, 1.0])
     ['a', 'c', 'b', 'd']
-    >>> _ties_by_id(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 2.0])
-    ['a', 'd', 'c', 'b']
+    >>> _ties_by_id(["a", "b", "c", "d", "e"], [3.0, 2.0, 2.0, 2.0, 1.0])
+    ['a', 'd', 'c', 'b', 'e']
     """
-    tied = list(itertools.compress(range(len(scores) - 1),
-                                   map(operator.eq, scores, itertools.islice(scores, 1, None))))
-    if not tied:
+    equal = list(map(operator.eq, scores, itertools.islice(scores, 1, None)))
+    if True not in equal:
         return docs
     docs = list(docs)
-    start = previous = tied[0]
-    for i in tied[1:] + [None]:
-        if i != previous + 1:
-            docs[start:previous + 2] = sorted(docs[start:previous + 2], reverse=True)
-            start = i
-        previous = i
-    return docs
+    start = equal.index(True)
+    while True:
+        end = start + 1          # equal[start:end] are True: docs[start:end + 1] tie
+        while end < len(equal) and equal[end]:
+            end += 1
+        docs[start:end + 1] = sorted(docs[start:end + 1], reverse=True)
+        try:
+            start = equal.index(True, end)
+        except ValueError:
+            return docs
 
 
 def _straddling(scores, cutoffs):
