@@ -147,6 +147,7 @@ class Report(NamedTuple):
             "tool": {"name": "rag_eval", "version": __version__},
             "inputs": self.inputs or {},
             "measures": list(self.measures),
+            "rel": self.rel,
             "queries": len(self.per_query),
             "unscored": list(self.unscored),
             "missing_from_run": list(self.missing),
@@ -162,11 +163,16 @@ class Report(NamedTuple):
 
 
 class Baseline(NamedTuple):
-    """Numbers a report is gated against (see :func:`load_baseline`)."""
+    """Numbers a report is gated against (see :func:`load_baseline`).
+
+    ``rel`` is the relevance threshold the numbers were made with: it decides
+    which queries are scored, so a baseline only gates reports of the same rel.
+    """
     mean: Dict[str, float]
     per_query: Optional[Dict[str, Dict[str, float]]] = None
     inputs: Optional[Dict[str, dict]] = None
     source: str = "<baseline>"
+    rel: int = 1
 
 
 class MeasureChange(NamedTuple):
@@ -2148,6 +2154,7 @@ class MeasureComparison(NamedTuple):
     most_worse: Tuple[Tuple[str, float], ...]
     most_better: Tuple[Tuple[str, float], ...]
     min_detectable: float
+    min_p: float
     verdict: str
 
     def to_dict(self):
@@ -2176,11 +2183,36 @@ def _paired(values, reference, measure, queries):
     return ([values[q][measure] for q in queries], [reference[q][measure] for q in queries])
 
 
-def _verdict(row, alpha):
+def _attainable_p(diffs, resamples):
+    """The smallest randomization p these differences could give: the observed
+    sign pattern and its mirror always count, so 2 / 2**n over n non-zero
+    differences when exact, and 1 / (1 + resamples) by Monte Carlo.
+
+    >>> _attainable_p([0.5, -1.0, 0.0], 10000)
+    0.5
+    """
+    n = len(diffs) - diffs.count(0.0)
+    if n == 0:
+        return 1.0
+    return 2.0 / 2 ** n if n <= _EXACT_MAX_N else 1.0 / (1 + resamples)
+
+
+def _queries_for_significance(tests, alpha):
+    """How many differing queries an exact test needs before ``tests``
+    Holm-adjusted p-values can reach ``alpha``: the least n with tests * 2 / 2**n <= alpha."""
+    return math.ceil(math.log2(2 * tests / alpha))
+
+
+def _verdict(row, alpha, tests):
     if row.p_holm <= alpha:
         return "significantly %s" % ("worse" if row.delta < 0 else "better")
     if not row.wins and not row.losses:
         return "no difference (equal on every query)"
+    if row.min_p * tests > alpha:
+        differ = row.wins + row.losses
+        return ("no detectable difference (only %s; a test at alpha=%g needs at least %d)"
+                % (_plural(differ, "query differs", "queries differ"), alpha,
+                   _queries_for_significance(tests, alpha)))
     return ("no detectable difference (n too small to see less than %.4f)"
             % row.min_detectable)
 
@@ -2204,7 +2236,8 @@ def _compare_measure(measure, queries, values, reference, resamples, seed):
         ties=sum(1 for d in diffs if abs(d) <= _TIE_SLACK),
         most_worse=tuple((q, d) for d, q in moves[:_TOP_MOVES] if d < -_TIE_SLACK),
         most_better=tuple((q, d) for d, q in reversed(moves[-_TOP_MOVES:]) if d > _TIE_SLACK),
-        min_detectable=min_detectable_difference(spread, n), verdict="")
+        min_detectable=min_detectable_difference(spread, n),
+        min_p=_attainable_p(diffs, resamples), verdict="")
 
 
 def compare(report, reference, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED,
@@ -2237,6 +2270,9 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
     Holm adjustment over every (reference, measure) pair."""
     comparisons = []
     for name, reference in references:
+        if reference.rel != report.rel:
+            raise EvalError("%s was scored with rel=%d and the run with rel=%d: not comparable"
+                            % (name, reference.rel, report.rel))
         queries = sorted(set(report.per_query) & set(reference.per_query))
         measures = [m for m in report.measures if m in reference.mean]
         if not queries or not measures:
@@ -2250,7 +2286,7 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
     adjusted = holm([c.measures[m].p_randomization for c, m in flat])
     for (comparison, m), p in zip(flat, adjusted):
         row = comparison.measures[m]._replace(p_holm=p)
-        comparison.measures[m] = row._replace(verdict=_verdict(row, alpha))
+        comparison.measures[m] = row._replace(verdict=_verdict(row, alpha, len(flat)))
     return comparisons
 
 
@@ -2337,7 +2373,8 @@ def load_baseline(source):
         per_query = {q: _canonical_values(v, "%s: per_query %r" % (name, q))
                      for q, v in per_query.items()}
     inputs = loaded.get("inputs") if isinstance(loaded.get("inputs"), dict) else None
-    return Baseline(mean, per_query, inputs, name)
+    rel = _positive_int(loaded.get("rel", 1), "%s: rel" % name)
+    return Baseline(mean, per_query, inputs, name, rel)
 
 
 def baseline_dict(report):
@@ -2348,6 +2385,7 @@ def baseline_dict(report):
         "tool": {"name": "rag_eval", "version": __version__},
         "inputs": report.inputs or {},
         "measures": list(report.measures),
+        "rel": report.rel,
         "mean": dict(report.mean),
         "per_query": {q: dict(v) for q, v in report.per_query.items()},
         "unscored": list(report.unscored),
@@ -2380,6 +2418,21 @@ def parse_tolerance(text):
 GATE_MODES = ("tolerance", "significant")
 
 
+def _checked_baseline(baseline):
+    """A Baseline whose every number is a finite value in [0, 1] under a canonical
+    name (a dict is taken as flat means); anything else is an EvalError."""
+    if isinstance(baseline, dict):
+        return Baseline(_canonical_values(baseline, "baseline"))
+    if not isinstance(baseline, Baseline):
+        raise EvalError("baseline must be a Baseline or a dict, got %s" % type(baseline).__name__)
+    per_query = baseline.per_query
+    if per_query is not None:
+        per_query = {q: _canonical_values(v, "%s: per_query %r" % (baseline.source, q))
+                     for q, v in per_query.items()}
+    return baseline._replace(mean=_canonical_values(baseline.mean, baseline.source),
+                             per_query=per_query, rel=_positive_int(baseline.rel, "baseline rel"))
+
+
 def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
          alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED):
     """Compare ``report`` with ``baseline``; return a :class:`GateResult`.
@@ -2402,8 +2455,11 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     >>> result.passed, [(c.measure, c.status) for c in result.regressions]
     (False, [('mrr@2', 'regressed'), ('recall@2', 'missing')])
     """
-    if isinstance(baseline, dict):
-        baseline = Baseline(_canonical_values(baseline, "baseline"))
+    baseline = _checked_baseline(baseline)
+    if baseline.rel != report.rel:
+        raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
+                        "queries differ, so the numbers are not comparable"
+                        % (baseline.source, baseline.rel, report.rel))
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
     tolerance, relative = parse_tolerance(max_drop)
@@ -2419,9 +2475,16 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         common = sorted(set(baseline.per_query) & set(report.per_query))
         drops = _query_drops(report, baseline, common, allowed)
         if mode == "significant":
-            ours, theirs, pvalues = _paired_means_and_p(report, baseline, common, resamples, seed)
+            ours, theirs, pvalues, untestable = _paired_means_and_p(
+                report, baseline, common, resamples, seed, alpha)
             current.update(ours)
             before.update(theirs)
+            if untestable:
+                notes.append("too few queries differ for a significance test at alpha=%g on %s "
+                             "(an exact test needs at least %d); the tolerance rule applies there"
+                             % (alpha, ", ".join(untestable),
+                                _queries_for_significance(len(pvalues), alpha)))
+                pvalues = {m: p for m, p in pvalues.items() if m not in untestable}
     changes = tuple(_change(m, before[m], current.get(m), allowed[m], pvalues.get(m), alpha)
                     for m in sorted(baseline.mean))
     notes += [n for n in [_sample_size_note(report, allowed)] if n]
@@ -2460,19 +2523,23 @@ def _query_drops(report, baseline, common, allowed):
     return tuple(sorted(drops, key=lambda d: (d.delta, d.measure, d.query)))
 
 
-def _paired_means_and_p(report, baseline, common, resamples, seed):
-    """Both sides' means over the shared queries, and the Holm-adjusted
-    randomization p of each measure's paired differences."""
-    ours, theirs, raw = {}, {}, {}
+def _paired_means_and_p(report, baseline, common, resamples, seed, alpha):
+    """Both sides' means over the shared queries, the Holm-adjusted randomization
+    p of each measure's paired differences, and the measures whose differences
+    are too few for any p to reach ``alpha``."""
+    ours, theirs, raw, smallest = {}, {}, {}, {}
     for measure in sorted(set(baseline.mean) & set(report.mean)):
         rows = [q for q in common if measure in baseline.per_query[q]]
         if not rows:
             continue
         now, then = _paired(report.per_query, baseline.per_query, measure, rows)
+        diffs = [a - b for a, b in zip(now, then)]
         ours[measure], theirs[measure] = _mean(now), _mean(then)
-        raw[measure] = randomization_p([a - b for a, b in zip(now, then)], resamples=resamples,
+        raw[measure] = randomization_p(diffs, resamples=resamples,
                                        rng=random.Random("%s|%s" % (seed, measure)))
-    return ours, theirs, dict(zip(raw, holm(list(raw.values()))))
+        smallest[measure] = _attainable_p(diffs, resamples)
+    untestable = sorted(m for m, p in smallest.items() if p * len(raw) > alpha)
+    return ours, theirs, dict(zip(raw, holm(list(raw.values())))), untestable
 
 
 def _input_notes(report, baseline):

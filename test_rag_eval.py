@@ -1040,13 +1040,28 @@ class CompareTest(TempDir, unittest.TestCase):
         run, reference = self.reports(worse=1)
         row = rag_eval.compare(run, reference).measures["mrr@1"]
         self.assertEqual(row.p_randomization, 1.0)   # one flip: both signs as extreme
-        self.assertTrue(row.verdict.startswith("no detectable difference (n too small to see "
-                                               "less than "))
+        self.assertEqual(row.min_p, 1.0)
+        # 4 measures, Holm: 4 * 2 / 2**n <= 0.05 needs n >= log2(160) = 7.3, so 8.
+        self.assertEqual(row.verdict, "no detectable difference (only 1 query differs; a test "
+                                      "at alpha=0.05 needs at least 8)")
+
+    def test_minimum_detectable_difference(self):
+        # 12 queries: 6 lose their hit at rank 1 (mrr@1 -1), 4 gain one (+1), 2 tie.
+        qrels = {"q%02d" % i: {"a": 1} for i in range(12)}
+        run = {q: (["x", "a"] if i < 6 else ["a"]) for i, q in enumerate(sorted(qrels))}
+        reference = {q: (["x", "a"] if 6 <= i < 10 else ["a"]) for i, q in enumerate(sorted(qrels))}
+        row = rag_eval.compare(rag_eval.evaluate(qrels, run, k=1, metrics="mrr"),
+                               rag_eval.evaluate(qrels, reference, k=1, metrics="mrr")
+                               ).measures["mrr@1"]
+        self.assertEqual((row.wins, row.losses, row.ties), (4, 6, 2))
+        self.assertEqual(row.min_p, 2 / 2 ** 10)
         # MDD = (z_.975 + z_.8) * sd / sqrt(n) with the differences' sample sd.
-        diffs = [-1.0] + [0.0] * 11
+        diffs = [-1.0] * 6 + [1.0] * 4 + [0.0] * 2
         z = statistics.NormalDist()
         mdd = (z.inv_cdf(0.975) + z.inv_cdf(0.8)) * statistics.stdev(diffs) / math.sqrt(12)
         self.assertAlmostEqual(row.min_detectable, mdd, places=12)
+        self.assertEqual(row.verdict, "no detectable difference (n too small to see less than "
+                                      "%.4f)" % mdd)
 
     def test_deterministic_with_seed(self):
         run, reference = self.reports(worse=5)
@@ -1118,23 +1133,40 @@ class PerQueryGateTest(TempDir, unittest.TestCase):
         self.assertIn("added    new", out)
 
     def test_significant_gate(self):
-        base = self.base()
-        # 2 of 30 queries lose their hit: a drop of 0.067 > 0.02, but p = 0.5
-        # (2 equal non-zero differences: 2 of 4 patterns as extreme).
-        run = dict(self.good, q01=["b"], q02=["b"])
+        # The baseline missed 6 queries; the run finds those 6 and loses 10 others.
+        missed = {"q%02d" % i: ["b"] for i in range(24, 30)}
+        base = self.base(run=dict(self.good, **missed))
+        run = dict(self.good, **{"q%02d" % i: ["b"] for i in range(10)})
         report = rag_eval.evaluate(self.qrels, run, k=1, metrics="success")
-        plain = rag_eval.gate(report, base)
-        self.assertFalse(plain.passed)
+        # Mean 20/30 vs 24/30: a drop of 0.133 > 0.02, so the plain gate fails.
+        self.assertFalse(rag_eval.gate(report, base).passed)
+        # 16 differences of +-1 with sum -4: p = P(|S| >= 4) for 16 fair signs
+        # = 2 * (C(16,0) + ... + C(16,6)) / 2**16 = 2 * 14893 / 65536.
         result = rag_eval.gate(report, base, mode="significant")
         self.assertTrue(result.passed)
         self.assertEqual(result.changes[0].status, "dropped, not significant")
-        self.assertEqual(result.changes[0].p_value, 0.5)
-        # 8 of 30 lose it: p = 2 / 2**8, significant.
+        self.assertAlmostEqual(result.changes[0].p_value, 2 * 14893 / 65536, places=12)
+        # 8 of 30 lose it, none gain: p = 2 / 2**8, significant.
+        base = self.base()
         run = dict(self.good, **{"q%02d" % i: ["b"] for i in range(8)})
         report = rag_eval.evaluate(self.qrels, run, k=1, metrics="success")
         result = rag_eval.gate(report, base, mode="significant")
         self.assertFalse(result.passed)
         self.assertEqual(result.changes[0].p_value, 2 / 256)
+
+    def test_significant_gate_never_passes_an_untestable_drop(self):
+        # 4 queries fall from 1 to 0 on two measures: the smallest exact p is
+        # 2 / 2**4, times 2 for Holm = 0.25 > 0.05, so no test can pass the drop.
+        base = self.base()
+        run = dict(self.good, **{"q%02d" % i: ["b"] for i in range(4)})
+        report = rag_eval.evaluate(self.qrels, run, k=1, metrics="success,recall")
+        result = rag_eval.gate(report, base._replace(mean=dict(base.mean, **{"recall@1": 1.0}),
+                                                     per_query={q: dict(v, **{"recall@1": 1.0})
+                                                                for q, v in base.per_query.items()}),
+                               mode="significant")
+        self.assertFalse(result.passed)
+        self.assertEqual({c.status for c in result.changes}, {"regressed"})
+        self.assertIn("too few queries differ for a significance test", result.notes[0])
 
     def test_significant_gate_compares_shared_queries(self):
         base = self.base()
