@@ -61,6 +61,7 @@ import operator
 import os
 import random
 import re
+import stat
 import statistics
 import sys
 from typing import Dict, List, NamedTuple, Optional, Tuple
@@ -281,7 +282,11 @@ def _count_relevant(grades, rel):
 def _gain(grade, gain):
     if grade <= 0:
         return 0.0
-    return float(grade) if gain == "linear" else 2.0 ** grade - 1.0
+    try:
+        return float(grade) if gain == "linear" else 2.0 ** grade - 1.0
+    except OverflowError:
+        raise EvalError("grade %d is too large for %s gain (a float overflows)"
+                        % (grade, gain)) from None
 
 
 _DISCOUNTS = [1.0]   # _DISCOUNTS[i] = 1 / log2(i + 2), grown on demand
@@ -310,7 +315,11 @@ _GAIN_TABLES = {kind: _GainTable(kind) for kind in _PARAM_CHOICES["gain"]}
 
 def _dcg(grades, gain):
     gains = map(_GAIN_TABLES[gain].__getitem__, grades)
-    return math.fsum(map(operator.mul, gains, _discounts(len(grades))))
+    try:
+        return math.fsum(map(operator.mul, gains, _discounts(len(grades))))
+    except OverflowError:
+        raise EvalError("grades %s are too large for %s gain: their DCG overflows a float"
+                        % (_preview(sorted(set(grades), reverse=True), 3), gain)) from None
 
 
 @measure("recall", defaults={"rel": 1}, aliases=("R", "recall_"),
@@ -654,9 +663,10 @@ def _os_error(name, exc):
 class _Input:
     """A path, ``-`` (stdin) or a file object, read in blocks.
 
-    Blocks are gunzipped when the bytes say gzip; ``sha256`` is the hash of the
-    bytes as stored.  Stdin and file objects are buffered on first read so that
-    they can be read twice (see _NotGrouped).
+    Blocks are gunzipped when the bytes say gzip, and a leading UTF-8 BOM is
+    dropped; ``sha256`` is the hash of the bytes as stored.  Stdin, pipes and
+    file objects are buffered on first read so that they can be read twice
+    (format detection, then loading; see also _NotGrouped).
     """
 
     def __init__(self, source):
@@ -669,14 +679,19 @@ class _Input:
         return {"path": self.name, "sha256": self.digest.hexdigest(), "format": fmt}
 
     def _raw_blocks(self):
-        if isinstance(self.source, (str, os.PathLike)) and self.source != "-":
+        if _is_regular_file(self.source):
             with open(self.source, "rb") as handle:
                 for block in iter(lambda: handle.read(_BLOCK_SIZE), b""):
                     yield block
             return
         if self._buffered is None:
-            stream = sys.stdin.buffer if self.source == "-" else self.source
-            data = stream.read()
+            if self.source == "-":
+                data = sys.stdin.buffer.read()
+            elif isinstance(self.source, (str, os.PathLike)):
+                with open(self.source, "rb") as handle:   # a pipe: it reads only once
+                    data = handle.read()
+            else:
+                data = self.source.read()
             self._buffered = data.encode("utf-8") if isinstance(data, str) else data
         for start in range(0, len(self._buffered), _BLOCK_SIZE):
             yield self._buffered[start:start + _BLOCK_SIZE]
@@ -687,11 +702,10 @@ class _Input:
         try:
             raw = self._hashed(self._raw_blocks())
             first = next(raw, b"")
+            content = itertools.chain([first], raw)
             if first[:2] == b"\x1f\x8b":
-                yield from _gunzip(itertools.chain([first], raw), self.name)
-            else:
-                yield first
-                yield from raw
+                content = _gunzip(content, self.name)
+            yield from _without_bom(content)
         except OSError as exc:
             raise _os_error(self.name, exc) from None
         except MemoryError:
@@ -703,8 +717,28 @@ class _Input:
             yield block
 
     def text(self):
-        """The whole content as text (UTF-8, a leading BOM dropped)."""
+        """The whole content as text (UTF-8)."""
         return _decode(b"".join(self.blocks()), self.name)
+
+
+def _is_regular_file(source):
+    if source == "-" or not isinstance(source, (str, os.PathLike)):
+        return False
+    try:
+        return stat.S_ISREG(os.stat(source).st_mode)
+    except OSError:
+        return True     # let open() report it
+
+
+def _without_bom(blocks):
+    """The blocks with a leading UTF-8 byte order mark removed."""
+    head = b""
+    for block in blocks:
+        head += block
+        if len(head) >= 3:
+            break
+    yield head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+    yield from blocks
 
 
 def _gunzip(raw_blocks, name):
@@ -727,11 +761,10 @@ def _gunzip(raw_blocks, name):
 
 def _decode(data, name):
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise EvalError("%s:%d: not UTF-8 text (byte %#x)" % (name, line, data[exc.start])) from None
-    return text[1:] if text.startswith("\ufeff") else text
 
 
 def _whole_lines(blocks):
@@ -812,6 +845,26 @@ def _top_level_keys(value):
     return len(value) + sum(len(v) for v in value.values() if type(v) is dict)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
+
+
+def _check_encodable(value):
+    """JSON escapes can make lone surrogates, which no file or terminal can take."""
+    strings = [value]
+    while strings:
+        item = strings.pop()
+        if isinstance(item, dict):
+            strings.extend(item)
+            strings.extend(item.values())
+        elif isinstance(item, list):
+            strings.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise EvalError("%r holds a lone surrogate escape, not text" % item) from None
+
+
 def _json_loads(text, name, line=None):
     """Parse JSON; duplicate keys, NaN and Infinity are errors.
 
@@ -833,6 +886,8 @@ def _json_loads(text, name, line=None):
         if _top_level_keys(value) != _key_bound(text):
             value = json.loads(text, object_pairs_hook=_no_duplicate_keys,
                                parse_constant=_reject_constant)
+        if _SURROGATE_ESCAPE.search(text):
+            _check_encodable(value)
         return value
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
@@ -874,9 +929,10 @@ def _check_qrels_query(qid, grades, where):
     if not isinstance(grades, dict):
         raise EvalError("%s: query %r: judgments must be an object {doc_id: grade}, got %s"
                         % (where, qid, type(grades).__name__))
-    if set(map(type, grades.values())) <= {int}:
+    if set(map(type, grades.values())) <= {int} and set(map(type, grades)) <= {str}:
         return grades
-    return {doc: _as_grade(g, "%s: query %r: grade of %r" % (where, qid, doc))
+    return {_as_id(doc, "%s: query %r: doc id" % (where, qid)):
+            _as_grade(g, "%s: query %r: grade of %r" % (where, qid, doc))
             for doc, g in grades.items()}
 
 
@@ -888,10 +944,16 @@ def _check_run_query(qid, ranking, where):
                 for i, doc in enumerate(ranking, 1)]
     if isinstance(ranking, dict):
         scores = ranking.values()
-        if set(map(type, scores)) <= {float, int} and all(map(math.isfinite, scores)):
+        if (set(map(type, scores)) <= {float, int} and all(map(math.isfinite, scores))
+                and set(map(type, ranking)) <= {str}):
             return ranking
-        return {doc: _as_score(s, "%s: query %r: score of %r" % (where, qid, doc))
-                for doc, s in ranking.items()}
+        checked = {}
+        for doc, score in ranking.items():
+            doc_id = _as_id(doc, "%s: query %r: doc id" % (where, qid))
+            if doc_id in checked:
+                raise EvalError("%s: query %r: doc id %r appears twice" % (where, qid, doc_id))
+            checked[doc_id] = _as_score(score, "%s: query %r: score of %r" % (where, qid, doc))
+        return checked
     raise EvalError("%s: query %r: expected a ranked list of ids or an object "
                     "{doc_id: score}, got %s" % (where, qid, type(ranking).__name__))
 
@@ -955,6 +1017,8 @@ def _trec_qrels_fast(data):
             or not all(map(operator.contains, glued, itertools.repeat(b"\n")))):
         return None
     pairs = [token.split(b"\n") for token in glued]
+    if any(b"_" in pair[0] for pair in pairs):
+        return None     # int() would read 1_0 as 10; the per-line reader says why not
     try:
         grades = [int(pair[0]) for pair in pairs[1:]]
         qids = [pair[1].decode("utf-8") for pair in pairs[:-1]]
@@ -983,6 +1047,8 @@ def _trec_qrels_checked(inp):
                             % (where, len(parts)))
         qid, doc = _decode(parts[0], where), _decode(parts[2], where)
         try:
+            if b"_" in parts[3]:
+                raise ValueError(parts[3])
             grade = int(parts[3])
         except ValueError:
             raise EvalError("%s: grade must be an integer, got %r"
@@ -1026,7 +1092,7 @@ def _parse_run_line(line, where):
         raise EvalError("%s: expected 6 fields (query_id Q0 doc_id rank score tag), got %d"
                         % (where, len(parts)))
     try:
-        score = float(parts[4])
+        score = math.nan if b"_" in parts[4] else float(parts[4])
     except ValueError:
         score = math.nan
     if not math.isfinite(score):
@@ -1075,19 +1141,21 @@ _DIGITS = b"0123456789"
 
 
 def _decimal_tokens(raw):
-    """True when score tokens compare as numbers byte by byte: one width of at
-    most 16, digits with the point in one column (or none).  Such tokens have at
-    most 15 digits, so distinct tokens are distinct doubles and bytes order is
-    numeric order; they need no float() until they reach a query's top ids.
+    """True when score tokens compare as numbers byte by byte: one width, at most
+    15 digits, the point in one column (or none).  With at most 15 digits,
+    distinct tokens are distinct doubles, so bytes order is numeric order; such
+    tokens need no float() until they reach a query's top ids.
 
     >>> _decimal_tokens([b"21.5", b"09.0"]), _decimal_tokens([b"9.5", b"10.0"])
     (True, False)
+    >>> _decimal_tokens([b"9007199254740993"]), _decimal_tokens([b"900719925474099"])
+    (False, True)
     """
     width = len(raw[0])
-    if not 0 < width <= 16 or len(set(map(len, raw))) != 1:
+    point = raw[0].find(b".")
+    if not 0 < width - (point >= 0) <= 15 or len(set(map(len, raw))) != 1:
         return False
     joined = b"".join(raw)
-    point = raw[0].find(b".")
     if point < 0:
         return not joined.translate(None, _DIGITS)
     points = b"." * len(raw)
@@ -1099,6 +1167,8 @@ def _checked_scores(raw):
     is not a finite number (the per-line path then names its line)."""
     if _decimal_tokens(raw):
         return raw
+    if any(b"_" in token for token in raw):
+        return None
     try:
         scores = list(map(float, raw))
     except ValueError:
@@ -1424,8 +1494,13 @@ def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="expone
     {'mrr@5': 0.5}
     """
     measures = resolve_measures(metrics, k, rel=rel, gain=gain)
-    rel = _positive_int(rel, "rel")
     qrels, qrels_info = _read_qrels(qrels, qrels_format)
+    return _evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
+                         skip_extra_queries, run_format)
+
+
+def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format):
+    """evaluate_files() with the qrels already read (they may come from stdin)."""
     inp, fmt = _open_input(run, run_format, "run")
     notes = []
     try:
@@ -1503,7 +1578,7 @@ def _score(qrels, run_queries, measures, rel, skip_extra, run_name):
         nonlocal duplicate_queries
         result = scorer(qid, ranking)
         duplicate_queries += result.duplicates > 0
-        if result.straddling:
+        if result.straddling and result.values is not None:
             ties[qid] = result.straddling
         if result.values is None:
             abstention[qid] = result.returned
@@ -1588,8 +1663,8 @@ class _RangeInput(_Input):
 def _line_starts(path, parts):
     """Offsets cutting a file into ``parts`` ranges at line starts."""
     size = os.path.getsize(path)
-    cuts = [0]
     with open(path, "rb") as handle:
+        cuts = [3 if handle.read(3) == b"\xef\xbb\xbf" else 0]
         for i in range(1, parts):
             handle.seek(max(size * i // parts, cuts[-1]))
             handle.readline()
@@ -2394,7 +2469,7 @@ def baseline_dict(report):
 
 def save_baseline(report, path):
     """Write ``report`` as a baseline file atomically (temp file, then rename)."""
-    _write_atomic(path, _dumps(baseline_dict(report)))
+    _write_atomic([(path, _dumps(baseline_dict(report)))])
 
 
 def parse_tolerance(text):
@@ -2753,21 +2828,34 @@ def build_parser():
     return parser
 
 
-def _write_atomic(path, text):
-    """Write ``text`` to ``path`` via a temp file in the same folder and a rename."""
+def _write_atomic(outputs):
+    """Write each (path, text) through a temp file in its folder, then rename
+    them all: an error leaves none of the files half-written, and none written
+    when it happens before the renames."""
     import tempfile   # only when writing: keeps start-up fast
-    folder = os.path.dirname(os.path.abspath(path))
+    mask = os.umask(0)
+    os.umask(mask)
+    staged = []
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".rag_eval-", suffix=".tmp")
-    except OSError as exc:
-        raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
+        for path, text in outputs:
+            try:
+                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                           prefix=".rag_eval-", suffix=".tmp")
+                staged.append((tmp, path))
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                os.chmod(tmp, 0o666 & ~mask)
+            except OSError as exc:
+                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
+        for tmp, path in staged:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def _parse_alpha(text):
@@ -2800,10 +2888,12 @@ def _run_cli(args, stdout, stderr):
         # With no --metrics/--k, the baseline decides what is gated as well.
         metrics += [m for m in map(parse_measure, baseline.mean) if m not in metrics]
 
+    rel = _positive_int(args.rel, "rel")
+    qrels, qrels_info = _read_qrels(args.qrels, args.qrels_format)
+
     def score(run):
-        return evaluate_files(args.qrels, run, metrics=metrics, rel=args.rel,
-                              skip_extra_queries=args.skip_extra_queries,
-                              qrels_format=args.qrels_format, run_format=args.run_format)
+        return _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
+                             args.run_format)
     report = score(args.run)
     references = [(path, score(path)) for path in args.compare]
     comparisons = compare_all(report, references, **options) if references else ()
@@ -2812,11 +2902,11 @@ def _run_cli(args, stdout, stderr):
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode, **options)
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline.source if baseline else "baseline")
-    if args.save_baseline:
-        save_baseline(report, args.save_baseline)
+    outputs = [(args.save_baseline, _dumps(baseline_dict(report)))] if args.save_baseline else []
     if args.output:
-        _write_atomic(args.output, text)
-    else:
+        outputs.append((args.output, text))
+    _write_atomic(outputs)
+    if not args.output:
         try:
             stdout.write(text)
         except BrokenPipeError:

@@ -1345,6 +1345,129 @@ class BadInputTest(TempDir, unittest.TestCase):
         self.assertIn("invalid choice", err)
 
 
+class EdgeCaseTest(TempDir, unittest.TestCase):
+    """Inputs found by review to break a promise; each must now hold."""
+
+    def test_lone_surrogate_is_an_input_error(self):
+        q = self.write("q.json", '{"\\ud800": {"a": 1}}')
+        r = self.write("r.json", '{"\\ud800": ["a"]}')
+        code, out, err = run_cli(q, r, "--per-query", "-o", os.path.join(self.tmp, "o.txt"))
+        self.assertEqual(code, 2)
+        self.assertIn("lone surrogate", err)
+        self.assertEqual(os.listdir(self.tmp), ["q.json", "r.json"])
+
+    def test_huge_grades(self):
+        q = self.write("q.json", '{"q": {"a": 1024, "b": 1}}')
+        r = self.write("r.json", '{"q": ["a", "b"]}')
+        code, out, err = run_cli(q, r, "--metrics", "ndcg")
+        self.assertEqual(code, 2)
+        self.assertIn("grade 1024 is too large for exponential gain", err)
+        code, out, err = run_cli(q, r, "--metrics", "ndcg", "--gain", "linear")
+        self.assertEqual(code, 0, err)
+
+    def test_no_file_written_when_one_output_fails(self):
+        saved = os.path.join(self.tmp, "base.json")
+        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--save-baseline",
+                                 saved, "-o", os.path.join(self.tmp, "missing", "out.json"))
+        self.assertEqual(code, 2)
+        self.assertEqual(len(err.strip().splitlines()), 1)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_written_files_follow_the_umask(self):
+        old = os.umask(0o022)
+        try:
+            path = os.path.join(self.tmp, "out.json")
+            run_cli(example("qrels.json"), example("run.json"), "-o", path)
+        finally:
+            os.umask(old)
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o644)
+
+    def test_qrels_from_stdin_with_compare(self):
+        with open(example("qrels.json")) as handle:
+            code, out, err = run_cli("-", example("run.json"), "--compare", example("run.json"),
+                                     stdin=handle.read())
+        self.assertEqual(code, 0, err)
+        self.assertIn("no difference (equal on every query)", out)
+
+    @unittest.skipUnless(hasattr(os, "mkfifo"), "needs named pipes")
+    def test_named_pipe_input(self):
+        fifo = os.path.join(self.tmp, "run.pipe")
+        os.mkfifo(fifo)
+
+        def feed():
+            with open(fifo, "w") as pipe, open(example("run.json")) as source:
+                pipe.write(source.read())
+        import threading
+        writer = threading.Thread(target=feed)
+        writer.start()
+        code, out, err = run_cli(example("qrels.json"), fifo)
+        writer.join()
+        self.assertEqual(code, 0, err)
+        self.assertIn("0.5095", out)
+
+    def test_long_integer_scores_tie_as_doubles(self):
+        # 2**53 + 1 and 2**53 are the same double: a tie, broken by doc id (b first).
+        q = self.write("q.json", '{"q": {"a": 1, "b": 0}}')
+        r = self.write("r.trec", "q Q0 a 1 9007199254740993 t\nq Q0 b 2 9007199254740992 t\n")
+        report = rag_eval.evaluate_files(q, r, k=1, metrics="mrr")
+        self.assertEqual(report.mean["mrr@1"], 0.0)
+        self.assertEqual(report.mean, rag_eval.evaluate(
+            {"q": {"a": 1, "b": 0}}, {"q": {"a": 9007199254740993.0, "b": 9007199254740992.0}},
+            k=1, metrics="mrr").mean)
+
+    def test_byte_order_marks(self):
+        bom = b"\xef\xbb\xbf"
+        for name, content in (("q.json", bom + b'{"q1": {"a": 1}}'),
+                              ("q.trec", bom + b"q1 0 a 1\n")):
+            with self.subTest(file=name):
+                self.assertEqual(rag_eval.load_qrels(self.write(name, content)), {"q1": {"a": 1}})
+        run = self.write("r.trec", bom + b"q1 Q0 a 1 2.5 t\n")
+        self.assertEqual(rag_eval.load_run(run), {"q1": {"a": 2.5}})
+
+    def test_underscores_are_not_numbers(self):
+        q = self.write("q.trec", "q1 0 a 1_0\n")
+        with self.assertRaisesRegex(rag_eval.EvalError, "q.trec:1: grade must be an integer"):
+            rag_eval.load_qrels(q)
+        r = self.write("r.trec", "q1 Q0 a 1 1_0 t\n")
+        with self.assertRaisesRegex(rag_eval.EvalError, "r.trec:1: score must be a finite"):
+            rag_eval.evaluate_files(self.write("q.json", '{"q1": {"a": 1}}'), r)
+
+    def test_integer_keys_in_library_dicts(self):
+        self.assertEqual(rag_eval.evaluate({"q": {1: 1}}, {"q": [1]}, k=1,
+                                           metrics="recall").mean, {"recall@1": 1.0})
+        self.assertEqual(rag_eval.evaluate({"q": {"a": 1}}, {"q": {1: 0.5, "a": 0.7}}, k=1,
+                                           metrics="recall").mean, {"recall@1": 1.0})
+        with self.assertRaisesRegex(rag_eval.EvalError, "appears twice"):
+            rag_eval.evaluate({"q": {"a": 1}}, {"q": {1: 0.5, "1": 0.7}})
+
+    def test_ties_counted_only_where_they_can_change_a_number(self):
+        report = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"b": 0}},
+                                   {"q1": {"a": 1.0, "x": 1.0}, "q2": {"b": 1.0, "y": 1.0}},
+                                   k=1, metrics="recall")
+        self.assertEqual(report.ties, {"q1": 1})
+
+    def test_gate_checks_baselines_built_in_code(self):
+        report = rag_eval.evaluate({"q": {"a": 1}}, {"q": ["b"]}, k=5, metrics="recall")
+        for bad in (float("nan"), float("inf"), True, "0.5", 1.5):
+            with self.subTest(value=bad):
+                with self.assertRaises(rag_eval.EvalError):
+                    rag_eval.gate(report, rag_eval.Baseline({"recall@5": bad}))
+
+    def test_rel_is_part_of_what_a_baseline_means(self):
+        # With rel=2, q2 (grade 1 only) is unscored, so recall@5 would average
+        # other queries than the rel=1 baseline did: refuse the comparison.
+        qrels = self.write("q.json", '{"q1": {"a": 2}, "q2": {"b": 1}}')
+        run = self.write("r.json", '{"q1": ["a"], "q2": ["x"]}')
+        base = self.write("b.json", '{"recall@5": 0.5}')
+        code, out, err = run_cli(qrels, run, "--baseline", base, "--rel", "2")
+        self.assertEqual(code, 2)
+        self.assertIn("rel=1", err)
+        saved = os.path.join(self.tmp, "saved.json")
+        self.assertEqual(run_cli(qrels, run, "--rel", "2", "--save-baseline", saved)[0], 0)
+        self.assertEqual(run_cli(qrels, run, "--rel", "2", "--baseline", saved)[0], 0)
+        self.assertEqual(run_cli(qrels, run, "--baseline", saved)[0], 2)
+
+
 # ---------------------------------------------------------------------------
 # Gate and baselines
 # ---------------------------------------------------------------------------
