@@ -53,7 +53,7 @@ import bisect
 import functools
 import hashlib
 import heapq
-import io
+import io  # the doctests read files from io.StringIO
 import itertools
 import json
 import math
@@ -64,7 +64,7 @@ import re
 import stat
 import statistics
 import sys
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 __version__ = "0.1.0"
 

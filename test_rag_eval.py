@@ -5,7 +5,6 @@ comments below) or from peer tools, stored as data under tests/data/ by the
 generators in tests/peers/ (which the suite never imports).
 """
 
-import contextlib
 import copy
 import doctest
 import gzip
