@@ -1728,6 +1728,48 @@ def _score_range(fmt, path, name, start, end):
     return out
 
 
+def _fork_map(func, tasks, then):
+    """[func(*task) for task in tasks], every task but the first in a forked
+    child, the first here, followed by ``then()`` (here: hashing the file) while
+    the children finish.  A child's result or exception comes back pickled
+    through a pipe; a child that dies makes the caller retry sequentially."""
+    import pickle
+    children = []
+    try:
+        for task in tasks[1:]:
+            reader, writer = os.pipe()
+            pid = os.fork()
+            if pid == 0:                                    # the child
+                os.close(reader)
+                try:
+                    outcome = (True, func(*task))
+                except BaseException as exc:               # handed to the parent
+                    outcome = (False, exc)
+                with os.fdopen(writer, "wb") as pipe:
+                    pickle.dump(outcome, pipe, pickle.HIGHEST_PROTOCOL)
+                os._exit(0)
+            os.close(writer)
+            children.append((pid, reader))
+        results = [func(*tasks[0])]
+        then()
+        for pid, reader in children:
+            with os.fdopen(reader, "rb") as pipe:
+                try:
+                    ok, value = pickle.load(pipe)
+                except (EOFError, pickle.UnpicklingError):
+                    raise _Retry() from None
+            if not ok:
+                raise value
+            results.append(value)
+        return results
+    finally:
+        for pid, _ in children:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
 def _parallel_ok(inp, fmt):
     if not (isinstance(inp.source, (str, os.PathLike)) and inp.source != "-"
             and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
@@ -1739,7 +1781,6 @@ def _parallel_ok(inp, fmt):
 
 def _parallel_queries(inp, fmt, qrels, measures, rel):
     """Yield (qid, ranking) like _run_queries, scoring on every core."""
-    import multiprocessing
     global _FORKED_SCORER
     workers = min(os.cpu_count() or 1, 8)
     cuts = (_member_starts if fmt == "json" else _line_starts)(inp.source, workers)
@@ -1748,11 +1789,7 @@ def _parallel_queries(inp, fmt, qrels, measures, rel):
         raise _Retry()
     _FORKED_SCORER = _QueryScorer(qrels, measures, rel)
     try:
-        with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
-            pending = pool.starmap_async(_score_range, tasks)
-            for _ in inp.blocks():      # the sha256 of the file, while the workers score
-                pass
-            parts = pending.get()
+        parts = _fork_map(_score_range, tasks, then=lambda: all(True for _ in inp.blocks()))
     finally:
         _FORKED_SCORER = None
     finished, current = set(), None
