@@ -489,16 +489,21 @@ def _parse_param(measure_name, key, raw, text):
     return raw
 
 
+def _number(raw, kind):
+    """int or float from text, without the underscores Python would allow."""
+    text = str(raw).strip()
+    if "_" in text:
+        raise ValueError(text)
+    return kind(text)
+
+
 def _positive_int(raw, what):
     if isinstance(raw, bool):
         raise EvalError("%s must be a positive integer, got %r" % (what, raw))
-    if isinstance(raw, int):
-        value = raw
-    else:
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise EvalError("%s must be a positive integer, got %r" % (what, raw)) from None
+    try:
+        value = raw if isinstance(raw, int) else _number(raw, int)
+    except ValueError:
+        raise EvalError("%s must be a positive integer, got %r" % (what, raw)) from None
     if value < 1:
         raise EvalError("%s must be a positive integer, got %r" % (what, raw))
     return value
@@ -2512,19 +2517,24 @@ def save_baseline(report, path):
 def parse_tolerance(text):
     """``(value, relative)`` from ``0.02`` (absolute) or ``"5%"`` (relative).
 
+    Measures lie in [0, 1], so a drop of 1 or 100% could never be exceeded: such
+    a tolerance would pass every gate and is an error.
+
     >>> parse_tolerance("0.02"), parse_tolerance("5%")
     ((0.02, False), (0.05, True))
     """
     raw = str(text).strip()
     relative = raw.endswith("%")
     try:
-        value = float(raw[:-1] if relative else raw)
+        value = _number(raw[:-1] if relative else raw, float)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise EvalError("max drop must be a non-negative number or percentage "
-                        "(0.02 or 5%%), got %r" % (text,))
-    return (value / 100.0 if relative else value), relative
+    if relative:
+        value /= 100.0
+    if not 0.0 <= value < 1.0:
+        raise EvalError("max drop must be a number in [0, 1) or a percentage in [0%%, 100%%) "
+                        "(e.g. 0.02 or 5%%), got %r" % (text,))
+    return value, relative
 
 
 GATE_MODES = ("tolerance", "significant")
@@ -2860,7 +2870,7 @@ def build_parser():
     parser.add_argument("--format", choices=sorted(_RENDERERS), default="text", help="output format")
     parser.add_argument("--per-query", action="store_true", help="include per-query values")
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
-                        help="write the report to FILE instead of stdout")
+                        help="write the report to FILE (atomically) instead of stdout")
     parser.add_argument("--version", action="version", version="rag_eval " + __version__)
     return parser
 
@@ -2897,7 +2907,7 @@ def _write_atomic(outputs):
 
 def _parse_alpha(text):
     try:
-        value = float(text)
+        value = _number(text, float)
     except ValueError:
         value = math.nan
     if not 0.0 < value < 1.0:
@@ -2907,15 +2917,17 @@ def _parse_alpha(text):
 
 def _parse_seed(text):
     try:
-        return int(text)
+        return _number(text, int)
     except ValueError:
         raise EvalError("seed must be an integer, got %r" % (text,)) from None
 
 
 def _run_cli(args, stdout, stderr):
-    sources = [args.qrels, args.run] + args.compare
+    sources = [args.qrels, args.run, args.baseline] + args.compare
     if sources.count("-") > 1:
         raise EvalError("only one input can come from stdin")
+    if args.save_baseline == "-":
+        raise EvalError("--save-baseline needs a file name, not -")
     options = {"alpha": _parse_alpha(args.alpha), "seed": _parse_seed(args.seed),
                "resamples": _positive_int(args.resamples, "resamples")}
     parse_tolerance(args.max_drop)   # reject bad options before any work
@@ -2940,10 +2952,11 @@ def _run_cli(args, stdout, stderr):
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline.source if baseline else "baseline")
     outputs = [(args.save_baseline, _dumps(baseline_dict(report)))] if args.save_baseline else []
-    if args.output:
+    to_file = args.output not in (None, "-")
+    if to_file:
         outputs.append((args.output, text))
     _write_atomic(outputs)
-    if not args.output:
+    if not to_file:
         try:
             stdout.write(text)
         except BrokenPipeError:

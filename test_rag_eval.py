@@ -350,10 +350,15 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual(report.mean["mrr@2"], 0.5)
 
     def test_rel_ignored_by_ndcg(self):
-        a = rag_eval.evaluate({"q": {"a": 1, "b": 2}}, {"q": ["a", "b"]}, k=2, metrics="ndcg")
-        b = rag_eval.evaluate({"q": {"a": 1, "b": 2}}, {"q": ["a", "b"]}, k=2, metrics="ndcg",
-                              rel=2)
-        self.assertEqual(a.mean["ndcg@2"], b.mean["ndcg@2"])
+        # DCG = 1 + 3 / log2 3, ideal = 3 + 1 / log2 3 (exponential); linear: 1 + 2 / log2 3
+        # over 2 + 1 / log2 3. The threshold rel=2 changes neither (as trec_eval).
+        L = math.log2
+        for rel in (1, 2):
+            report = rag_eval.evaluate({"q": {"a": 1, "b": 2}}, {"q": ["a", "b"]}, k=2, rel=rel,
+                                       metrics="ndcg,ndcg(gain=linear)")
+            self.assertAlmostEqual(report.mean["ndcg@2"], (1 + 3 / L(3)) / (3 + 1 / L(3)), 15)
+            self.assertAlmostEqual(report.mean["ndcg(gain=linear)@2"],
+                                   (1 + 2 / L(3)) / (2 + 1 / L(3)), 15)
 
 
 # ---------------------------------------------------------------------------
@@ -898,7 +903,11 @@ class StatsHandWorkedTest(unittest.TestCase):
         first = rag_eval.randomization_p(d, rng=random.Random(3))
         self.assertEqual(first, rag_eval.randomization_p(d, rng=random.Random(3)))
         self.assertEqual(rag_eval.randomization_p(d), rag_eval.randomization_p(d))
-        self.assertTrue(0.0 < first <= 1.0)
+        # 15 wins and 10 losses of 1: exact p = P(|S| >= 5) for 25 fair signs
+        # = 2 * sum(C(25, k) for k <= 10) / 2**25; Monte Carlo must land near it.
+        exact = 2 * sum(math.comb(25, k) for k in range(11)) / 2 ** 25
+        estimate = rag_eval.randomization_p([1.0] * 15 + [-1.0] * 10, rng=random.Random(2))
+        self.assertAlmostEqual(estimate, exact, delta=0.02)
         with self.assertRaises(ValueError):
             rag_eval.randomization_p(d, resamples=0)
 
@@ -1032,8 +1041,33 @@ class CompareTest(TempDir, unittest.TestCase):
     def test_holm_over_measures(self):
         run, reference = self.reports(worse=3)
         rows = rag_eval.compare(run, reference).measures
-        raw = [rows[m].p_randomization for m in run.measures]
-        self.assertEqual([rows[m].p_holm for m in run.measures], rag_eval.holm(raw))
+        # 3 equal drops: raw p = 2 / 2**3 for mrr@1, mrr@3 and recall@1; recall@3 is
+        # unchanged (p = 1). Holm: 4 * 0.25 = 1, then the running maximum keeps 1.
+        self.assertEqual({m: rows[m].p_randomization for m in run.measures},
+                         {"mrr@1": 0.25, "mrr@3": 0.25, "recall@1": 0.25, "recall@3": 1.0})
+        self.assertEqual({m: rows[m].p_holm for m in run.measures},
+                         {"mrr@1": 1.0, "mrr@3": 1.0, "recall@1": 1.0, "recall@3": 1.0})
+
+    def test_verdict_reads_the_holm_p(self):
+        # 6 equal losses on 4 measures: raw p = 2 / 64 = 0.031 < 0.05, but Holm
+        # multiplies the smallest by 4: 0.125 > 0.05, so nothing is significant.
+        run, reference = self.reports(worse=6)
+        row = rag_eval.compare(run, reference).measures["mrr@1"]
+        self.assertEqual(row.p_randomization, 2 / 64)
+        self.assertEqual(row.p_holm, 4 * 2 / 64)
+        self.assertTrue(row.verdict.startswith("no detectable difference"), row.verdict)
+        # At alpha = 0.125 exactly the Holm p is significant (<=, not <).
+        row = rag_eval.compare(run, reference, alpha=0.125).measures["mrr@1"]
+        self.assertEqual(row.verdict, "significantly worse")
+
+    def test_most_moved_largest_first(self):
+        qrels = {"q%d" % i: {"a": 1} for i in range(4)}
+        run = {"q0": ["a"], "q1": ["x", "a"], "q2": ["x", "y", "a"], "q3": ["x", "y", "z"]}
+        reference = {q: ["x", "y", "z"] for q in qrels}
+        rows = rag_eval.compare(rag_eval.evaluate(qrels, run, k=3, metrics="mrr"),
+                                rag_eval.evaluate(qrels, reference, k=3, metrics="mrr")).measures
+        self.assertEqual(rows["mrr@3"].most_better, (("q0", 1.0), ("q1", 0.5), ("q2", 1 / 3)))
+        self.assertEqual(rows["mrr@3"].most_worse, ())
 
     def test_small_n_says_what_it_cannot_see(self):
         run, reference = self.reports(worse=1)
@@ -1064,9 +1098,18 @@ class CompareTest(TempDir, unittest.TestCase):
 
     def test_deterministic_with_seed(self):
         run, reference = self.reports(worse=5)
-        a = rag_eval.compare(run, reference, seed=7)
-        b = rag_eval.compare(run, reference, seed=7)
-        self.assertEqual(a, b)
+        self.assertEqual(rag_eval.compare(run, reference, seed=7),
+                         rag_eval.compare(run, reference, seed=7))
+        self.assertEqual(rag_eval.compare(run, reference),
+                         rag_eval.compare(run, reference, seed=0))
+        rng = random.Random(1)
+        qrels = {"q%02d" % i: {"a": 1} for i in range(30)}
+        docs = ["a"] + ["x%d" % i for i in range(9)]
+        shuffled = {q: rng.sample(docs, 10) for q in qrels}
+        a = rag_eval.evaluate(qrels, shuffled, k=10, metrics="mrr")
+        b = rag_eval.evaluate(qrels, {q: ["x1", "x2", "a"] for q in qrels}, k=10, metrics="mrr")
+        self.assertNotEqual(rag_eval.compare(a, b, seed=0).measures["mrr@10"].ci95,
+                            rag_eval.compare(a, b, seed=1).measures["mrr@10"].ci95)
 
     def test_cli_json(self):
         run, reference = self.reports(worse=8)
@@ -1465,6 +1508,215 @@ class EdgeCaseTest(TempDir, unittest.TestCase):
         self.assertEqual(run_cli(qrels, run, "--rel", "2", "--save-baseline", saved)[0], 0)
         self.assertEqual(run_cli(qrels, run, "--rel", "2", "--baseline", saved)[0], 0)
         self.assertEqual(run_cli(qrels, run, "--baseline", saved)[0], 2)
+
+
+class CommandLineOptionsTest(TempDir, unittest.TestCase):
+    """Each option reaches the code it names, and bad values are refused."""
+
+    def setUp(self):
+        super().setUp()
+        self.qrels = self.write("q.json", json.dumps({"q%02d" % i: {"a": 1} for i in range(30)}))
+
+    def run_file(self, name, lost):
+        return self.write(name, json.dumps({"q%02d" % i: (["b"] if i in lost else ["a"])
+                                            for i in range(30)}))
+
+    def test_gate_significant(self):
+        saved = os.path.join(self.tmp, "base.json")
+        run_cli(self.qrels, self.run_file("base_run.json", range(24, 30)), "--k", "1",
+                "--metrics", "success", "--save-baseline", saved)
+        run = self.run_file("run.json", range(10))         # 16 flips, net -4: p = 0.45
+        code, out, err = run_cli(self.qrels, run, "--k", "1", "--metrics", "success",
+                                 "--baseline", saved)
+        self.assertEqual(code, 1)
+        code, out, err = run_cli(self.qrels, run, "--k", "1", "--metrics", "success",
+                                 "--baseline", saved, "--gate", "significant")
+        self.assertEqual(code, 0, out)
+        self.assertIn("dropped, not significant", out)
+        code, out, err = run_cli(self.qrels, run, "--k", "1", "--metrics", "success",
+                                 "--baseline", saved, "--gate", "significant", "--alpha", "0.5")
+        self.assertEqual(code, 1)
+
+    def test_compare_options(self):
+        rng = random.Random(3)
+        run = self.write("run.json", json.dumps({"q%02d" % i: rng.sample(["a", "x"], 2)
+                                                 for i in range(30)}))
+        reference = self.run_file("ref.json", range(5))
+
+        def ci(*extra):
+            code, out, err = run_cli(self.qrels, run, "--compare", reference, "--k", "1",
+                                     "--metrics", "success", "--format", "json", *extra)
+            self.assertEqual(code, 0, err)
+            return json.loads(out)["comparison"][0]["measures"]["success@1"]
+        default = ci()
+        self.assertEqual(default, ci("--seed", "0"))
+        self.assertNotEqual(default["ci95"], ci("--seed", "1")["ci95"])
+        self.assertNotEqual(default["ci95"], ci("--resamples", "50")["ci95"])
+        self.assertNotEqual(default["verdict"], ci("--alpha", "0.000001")["verdict"])
+
+    def test_skip_extra_queries(self):
+        run = self.write("run.json", json.dumps({"q00": ["a"], "q99": ["a"]}))
+        code, out, err = run_cli(self.qrels, run)
+        self.assertEqual(code, 2)
+        self.assertIn("'q99'", err)
+        self.assertIn("--skip-extra-queries", err)
+        code, out, err = run_cli(self.qrels, run, "--skip-extra-queries", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["skipped"], ["q99"])
+
+    def test_run_format_override(self):
+        run = self.write("run.txt", '{"q00": ["a"]}')
+        code, out, err = run_cli(self.qrels, run, "--run-format", "trec")
+        self.assertEqual(code, 2)
+        self.assertIn("run.txt:1: expected 6 fields", err)
+        self.write("run.txt", "q00 Q0 a 1 2.0 t\n")
+        code, out, err = run_cli(self.qrels, run, "--run-format", "trec")
+        self.assertEqual(code, 0, err)
+
+    def test_numbers_in_options(self):
+        bad = [("--max-drop", "1_0"), ("--max-drop", "5"), ("--max-drop", "1"),
+               ("--max-drop", "150%"), ("--max-drop", "100%"), ("--k", "1_0"), ("--rel", "1_0"),
+               ("--alpha", "0.0_5"), ("--seed", "1_0"), ("--resamples", "0")]
+        for option, value in bad:
+            with self.subTest(option=option, value=value):
+                code, out, err = run_cli(example("qrels.json"), example("run.json"), option, value,
+                                         "--baseline", example("baseline.json"))
+                self.assertEqual(code, 2, out)
+                self.assertEqual(len(err.strip().splitlines()), 1)
+
+    def test_max_drop_zero_fails_any_drop(self):
+        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--metrics", "ndcg",
+                                 "--baseline", self.write("b.json", '{"ndcg@5": 0.51}'),
+                                 "--max-drop", "0")
+        self.assertEqual(code, 1)
+        self.assertIn("gate vs", out)
+
+    def test_stdin_and_dash_outputs(self):
+        with open(example("qrels.json")) as handle:
+            qrels = handle.read()
+        code, out, err = run_cli("-", example("run.json"), "--baseline", "-", stdin=qrels)
+        self.assertEqual(code, 2)
+        self.assertIn("only one input can come from stdin", err)
+        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--save-baseline", "-")
+        self.assertEqual(code, 2)
+        code, out, err = run_cli(example("qrels.json"), example("run.json"), "-o", "-")
+        self.assertEqual(code, 0)
+        self.assertIn("0.5095", out)
+
+
+class ContractTest(TempDir, unittest.TestCase):
+    """The documented output schema and the finer rules of the gate and policies."""
+
+    TOP = {"tool", "inputs", "measures", "rel", "queries", "unscored", "missing_from_run",
+           "skipped", "abstention", "ties", "mean", "warnings"}
+    GATE = {"passed", "mode", "max_drop", "regressions", "improvements", "changes",
+            "per_query", "notes"}
+
+    def json_out(self, *argv):
+        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--format", "json",
+                                 *argv)
+        return code, json.loads(out)
+
+    def test_json_keys(self):
+        code, doc = self.json_out()
+        self.assertEqual(set(doc), self.TOP)
+        code, doc = self.json_out("--per-query", "--baseline", example("baseline.json"),
+                                  "--max-drop", "5%")
+        self.assertEqual(set(doc), self.TOP | {"per_query", "gate"})
+        self.assertEqual(set(doc["gate"]), self.GATE)
+        self.assertIsNone(doc["gate"]["per_query"])
+        self.assertEqual(doc["gate"]["max_drop"], "5%")
+        self.assertEqual(doc["rel"], 1)
+        self.assertEqual(doc["abstention"], {"q4": 5})
+        self.assertEqual(len(doc["gate"]["changes"]), 4)
+        saved = os.path.join(self.tmp, "b.json")
+        run_cli(example("qrels.json"), example("run.json"), "--save-baseline", saved)
+        code, doc = self.json_out("--baseline", saved)
+        self.assertEqual(doc["gate"]["per_query"],
+                         {"queries_added": [], "queries_removed": [], "regressions": []})
+        for entry in doc["gate"]["changes"]:
+            self.assertEqual(set(entry), {"measure", "baseline", "current", "delta", "status",
+                                          "p_value"})
+
+    def test_tolerance_is_tight(self):
+        report = rag_eval.evaluate(rag_eval.load_qrels(example("qrels.json")),
+                                   rag_eval.load_run(example("run.json")), metrics="recall")
+        self.assertFalse(rag_eval.gate(report, {"recall@5": 2 / 3 + 0.02 + 1e-7}).passed)
+
+    def test_relative_tolerance_is_of_the_baseline(self):
+        # mrr 0.5 against a baseline of 0.5 / 0.95 = 0.5263: a drop of exactly 5% of
+        # the baseline passes; measured against the current value (5% of 0.5) it would fail.
+        report = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"a": 1}},
+                                   {"q1": ["a"], "q2": ["x", "y", "z", "w", "v"]}, k=5,
+                                   metrics="mrr")
+        self.assertEqual(report.mean["mrr@5"], 0.5)
+        self.assertTrue(rag_eval.gate(report, {"mrr@5": 0.5 / 0.95}, max_drop="5%").passed)
+        self.assertFalse(rag_eval.gate(report, {"mrr@5": 0.5 / 0.95 + 1e-6},
+                                       max_drop="5%").passed)
+        self.assertEqual(rag_eval.gate(report, {"mrr@5": 0.5}, max_drop="5%").tolerance, "5%")
+
+    def test_query_drops_largest_first(self):
+        qrels = {"q1": {"a": 1}, "q2": {"a": 1}, "q3": {"a": 1}}
+        before = rag_eval.evaluate(qrels, {q: ["a"] for q in qrels}, k=3, metrics="mrr")
+        base = os.path.join(self.tmp, "b.json")
+        rag_eval.save_baseline(before, base)
+        after = rag_eval.evaluate(qrels, {"q1": ["x", "a"], "q2": ["x", "y", "z"], "q3": ["a"]},
+                                  k=3, metrics="mrr")
+        drops = rag_eval.gate(after, rag_eval.load_baseline(base)).query_drops
+        self.assertEqual([(d.query, d.delta) for d in drops], [("q2", -1.0), ("q1", -0.5)])
+
+    def test_untestable_counts_every_gated_measure(self):
+        # 5 queries differ on 2 measures: 2 / 2**5 = 0.0625 alone is above 0.05 already;
+        # with 6 differing queries 2 / 64 = 0.031 passes alone but not after Holm over 2.
+        qrels = {"q%02d" % i: {"a": 1} for i in range(20)}
+        base = os.path.join(self.tmp, "b.json")
+        good = {q: ["a"] for q in qrels}
+        rag_eval.save_baseline(rag_eval.evaluate(qrels, good, k=1, metrics="success,recall"),
+                               base)
+        run = dict(good, **{"q%02d" % i: ["x"] for i in range(6)})
+        result = rag_eval.gate(rag_eval.evaluate(qrels, run, k=1, metrics="success,recall"),
+                               rag_eval.load_baseline(base), mode="significant")
+        self.assertFalse(result.passed)
+        self.assertIn("too few queries differ", " ".join(result.notes))
+        one = rag_eval.gate(rag_eval.evaluate(qrels, run, k=1, metrics="success"),
+                            rag_eval.load_baseline(base)._replace(
+                                mean={"success@1": 1.0}), mode="significant")
+        self.assertEqual(one.changes[0].p_value, 2 / 64)
+
+    def test_one_tie_group_counts_once(self):
+        scores = {"d%d" % i: 1.0 for i in range(10)}
+        report = rag_eval.evaluate({"q": {"d0": 1}}, {"q": scores}, k="3,7", metrics="recall")
+        self.assertEqual(report.ties, {"q": 1})
+        two = dict({"a%d" % i: 2.0 for i in range(3)}, **{"b%d" % i: 1.0 for i in range(3)})
+        report = rag_eval.evaluate({"q": {"a0": 1}}, {"q": two}, k="2,4", metrics="recall")
+        self.assertEqual(report.to_dict()["ties"], {"total": 2, "per_query": {"q": 2}})
+
+    def test_deep_repeats_are_not_reported(self):
+        report = rag_eval.evaluate({"q": {"a": 1}}, {"q": ["b", "c", "a", "b"]}, k=2,
+                                   metrics="recall")
+        self.assertFalse(any("repeat" in w for w in report.warnings))
+
+    def test_trec_repeated_line_keeps_best_score_when_scoring(self):
+        qrels = self.write("q.json", '{"q": {"a": 1}}')
+        run = self.write("r.trec", "q Q0 x 1 0.9 t\nq Q0 a 2 0.8 t\nq Q0 a 3 0.95 t\n")
+        report = rag_eval.evaluate_files(qrels, run, k=1, metrics="mrr")
+        self.assertEqual(report.mean["mrr@1"], 1.0)
+        self.assertEqual(report.warnings, ())     # the repeat lies below the top 1
+        report = rag_eval.evaluate_files(qrels, run, k=3, metrics="mrr,precision")
+        self.assertEqual(report.mean, {"mrr@3": 1.0, "precision@3": 1 / 3})
+        self.assertIn("1 query repeat ids", " ".join(report.warnings))
+
+    def test_error_texts(self):
+        cases = [('{"q1": {"a": 1.5}}', '{"q1": ["a"]}', "must be an integer grade, got 1.5"),
+                 ('{"q1": {"a": 1}}', '{"q1": {"a": "x"}}', "must be a finite number, got 'x'"),
+                 ('{"q1": {"a": 1}}', '{"q1": [1.5]}', "must be a string (or an integer)")]
+        for qrels, run, expect in cases:
+            with self.subTest(expect=expect):
+                code, out, err = run_cli(self.write("q.json", qrels), self.write("r.json", run))
+                self.assertEqual(code, 2)
+                self.assertIn(expect, err)
+        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--k", "0")
+        self.assertIn("k must be a positive integer, got '0'", err)
 
 
 # ---------------------------------------------------------------------------
