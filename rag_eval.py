@@ -1012,26 +1012,32 @@ def _trec_qrels_fast(data):
     """The qrels of plain single-space TREC, or None for anything else (then
     the per-line reader takes over and names any bad line).  Split on single
     spaces, a line's grade and the next line's query id stay glued by the
-    newline; one newline in every glued token proves four fields a line."""
-    if not data.endswith(b"\n"):
-        data += b"\n"
-    lines = data.count(b"\n")
-    tokens = (b"\n" + data).split(b" ")
-    glued = tokens[0::3]
-    if (len(tokens) != 3 * lines + 1 or b"".join(glued).count(b"\n") != lines + 1
-            or not all(map(operator.contains, glued, itertools.repeat(b"\n")))):
+    newline; one newline in every glued token proves four fields a line, and
+    joining the glued tokens and splitting on newlines yields both columns."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
-    pairs = [token.split(b"\n") for token in glued]
-    if any(b"_" in pair[0] for pair in pairs):
+    if not text.endswith("\n"):
+        text += "\n"
+    lines = text.count("\n")
+    tokens = ("\n" + text).split(" ")
+    glued = tokens[0::3]
+    if len(tokens) != 3 * lines + 1 or not all(map(operator.contains, glued,
+                                                   itertools.repeat("\n"))):
+        return None
+    columns = "\n".join(glued).split("\n")       # "", qid, grade, qid, grade, ..., ""
+    if len(columns) != 2 * lines + 2:
+        return None
+    grades = columns[2:-1:2]
+    if "_" in "".join(grades):
         return None     # int() would read 1_0 as 10; the per-line reader says why not
     try:
-        grades = [int(pair[0]) for pair in pairs[1:]]
-        qids = [pair[1].decode("utf-8") for pair in pairs[:-1]]
-        docs = [doc.decode("utf-8") for doc in tokens[2::3]]
-    except (ValueError, UnicodeDecodeError):
+        grades = list(map(int, grades))
+    except ValueError:
         return None
     out = {}
-    for qid, doc, grade in zip(qids, docs, grades):
+    for qid, doc, grade in zip(columns[1:-1:2], tokens[2::3], grades):
         judged = out.get(qid)
         if judged is None:
             out[qid] = judged = {}

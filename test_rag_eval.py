@@ -403,6 +403,25 @@ class LoaderTest(TempDir, unittest.TestCase):
         path = self.write("run.trec", "q1 Q0 a 1 0.1 t\nq1 Q0 a 2 0.7 t\n")
         self.assertEqual(rag_eval.load_run(path), {"q1": {"a": 0.7}})
 
+    def test_trec_qrels_fast_and_checked_readers_agree(self):
+        texts = [b"q1 0 a 1\nq1 0 b 0\nq2 0 c 2\n", b"q1 0 a 1\r\nq2 0 b -1\r\n",
+                 b"q1 0 a 1\nq2 0 b 1", b"q1 0 a#1/x 3\n"]
+        for name in sorted(os.listdir(PEERS)):
+            path = os.path.join(PEERS, name, "qrels.trec")
+            if os.path.exists(path):
+                with open(path, "rb") as handle:
+                    texts.append(handle.read())
+        for data in texts:
+            with self.subTest(data=data[:30]):
+                path = self.write("q.trec", data)
+                fast = rag_eval._trec_qrels_fast(data)
+                self.assertIsNotNone(fast)
+                self.assertEqual(fast, rag_eval._trec_qrels_checked(rag_eval._Input(path)))
+        for data in (b"q1\t0\ta\t1\n", b"q1 0 a 1\n\nq2 0 b 1\n", b"q1 0  a 1\n",
+                     b"q1 0 a 1 x\nq1 0 b\n", b"q1 0 a 1_0\n", b"q1 0 a 1\nq1 0 a 2\n"):
+            with self.subTest(irregular=data):
+                self.assertIsNone(rag_eval._trec_qrels_fast(data))
+
     def test_jsonl_ranked_lists(self):
         path = self.write("run.jsonl", '{"query_id": "q1", "docs": ["a", "b"]}\n'
                                        '{"query_id": 2, "docs": []}\n')
