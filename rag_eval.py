@@ -1137,12 +1137,11 @@ def _block_segments(block, name, number):
 def _keyed_segments(keys, docs, raw_scores):
     """Segments from the glued "tag\\nqid" keys, or None when the block is irregular."""
     segments = []
-    uniform = _decimal_tokens(raw_scores)     # one check for the block when it can
     for start, end in _runs_of_equal(keys):
         key = keys[start]
         if key.count(b"\n") != 1 or keys[start:end].count(key) != end - start:
             return None
-        scores = raw_scores[start:end] if uniform else _checked_scores(raw_scores[start:end])
+        scores = _checked_scores(raw_scores[start:end])
         if scores is None:
             return None
         segments.append((key[key.index(b"\n") + 1:], docs[start:end], scores))
