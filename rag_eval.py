@@ -1745,40 +1745,52 @@ def _fork_map(func, tasks, then):
     the children finish.  A child's result or exception comes back pickled
     through a pipe; a child that dies makes the caller retry sequentially."""
     import pickle
-    children = []
+    children = []       # [pid, reader fd], the fd set to None once read
     try:
         for task in tasks[1:]:
             reader, writer = os.pipe()
             pid = os.fork()
-            if pid == 0:                                    # the child
-                os.close(reader)
-                try:
-                    outcome = (True, func(*task))
-                except BaseException as exc:               # handed to the parent
-                    outcome = (False, exc)
-                with os.fdopen(writer, "wb") as pipe:
-                    pickle.dump(outcome, pipe, pickle.HIGHEST_PROTOCOL)
-                os._exit(0)
+            if pid == 0:
+                _run_child(func, task, writer, [reader] + [fd for _, fd in children])
             os.close(writer)
-            children.append((pid, reader))
+            children.append([pid, reader])
         results = [func(*tasks[0])]
         then()
-        for pid, reader in children:
-            with os.fdopen(reader, "rb") as pipe:
+        for child in children:
+            with os.fdopen(child[1], "rb") as pipe:
+                child[1] = None
                 try:
                     ok, value = pickle.load(pipe)
-                except (EOFError, pickle.UnpicklingError):
+                except Exception:
                     raise _Retry() from None
             if not ok:
                 raise value
             results.append(value)
         return results
     finally:
-        for pid, _ in children:
+        for pid, reader in children:
+            if reader is not None:
+                os.close(reader)    # a child still writing gets EPIPE and exits
             try:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
+
+
+def _run_child(func, task, writer, inherited):
+    """In a forked child: run the task, send its outcome, and exit whatever happens."""
+    import pickle
+    try:
+        for fd in inherited:
+            os.close(fd)
+        try:
+            outcome = (True, func(*task))
+        except BaseException as exc:                       # handed to the parent
+            outcome = (False, exc)
+        with os.fdopen(writer, "wb") as pipe:
+            pickle.dump(outcome, pipe, pickle.HIGHEST_PROTOCOL)
+    finally:
+        os._exit(0)
 
 
 def _parallel_ok(inp, fmt):

@@ -585,6 +585,22 @@ class ParallelTest(TempDir, unittest.TestCase):
         with self.assertRaisesRegex(rag_eval.EvalError, r"r.trec:1001: score must be a finite"):
             self.evaluate(lines)
 
+    def test_error_in_this_process_while_a_child_has_much_to_send(self):
+        # A bad line in the first range fails here while the child holds a result
+        # larger than a pipe's buffer: the child must be released, not waited on
+        # forever.  Run in a subprocess with a time limit so a hang fails the test.
+        lines = ["q%04d Q0 d%d %d %d.5 t" % (q, d, d, 9 - d) for q in range(4000)
+                 for d in range(3)]
+        lines[1] = "q0000 Q0 d1 2 oops t"
+        run = self.write("r.trec", "\n".join(lines) + "\n")
+        qrels = self.write("q.json", json.dumps({"q%04d" % q: {"d1": 1} for q in range(4000)}))
+        code = ("import sys, rag_eval; rag_eval._PARALLEL_MIN_BYTES = 0; "
+                "sys.exit(rag_eval.main(sys.argv[1:]))")
+        proc = subprocess.run([sys.executable, "-c", code, qrels, run], cwd=HERE, timeout=60,
+                              capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("r.trec:2: score must be a finite number, got 'oops'", proc.stderr)
+
     def test_scattered_queries_fall_back(self):
         lines = self.lines()
         lines = lines[600:] + lines[:600]
