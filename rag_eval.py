@@ -1739,6 +1739,13 @@ def _score_range(fmt, path, name, start, end):
     return out
 
 
+def _single_threaded():
+    """True when forking is safe: no other Python thread (a notebook kernel has
+    several, and a lock one of them holds would stay held in the child)."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
+
+
 def _fork_map(func, tasks, then):
     """[func(*task) for task in tasks], every task but the first in a forked
     child, the first here, followed by ``then()`` (here: hashing the file) while
@@ -1794,9 +1801,8 @@ def _run_child(func, task, writer, inherited):
 
 
 def _parallel_ok(inp, fmt):
-    if not (isinstance(inp.source, (str, os.PathLike)) and inp.source != "-"
-            and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
-            and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES):
+    if not (_is_regular_file(inp.source) and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
+            and _single_threaded() and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES):
         return False
     with open(inp.source, "rb") as handle:
         return handle.read(2) != b"\x1f\x8b"

@@ -585,6 +585,19 @@ class ParallelTest(TempDir, unittest.TestCase):
         with self.assertRaisesRegex(rag_eval.EvalError, r"r.trec:1001: score must be a finite"):
             self.evaluate(lines)
 
+    def test_no_fork_while_other_threads_run(self):
+        import threading
+        path = self.write("r.trec", "q1 Q0 a 1 1.0 t\n")
+        self.assertTrue(rag_eval._parallel_ok(rag_eval._Input(path), "trec"))
+        stop = threading.Event()
+        worker = threading.Thread(target=stop.wait)
+        worker.start()
+        try:
+            self.assertFalse(rag_eval._parallel_ok(rag_eval._Input(path), "trec"))
+        finally:
+            stop.set()
+            worker.join()
+
     def test_error_in_this_process_while_a_child_has_much_to_send(self):
         # A bad line in the first range fails here while the child holds a result
         # larger than a pipe's buffer: the child must be released, not waited on
