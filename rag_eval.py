@@ -651,8 +651,11 @@ def _source_name(source):
     if source == "-":
         return "<stdin>"
     if isinstance(source, (str, os.PathLike)):
-        return os.fspath(source)
-    return str(getattr(source, "name", "<stream>"))
+        name = os.fsdecode(source)
+    else:
+        name = str(getattr(source, "name", "<stream>"))
+    # A path with undecodable bytes keeps them as surrogates, which no report can hold.
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _os_error(name, exc):
@@ -691,6 +694,8 @@ class _Input:
             return
         if self._buffered is None:
             if self.source == "-":
+                if sys.stdin is None:
+                    raise EvalError("<stdin>: standard input is closed")
                 data = sys.stdin.buffer.read()
             elif isinstance(self.source, (str, os.PathLike)):
                 with open(self.source, "rb") as handle:   # a pipe: it reads only once
@@ -800,7 +805,8 @@ _DETECT_BYTES = 1 << 20
 
 def _detect_format(inp, kind):
     """'json', 'jsonl' or 'trec', from the first non-blank line (read no further
-    than its first MiB: a longer first line is a one-line JSON document)."""
+    than its first MiB: a longer first line is JSONL when "query_id" appears in
+    that MiB, else a one-line JSON document)."""
     head = b""
     for block in inp.blocks():
         head += block
@@ -812,8 +818,8 @@ def _detect_format(inp, kind):
     if stripped[:1] not in (b"{", b"["):
         return "trec"
     end = stripped.find(b"\n")
-    if end < 0:
-        return "json"
+    if end < 0:     # a first line over a MiB: JSONL only if it names a query_id
+        return "jsonl" if stripped[:1] == b"{" and b'"query_id"' in stripped else "json"
     try:
         first = json.loads(stripped[:end])
     except (ValueError, RecursionError):
@@ -899,6 +905,8 @@ def _json_loads(text, name, line=None):
     except json.JSONDecodeError as exc:
         at = "%s:%d:%d" % (name, line or exc.lineno, exc.colno)
         raise EvalError("%s: invalid JSON: %s" % (at, exc.msg)) from None
+    except ValueError as exc:     # e.g. an integer longer than Python converts
+        raise EvalError("%s: invalid JSON: %s" % (where, exc)) from None
     except RecursionError:
         raise EvalError("%s: JSON nested too deeply" % where) from None
     except MemoryError:
@@ -922,9 +930,14 @@ def _as_grade(value, what):
 
 def _as_score(value, what):
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if math.isfinite(value):
-            return float(value)
-    raise EvalError("%s must be a finite number, got %r" % (what, value))
+        try:
+            score = float(value)
+        except OverflowError:
+            score = math.inf
+        if math.isfinite(score):
+            return score
+    shown = repr(value) if len(repr(value)) < 40 else repr(value)[:36] + "..."
+    raise EvalError("%s must be a finite number, got %s" % (what, shown))
 
 
 # The checks below test a whole query at C speed (set of types, all finite) and
@@ -949,7 +962,7 @@ def _check_run_query(qid, ranking, where):
                 for i, doc in enumerate(ranking, 1)]
     if isinstance(ranking, dict):
         scores = ranking.values()
-        if (set(map(type, scores)) <= {float, int} and all(map(math.isfinite, scores))
+        if (set(map(type, scores)) <= {float} and all(map(math.isfinite, scores))
                 and set(map(type, ranking)) <= {str}):
             return ranking
         checked = {}
@@ -1000,6 +1013,8 @@ def _jsonl_queries(inp, kind):
         if present[0] in ("scores", "grades") and not isinstance(value, dict):
             raise EvalError("%s: %r must be an object {doc_id: ...}" % (where, present[0]))
         yield qid, check(qid, value, where)
+    if not seen:
+        raise EvalError("%s: no JSONL records found" % inp.name)
 
 
 def _trec_qrels(inp):
@@ -1113,25 +1128,35 @@ def _parse_run_line(line, where):
 
 
 def _trec_blocks(inp):
-    """Yield (lines before it, block of whole lines) over an input."""
+    """Yield (lines before it, block of whole lines, its line count) over an input."""
     number = 0
     for block in _whole_lines(inp.blocks()):
-        if block.strip():
-            yield number, block
-        number += block.count(b"\n")
+        lines = block.count(b"\n")
+        if not block.isspace():
+            yield number, block, lines
+        number += lines
 
 
-def _block_segments(block, name, number):
-    """[(qid, docs, scores)] for each run of one query's lines in a block."""
-    lines = block.count(b"\n")
+def _block_segments(block, name, number, lines):
+    """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a block."""
     first_end = block.find(b"\n")
     tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
     tokens = (tag + b"\n" + block).split(b" ")
-    if len(tokens) == 5 * lines + 1 and tokens[-1].count(b"\n") == 1:
+    if (len(tokens) == 5 * lines + 1 and tokens[-1].count(b"\n") == 1 and tokens[-1] != b"\n"
+            and _plain_spaces(block)):
         segments = _keyed_segments(tokens[0:5 * lines:5], tokens[2::5], tokens[4::5])
         if segments is not None:
             return segments
     return _block_segments_checked(block, name, number)
+
+
+def _plain_spaces(block):
+    """True when fields are separated by single spaces (lines ending in \\n or
+    \\r\\n), so splitting on spaces finds what str.split() finds: no empty field
+    between two spaces (a space at either end of a line shows in the glued keys)."""
+    if b"\t" in block or b"\x0b" in block or b"\x0c" in block or b"  " in block:
+        return False
+    return b"\r" not in block or block.count(b"\r") == block.count(b"\r\n")
 
 
 def _keyed_segments(keys, docs, raw_scores):
@@ -1139,7 +1164,8 @@ def _keyed_segments(keys, docs, raw_scores):
     segments = []
     for start, end in _runs_of_equal(keys):
         key = keys[start]
-        if key.count(b"\n") != 1 or keys[start:end].count(key) != end - start:
+        if (key.count(b"\n") != 1 or key[:1] == b"\n" or key[-1:] == b"\n"
+                or keys[start:end].count(key) != end - start):
             return None
         scores = _checked_scores(raw_scores[start:end])
         if scores is None:
@@ -1247,8 +1273,8 @@ def _trec_run_queries(inp, grouped=True):
     """
     gathered, finished = {}, set()
     current, parts = None, []
-    for number, block in _trec_blocks(inp):
-        for qid, docs, scores in _block_segments(block, inp.name, number):
+    for number, block, lines in _trec_blocks(inp):
+        for qid, docs, scores in _block_segments(block, inp.name, number, lines):
             if not grouped:
                 gathered.setdefault(qid, []).append((docs, scores))
             elif qid == current:
@@ -1366,7 +1392,7 @@ def _top(ranking, depth, cutoffs, exact_returned=False):
     if isinstance(ranking, list):
         return _top_of_list(ranking, depth, exact_returned)
     if isinstance(ranking, dict):
-        ranking = _Scored(list(ranking), list(ranking.values()))
+        ranking = _Scored(list(ranking), list(map(float, ranking.values())))
     return _top_of_scores(ranking.docs, ranking.scores, depth, cutoffs, exact_returned)
 
 
@@ -1710,9 +1736,14 @@ def _member_starts(path, parts):
     return cuts
 
 
-def _json_members(inp):
-    """(qid, ranking) from a range of top-level JSON members."""
-    text = inp.text().strip().rstrip(",")
+def _json_members(inp, last):
+    """(qid, ranking) from a range of top-level JSON members; every range but
+    the last ends with the comma before the next range's first key."""
+    text = inp.text().strip()
+    if not last:
+        if not text.endswith(","):
+            raise _Retry()
+        text = text[:-1]
     data = _json_loads("{%s}" % text, inp.name)
     for qid, value in data.items():
         yield qid, _check_run_query(qid, value, inp.name)
@@ -1721,14 +1752,14 @@ def _json_members(inp):
 _FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
 
 
-def _score_range(fmt, path, name, start, end):
+def _score_range(fmt, path, name, start, end, last):
     """Worker: [(qid, _Scoring | _Scored)] for one byte range of a run."""
     scorer = _FORKED_SCORER
     inp = _RangeInput(path, name, start, end)
     out = []
     try:
         if fmt != "trec":
-            queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
+            queries = _json_members(inp, last) if fmt == "json" else _jsonl_queries(inp, "run")
             return [(qid, scorer(qid, ranking)) for qid, ranking in queries]
         for qid, scored in _trec_run_queries(inp):
             if len(out) > 1:    # the first and last stay raw: they may continue next door
@@ -1755,8 +1786,15 @@ def _fork_map(func, tasks, then):
     children = []       # [pid, reader fd], the fd set to None once read
     try:
         for task in tasks[1:]:
-            reader, writer = os.pipe()
-            pid = os.fork()
+            reader = writer = None
+            try:
+                reader, writer = os.pipe()
+                pid = os.fork()
+            except OSError:             # out of descriptors or processes
+                for fd in (reader, writer):
+                    if fd is not None:
+                        os.close(fd)
+                raise _Retry() from None
             if pid == 0:
                 _run_child(func, task, writer, [reader] + [fd for _, fd in children])
             os.close(writer)
@@ -1813,7 +1851,8 @@ def _parallel_queries(inp, fmt, qrels, measures, rel):
     global _FORKED_SCORER
     workers = min(os.cpu_count() or 1, 8)
     cuts = (_member_starts if fmt == "json" else _line_starts)(inp.source, workers)
-    tasks = [(fmt, inp.source, inp.name, lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    tasks = [(fmt, inp.source, inp.name, lo, hi, hi == cuts[-1])
+             for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
     if len(tasks) < 2:
         raise _Retry()
     _FORKED_SCORER = _QueryScorer(qrels, measures, rel)
@@ -2904,6 +2943,12 @@ def _write_atomic(outputs):
     them all: an error leaves none of the files half-written, and none written
     when it happens before the renames."""
     import tempfile   # only when writing: keeps start-up fast
+    targets = [os.path.realpath(path) for path, _ in outputs]
+    if len(set(targets)) < len(targets):
+        raise EvalError("%s: named for two outputs (--save-baseline and -o)" % outputs[-1][0])
+    for path, _ in outputs:
+        if os.path.isdir(path):
+            raise EvalError("%s: is a directory, not a file" % path)
     mask = os.umask(0)
     os.umask(mask)
     staged = []

@@ -585,6 +585,20 @@ class ParallelTest(TempDir, unittest.TestCase):
         with self.assertRaisesRegex(rag_eval.EvalError, r"r.trec:1001: score must be a finite"):
             self.evaluate(lines)
 
+    def test_fork_failure_falls_back(self):
+        lines = self.lines()
+        expected = self.evaluate(lines)
+        real_fork = os.fork
+
+        def no_fork():
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        os.fork = no_fork
+        try:
+            report = self.evaluate(lines)
+        finally:
+            os.fork = real_fork
+        self.assertEqual(report.per_query, expected.per_query)
+
     def test_no_fork_while_other_threads_run(self):
         import threading
         path = self.write("r.trec", "q1 Q0 a 1 1.0 t\n")
@@ -662,6 +676,12 @@ class ParallelJsonTest(TempDir, unittest.TestCase):
                 report = self.evaluate(name)
                 self.assertEqual(report.per_query, expected.per_query)
                 self.assertEqual(report.warnings, expected.warnings)
+
+    def test_trailing_comma_is_still_invalid(self):
+        text = json.dumps(self.run)
+        self.write("r.json", text[:-1] + ",}")
+        with self.assertRaisesRegex(rag_eval.EvalError, "invalid JSON"):
+            self.evaluate("r.json")
 
     def test_cut_points_inside_strings_are_rejected(self):
         # Every cut falls inside the long id, so each worker's parse fails and the
@@ -1765,6 +1785,93 @@ class ContractTest(TempDir, unittest.TestCase):
                 self.assertIn(expect, err)
         code, out, err = run_cli(example("qrels.json"), example("run.json"), "--k", "0")
         self.assertIn("k must be a positive integer, got '0'", err)
+
+
+class MalformedInputTest(TempDir, unittest.TestCase):
+    """Malformed lines are errors whatever their neighbours; no traceback escapes."""
+
+    def score(self, run_text, *extra):
+        qrels = self.write("q.trec", "q1 0 d1 1\n")
+        return run_cli(qrels, self.write("r.trec", run_text), "--metrics", "mrr", "--k", "1",
+                       *extra)
+
+    def test_empty_fields_and_odd_white_space_in_trec_runs(self):
+        cases = {"q1 Q0  1 9.0 t\nq1 Q0 d1 2 1.0 t\n": "r.trec:1: expected 6 fields",
+                 " Q0 d1 1 9.0 t\nq1 Q0 d1 2 1.0 t\n": "r.trec:1: expected 6 fields",
+                 "q1 Q0 d1 1 9.0 \nq1 Q0 d2 2 1.0 t\n": "r.trec:1: expected 6 fields"}
+        for text, expect in cases.items():
+            with self.subTest(text=text):
+                code, out, err = self.score(text)
+                self.assertEqual(code, 2, out)
+                self.assertIn(expect, err)
+        for text in ("q1\tQ0\td1\t1\t9.0\tt\r\n", "q1\tQ0  d1 1 9.0 t\n"):
+            with self.subTest(text=text):     # tabs and runs of spaces are white space
+                code, out, err = self.score(text)
+                self.assertEqual(code, 0, err)
+                self.assertIn("1.0000", out)
+
+    def test_no_tracebacks(self):
+        cases = [("r.json", '{"q1": {"d1": 1%s}}' % ("0" * 5000), "invalid JSON"),
+                 ("r.json", '{"q1": {"d1": 1%s}}' % ("0" * 400), "must be a finite number")]
+        for name, text, expect in cases:
+            with self.subTest(expect=expect):
+                code, out, err = run_cli(self.write("q.json", '{"q1": {"d1": 1}}'),
+                                         self.write(name, text))
+                self.assertEqual(code, 2)
+                self.assertIn(expect, err)
+                self.assertEqual(len(err.strip().splitlines()), 1)
+        saved = sys.stdin
+        sys.stdin = None
+        try:
+            code, out, err = run_cli("-", example("run.json"))
+        finally:
+            sys.stdin = saved
+        self.assertEqual(code, 2)
+        self.assertIn("standard input is closed", err)
+
+    def test_undecodable_path_names_are_written_safely(self):
+        name = os.fsdecode(b"run\xff.json")
+        with open(os.path.join(self.tmp, name), "w") as handle:
+            handle.write('{"q1": ["d1"]}')
+        out_path = os.path.join(self.tmp, "out.json")
+        code, out, err = run_cli(self.write("q.json", '{"q1": {"d1": 1}}'),
+                                 os.path.join(self.tmp, name), "--format", "json", "-o", out_path)
+        self.assertEqual(code, 0, err)
+        with open(out_path, encoding="utf-8") as handle:
+            self.assertIn("run\ufffd.json", json.load(handle)["inputs"]["run"]["path"])
+
+    def test_big_integer_scores_compare_as_doubles_in_any_order(self):
+        qrels = {"q": {"a": 1, "b": 0}}
+        for run in ({"q": {"a": 2 ** 53 + 1, "b": 2 ** 53}}, {"q": {"b": 2 ** 53, "a": 2 ** 53 + 1}}):
+            with self.subTest(run=run):
+                # equal as doubles: a tie, broken by doc id descending (b first)
+                self.assertEqual(rag_eval.evaluate(qrels, run, k=1, metrics="mrr").mean,
+                                 {"mrr@1": 0.0})
+
+    def test_outputs_that_cannot_both_be_written(self):
+        saved = os.path.join(self.tmp, "b.json")
+        os.mkdir(os.path.join(self.tmp, "outdir"))
+        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--save-baseline",
+                                 saved, "-o", os.path.join(self.tmp, "outdir"))
+        self.assertEqual(code, 2)
+        self.assertIn("is a directory", err)
+        self.assertFalse(os.path.exists(saved))
+        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--save-baseline",
+                                 saved, "-o", saved)
+        self.assertEqual(code, 2)
+        self.assertFalse(os.path.exists(saved))
+
+    def test_long_first_jsonl_line_and_empty_jsonl(self):
+        qrels = self.write("q.json", '{"q1": {"d1": 1}}')
+        docs = ["x%d" % i for i in range(120000)] + ["d1"]
+        run = self.write("r.jsonl", json.dumps({"query_id": "q1", "docs": docs}) + "\n")
+        self.assertGreater(os.path.getsize(run), 1 << 20)
+        code, out, err = run_cli(qrels, run, "--metrics", "recall", "--k", "200000")
+        self.assertEqual(code, 0, err)
+        self.assertIn("1.0000", out)
+        code, out, err = run_cli(qrels, self.write("e.jsonl", "\n \n"), "--run-format", "jsonl")
+        self.assertEqual(code, 2)
+        self.assertIn("no JSONL records", err)
 
 
 # ---------------------------------------------------------------------------
