@@ -239,12 +239,35 @@ class GateResult(NamedTuple):
 # Measures
 #
 # Every measure is a pure function (ranked, judged, k, **params) -> float:
-#   ranked  grades of the first K distinct retrieved ids, best first, K >= k;
-#           an id the qrels do not label has grade UNJUDGED (-1), so it is
-#           non-relevant and unjudged, exactly like a negative grade in trec_eval.
+#   ranked  a _Ranked: ``hits``, the (rank, grade) of every id in the top K
+#           that the qrels give a grade >= 0, best first, ranks from 1
+#           (K >= k); and ``length``, how many ids the top K holds.  An id the
+#           qrels do not label, or label with a negative grade, is non-relevant
+#           and unjudged (as in trec_eval), so it is not a hit.
 #   judged  every grade the qrels give this query, sorted descending.
-# Ranking and grade look-up happen once per query (see _rank).
+# Ranking and grade look-up happen once per query (see _rank); a measure
+# reads only the few hits, never the whole ranking.
 # ---------------------------------------------------------------------------
+
+class _Ranked(NamedTuple):
+    """One query ranked once: what every measure reads."""
+    hits: list             # (rank, grade >= 0) of the labelled ids in the top K, best first
+    length: int            # ids in the top K
+    duplicates: int = 0    # repeated ids met while ranking
+    straddling: int = 0    # tied score groups that cross a cutoff
+    returned: int = 0      # distinct ids in the ranking (exact when asked for)
+
+
+def _from_grades(grades):
+    """A _Ranked from the grades of the top ids, best first (None or a negative
+    grade: unlabelled).  For examples and for ranked lists.
+
+    >>> _from_grades([2, -1, None, 0]).hits
+    [(1, 2), (4, 0)]
+    """
+    hits = [(rank, g) for rank, g in enumerate(grades, 1) if g is not None and g >= 0]
+    return _Ranked(hits, len(grades))
+
 
 class _Spec(NamedTuple):
     name: str
@@ -279,6 +302,10 @@ def _count_relevant(grades, rel):
     return sum(map(rel.__le__, grades))
 
 
+def _relevant_in_top(ranked, k, rel):
+    return sum(1 for rank, g in ranked.hits if rank <= k and g >= rel)
+
+
 def _gain(grade, gain):
     if grade <= 0:
         return 0.0
@@ -289,12 +316,12 @@ def _gain(grade, gain):
                         % (grade, gain)) from None
 
 
-_DISCOUNTS = [1.0]   # _DISCOUNTS[i] = 1 / log2(i + 2), grown on demand
+_DISCOUNTS = [0.0, 1.0]   # _DISCOUNTS[rank] = 1 / log2(rank + 1), grown on demand
 
 
-def _discounts(n):
-    while len(_DISCOUNTS) < n:
-        _DISCOUNTS.append(1.0 / math.log2(len(_DISCOUNTS) + 2))
+def _discounts(k):
+    while len(_DISCOUNTS) <= k:
+        _DISCOUNTS.append(1.0 / math.log2(len(_DISCOUNTS) + 1))
     return _DISCOUNTS
 
 
@@ -313,13 +340,18 @@ class _GainTable(dict):
 _GAIN_TABLES = {kind: _GainTable(kind) for kind in _PARAM_CHOICES["gain"]}
 
 
-def _dcg(grades, gain):
-    gains = map(_GAIN_TABLES[gain].__getitem__, grades)
+def _dcg(hits, k, gain):
+    """sum gain(g) / log2(rank + 1) over the (rank, grade) hits with rank <= k.
+
+    >>> round(_dcg([(1, 2), (3, 1)], 10, "linear"), 4)   # 2/log2(2) + 1/log2(4)
+    2.5
+    """
+    gains, discounts = _GAIN_TABLES[gain], _discounts(k)
     try:
-        return math.fsum(map(operator.mul, gains, _discounts(len(grades))))
+        return math.fsum([gains[g] * discounts[rank] for rank, g in hits if rank <= k])
     except OverflowError:
         raise EvalError("grades %s are too large for %s gain: their DCG overflows a float"
-                        % (_preview(sorted(set(grades), reverse=True), 3), gain)) from None
+                        % (_preview(sorted({g for _, g in hits}, reverse=True), 3), gain)) from None
 
 
 @measure("recall", defaults={"rel": 1}, aliases=("R", "recall_"),
@@ -330,13 +362,13 @@ def recall(ranked, judged, k, rel=1):
     The denominator counts every id with grade >= rel, retrieved or not; a
     query with none scores 0 here (evaluate() lists it as unscored instead).
 
-    >>> recall([2, -1, 1, 0], (2, 1, 1, 0), 3)
+    >>> recall(_from_grades([2, -1, 1, 0]), (2, 1, 1, 0), 3)
     0.6666666666666666
     """
     relevant = _count_relevant(judged, rel)
     if relevant == 0:
         return 0.0
-    return _count_relevant(ranked[:k], rel) / relevant
+    return _relevant_in_top(ranked, k, rel) / relevant
 
 
 @measure("success", defaults={"rel": 1}, aliases=("Success", "success_", "hit_rate", "hits"),
@@ -344,10 +376,11 @@ def recall(ranked, judged, k, rel=1):
 def success(ranked, judged, k, rel=1):
     """1.0 when a relevant id is in the top k (trec_eval success_k, ir_measures Success@k, ranx hit_rate@k).
 
-    >>> success([-1, 0, 1], (1, 0), 2), success([-1, 0, 1], (1, 0), 3)
+    >>> ranked = _from_grades([-1, 0, 1])
+    >>> success(ranked, (1, 0), 2), success(ranked, (1, 0), 3)
     (0.0, 1.0)
     """
-    return 1.0 if any(map(rel.__le__, ranked[:k])) else 0.0
+    return 1.0 if mrr(ranked, judged, k, rel) else 0.0
 
 
 @measure("mrr", defaults={"rel": 1}, aliases=("RR", "MRR"),
@@ -357,10 +390,12 @@ def mrr(ranked, judged, k, rel=1):
 
     trec_eval's recip_rank has no cutoff: it equals mrr@k with k the run depth.
 
-    >>> mrr([0, -1, 2, 1], (2, 1, 0), 5), mrr([0, -1, 2], (2, 0), 2)
+    >>> mrr(_from_grades([0, -1, 2, 1]), (2, 1, 0), 5), mrr(_from_grades([0, -1, 2]), (2, 0), 2)
     (0.3333333333333333, 0.0)
     """
-    for rank, g in enumerate(ranked[:k], 1):
+    for rank, g in ranked.hits:
+        if rank > k:
+            break
         if g >= rel:
             return 1.0 / rank
     return 0.0
@@ -377,15 +412,15 @@ def ndcg(ranked, judged, k, gain="exponential"):
     (Burges; ranx ndcg_burges) or, with gain=linear, g (trec_eval ndcg_cut_k,
     ir_measures nDCG@k).  A query whose grades are all <= 0 scores 0.
 
-    >>> round(ndcg([2, 1, 0], (2, 2, 1), 3), 4)
+    >>> round(ndcg(_from_grades([2, 1, 0]), (2, 2, 1), 3), 4)
     0.6733
-    >>> round(ndcg([2, 1, 0], (2, 2, 1), 3, gain="linear"), 4)
+    >>> round(ndcg(_from_grades([2, 1, 0]), (2, 2, 1), 3, gain="linear"), 4)
     0.6994
     """
-    ideal = _dcg(judged[:k], gain)
+    ideal = _dcg(list(enumerate(judged[:k], 1)), k, gain)
     if ideal == 0.0:
         return 0.0
-    return _dcg(ranked[:k], gain) / ideal
+    return _dcg(ranked.hits, k, gain) / ideal
 
 
 @measure("map", defaults={"rel": 1}, aliases=("AP", "MAP", "map_cut_"),
@@ -393,24 +428,26 @@ def ndcg(ranked, judged, k, gain="exponential"):
 def average_precision(ranked, judged, k, rel=1):
     """Average precision cut at k (trec_eval map_cut_k, ir_measures AP@k).
 
-    >>> average_precision([1, 0, 1], (1, 1, 1), 3)   # (1/1 + 2/3) / 3
+    >>> average_precision(_from_grades([1, 0, 1]), (1, 1, 1), 3)   # (1/1 + 2/3) / 3
     0.5555555555555555
     """
     relevant = _count_relevant(judged, rel)
     if relevant == 0:
         return 0.0
-    return _precision_sum(ranked[:k], rel)[0] / relevant
+    return _precision_sum(ranked, k, rel)[0] / relevant
 
 
-def _precision_sum(top, rel):
-    """(sum of precision@i over the relevant ranks i of ``top``, relevant count)."""
-    hits = 0
+def _precision_sum(ranked, k, rel):
+    """(sum of precision@i over the relevant ranks i <= k, relevant count)."""
+    found = 0
     total = []
-    for rank, g in enumerate(top, 1):
+    for rank, g in ranked.hits:
+        if rank > k:
+            break
         if g >= rel:
-            hits += 1
-            total.append(hits / rank)
-    return math.fsum(total), hits
+            found += 1
+            total.append(found / rank)
+    return math.fsum(total), found
 
 
 @measure("precision", defaults={"rel": 1}, aliases=("P", "P_"),
@@ -419,10 +456,10 @@ def precision(ranked, judged, k, rel=1):
     """Relevant ids in the top k divided by k, even when fewer than k were returned
     (trec_eval P_k, ir_measures P@k).  Unstable across queries: report, do not gate.
 
-    >>> precision([1, -1], (1, 1), 5)
+    >>> precision(_from_grades([1, -1]), (1, 1), 5)
     0.2
     """
-    return _count_relevant(ranked[:k], rel) / k
+    return _relevant_in_top(ranked, k, rel) / k
 
 
 @measure("context_precision", defaults={"rel": 1},
@@ -432,11 +469,11 @@ def context_precision(ranked, judged, k, rel=1):
     "is the good stuff on top".  Like AP but divided by the relevant ids that
     were retrieved in the top k; 0 when there are none.
 
-    >>> context_precision([0, 1, 1], (1, 1, 1, 1), 3)   # (1/2 + 2/3) / 2
+    >>> context_precision(_from_grades([0, 1, 1]), (1, 1, 1, 1), 3)   # (1/2 + 2/3) / 2
     0.5833333333333333
     """
-    total, hits = _precision_sum(ranked[:k], rel)
-    return total / hits if hits else 0.0
+    total, found = _precision_sum(ranked, k, rel)
+    return total / found if found else 0.0
 
 
 @measure("judged", aliases=("Judged",),
@@ -446,11 +483,11 @@ def judged(ranked, judged, k):
     (ir_measures Judged@k; trec_eval's unjudged count divides by k instead).
     An empty ranking scores 0.  Low values mean the scores undercount.
 
-    >>> judged([2, -1, 0], (2, 0), 10)
+    >>> judged(_from_grades([2, -1, 0]), (2, 0), 10)
     0.6666666666666666
     """
-    top = ranked[:k]
-    return sum(1 for g in top if g >= 0) / len(top) if top else 0.0
+    top = min(k, ranked.length)
+    return _relevant_in_top(ranked, k, 0) / top if top else 0.0
 
 
 # --- measure names ----------------------------------------------------------
@@ -1358,8 +1395,8 @@ def load_run(source, *, format=None):
 # ---------------------------------------------------------------------------
 # Evaluation
 #
-# Per query: rank once (_top), look the grades of the first K ids up once,
-# then every measure reads that short list.
+# Per query: rank once and keep only the labelled ids of the top K, with
+# their ranks (_rank); every measure then reads those few hits.
 # ---------------------------------------------------------------------------
 
 class _Top(NamedTuple):
@@ -1369,30 +1406,97 @@ class _Top(NamedTuple):
     returned: int      # distinct ids in the ranking (exact when asked for)
 
 
-class _Ranked(NamedTuple):
-    """One query ranked once: what every measure reads."""
-    grades: list       # grades of the first K distinct ids, UNJUDGED where unlabelled
-    duplicates: int
-    straddling: int
-    returned: int
+def _rank(ranking, labels, depth, cutoffs, exact_returned):
+    """Rank one query once (a ranked list, a score map or _Scored) and place
+    the ids that ``labels`` grades (keyed like the ranking's ids: bytes for
+    TREC runs).
+
+    >>> _rank({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1, "c": 0}, 2, (1, 2), False)
+    _Ranked(hits=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
+    """
+    if ranking is None:
+        return _Ranked([], 0)
+    if isinstance(ranking, dict):
+        ranking = _Scored(list(ranking), list(map(float, ranking.values())))
+    if isinstance(ranking, _Scored):
+        ranked = _rank_in_order(ranking.docs, ranking.scores, labels, depth, cutoffs,
+                                exact_returned)
+        if ranked is not None:
+            return ranked
+    top = _top(ranking, depth, cutoffs, exact_returned)
+    return _from_grades(list(map(labels.get, top.docs)))._replace(
+        duplicates=top.duplicates, straddling=top.straddling, returned=top.returned)
+
+
+def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
+    """_rank for scores already in descending order with no id repeated near
+    the top (the common case), else None.  Only labelled ids are placed: a
+    tie reorders its group by doc id, which moves such an id within the group.
+
+    >>> _rank_in_order(["a", "b", "c"], [3.0, 2.0, 2.0], {"b": 1, "c": 2}, 2, (1, 2), False)
+    _Ranked(hits=[(2, 2)], length=2, duplicates=0, straddling=1, returned=3)
+    """
+    n = len(scores)
+    if not all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
+        return None
+    end = min(depth + 1, n)   # one past the deepest cutoff shows a tie that straddles it
+    while end < n and scores[end] == scores[end - 1]:
+        end += 1
+    window = docs[:end]
+    if len(set(window)) < end:
+        return None
+    hits = []
+    for i in itertools.compress(range(end), map(labels.__contains__, window)):
+        grade = labels[window[i]]
+        if grade >= 0:
+            rank = _rank_among_ties(window, scores, i)
+            if rank <= depth:
+                hits.append((rank, grade))
+    if len(hits) > 1:
+        hits.sort()
+    return _Ranked(hits, min(depth, n), 0, _straddling(scores, cutoffs, end),
+                   len(set(docs)) if exact_returned else n)
+
+
+def _rank_among_ties(window, scores, i):
+    """The rank of window[i] once each group of equal scores is put in doc id
+    descending order (trec_eval's tie rule); the window ends with a whole group.
+
+    >>> [_rank_among_ties(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 1.0], i) for i in range(4)]
+    [1, 3, 2, 4]
+    """
+    score = scores[i]
+    low, high = i, i + 1
+    while low and scores[low - 1] == score:
+        low -= 1
+    while high < len(window) and scores[high] == score:
+        high += 1
+    if high - low == 1:
+        return i + 1
+    doc = window[i]
+    return low + 1 + sum(1 for other in window[low:high] if other > doc)
+
+
+def _straddling(scores, cutoffs, end):
+    """How many tied groups of scores[:end] (in score order) cross a cutoff."""
+    return len({scores[c - 1] for c in cutoffs if c < end and scores[c - 1] == scores[c]})
 
 
 def _top(ranking, depth, cutoffs, exact_returned=False):
-    """Rank one query once: the first ``depth`` distinct ids, best first.
+    """The first ``depth`` distinct ids of one query, best first: the general
+    case (unsorted scores, repeated ids).
 
     A ranked list keeps its order; each id counts at its first position.  Scores
-    order by score descending, then doc id descending (trec_eval's rule); tied
-    groups that straddle a cutoff are counted.
+    order by score descending, then doc id descending (trec_eval's rule); an id
+    given twice keeps its best score.  Tied groups that straddle a cutoff are counted.
 
-    >>> _top({"a": 1.0, "b": 1.0, "c": 0.5}, 2, (1, 2))
-    _Top(docs=['b', 'a'], duplicates=0, straddling=1, returned=3)
+    >>> _top(_Scored(["a", "b", "c"], [1.0, 0.5, 1.0]), 2, (1, 2))
+    _Top(docs=['c', 'a'], duplicates=0, straddling=1, returned=3)
     >>> _top(["x", "x", "y"], 5, (5,), exact_returned=True)
     _Top(docs=['x', 'y'], duplicates=1, straddling=0, returned=2)
     """
     if isinstance(ranking, list):
         return _top_of_list(ranking, depth, exact_returned)
-    if isinstance(ranking, dict):
-        ranking = _Scored(list(ranking), list(map(float, ranking.values())))
     return _top_of_scores(ranking.docs, ranking.scores, depth, cutoffs, exact_returned)
 
 
@@ -1414,17 +1518,6 @@ def _top_of_list(ranking, depth, exact_returned):
 def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
     want = depth + 1   # one past the deepest cutoff shows a tie that straddles it
     n = len(scores)
-    if all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
-        # Already in score order (the common case): only ties can reorder, so the
-        # window ends with the tie group that crosses position ``want``.
-        end = min(want, n)
-        while end < n and scores[end] == scores[end - 1]:
-            end += 1
-        window_docs, window_scores = docs[:end], scores[:end]
-        if len(set(window_docs)) == end:
-            return _Top(_ties_by_id(window_docs, window_scores)[:depth], 0,
-                        _straddling(window_scores, cutoffs),
-                        len(set(docs)) if exact_returned else n)
     window = heapq.nlargest(want, zip(map(float, scores), docs))
     duplicates = 0
     if len(set(map(_second, window))) < len(window):
@@ -1435,51 +1528,12 @@ def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
         duplicates = n - len(best)
         window = heapq.nlargest(want, zip(best.values(), best.keys()))
     returned = len(set(docs)) if exact_returned else n - duplicates
+    window_scores = [score for score, _ in window]
     return _Top(list(map(_second, window[:depth])), duplicates,
-                _straddling([score for score, _ in window], cutoffs), returned)
-
-
-def _ties_by_id(docs, scores):
-    """Ids of a score-ordered window with each run of equal scores put in doc id
-    descending order (trec_eval's tie rule).
-
-    >>> _ties_by_id(["a", "c", "b", "d"], [3.0, 2.0, 2.0, 1.0])
-    ['a', 'c', 'b', 'd']
-    >>> _ties_by_id(["a", "b", "c", "d", "e"], [3.0, 2.0, 2.0, 2.0, 1.0])
-    ['a', 'd', 'c', 'b', 'e']
-    """
-    equal = list(map(operator.eq, scores, itertools.islice(scores, 1, None)))
-    if True not in equal:
-        return docs
-    docs = list(docs)
-    start = equal.index(True)
-    while True:
-        end = start + 1          # equal[start:end] are True: docs[start:end + 1] tie
-        while end < len(equal) and equal[end]:
-            end += 1
-        docs[start:end + 1] = sorted(docs[start:end + 1], reverse=True)
-        try:
-            start = equal.index(True, end)
-        except ValueError:
-            return docs
-
-
-def _straddling(scores, cutoffs):
-    """How many tied groups of a window in score order cross a cutoff."""
-    return len({scores[c - 1] for c in cutoffs if c < len(scores) and scores[c - 1] == scores[c]})
+                _straddling(window_scores, cutoffs, len(window_scores)), returned)
 
 
 _second = operator.itemgetter(1)
-
-
-def _rank(ranking, labels, depth, cutoffs, exact_returned):
-    """Rank once and look the grades of the top ids up once (``labels`` keyed
-    like the ranking's ids: bytes for TREC runs)."""
-    if ranking is None:
-        return _Ranked([], 0, 0, 0)
-    top = _top(ranking, depth, cutoffs, exact_returned)
-    return _Ranked(list(map(labels.get, top.docs, itertools.repeat(UNJUDGED))),
-                   top.duplicates, top.straddling, top.returned)
 
 
 def _bytes_labels(labels):
@@ -1599,7 +1653,7 @@ class _QueryScorer:
         values = None
         if qid in self.scored:
             judged = sorted(self.qrels[qid].values(), reverse=True)
-            values = {name: score(ranked.grades, judged) for name, score in self.scorers}
+            values = {name: score(ranked, judged) for name, score in self.scorers}
         return _Scoring(values, ranked.duplicates, ranked.straddling, ranked.returned)
 
 
