@@ -354,6 +354,12 @@ def _dcg(hits, k, gain):
                         % (_preview(sorted({g for _, g in hits}, reverse=True), 3), gain)) from None
 
 
+@functools.lru_cache(maxsize=1 << 12)   # queries share few distinct grade lists
+def _ideal_dcg(judged, k, gain):
+    """DCG@k of the best ranking of ``judged`` (a tuple sorted descending)."""
+    return _dcg(list(enumerate(judged[:k], 1)), k, gain)
+
+
 @measure("recall", defaults={"rel": 1}, aliases=("R", "recall_"),
          summary="relevant ids in the top k / all relevant ids in the qrels")
 def recall(ranked, judged, k, rel=1):
@@ -417,7 +423,7 @@ def ndcg(ranked, judged, k, gain="exponential"):
     >>> round(ndcg(_from_grades([2, 1, 0]), (2, 2, 1), 3, gain="linear"), 4)
     0.6994
     """
-    ideal = _dcg(list(enumerate(judged[:k], 1)), k, gain)
+    ideal = _ideal_dcg(tuple(judged), k, gain)
     if ideal == 0.0:
         return 0.0
     return _dcg(ranked.hits, k, gain) / ideal
@@ -1199,14 +1205,17 @@ def _plain_spaces(block):
 def _keyed_segments(keys, docs, raw_scores):
     """Segments from the glued "tag\\nqid" keys, or None when the block is irregular."""
     segments = []
+    decimal = _decimal_tokens(raw_scores)   # one check for the block, usually enough
     for start, end in _runs_of_equal(keys):
         key = keys[start]
         if (key.count(b"\n") != 1 or key[:1] == b"\n" or key[-1:] == b"\n"
                 or keys[start:end].count(key) != end - start):
             return None
-        scores = _checked_scores(raw_scores[start:end])
-        if scores is None:
-            return None
+        scores = raw_scores[start:end]
+        if not decimal:
+            scores = _checked_scores(scores)
+            if scores is None:
+                return None
         segments.append((key[key.index(b"\n") + 1:], docs[start:end], scores))
     return segments
 
@@ -1443,13 +1452,14 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
     while end < n and scores[end] == scores[end - 1]:
         end += 1
     window = docs[:end]
-    if len(set(window)) < end:
+    distinct = set(window)
+    if len(distinct) < end:
         return None
     hits = []
-    for i in itertools.compress(range(end), map(labels.__contains__, window)):
-        grade = labels[window[i]]
+    for doc in distinct.intersection(labels):
+        grade = labels[doc]
         if grade >= 0:
-            rank = _rank_among_ties(window, scores, i)
+            rank = _rank_among_ties(window, scores, window.index(doc))
             if rank <= depth:
                 hits.append((rank, grade))
     if len(hits) > 1:
@@ -1652,7 +1662,7 @@ class _QueryScorer:
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, qid not in self.scored)
         values = None
         if qid in self.scored:
-            judged = sorted(self.qrels[qid].values(), reverse=True)
+            judged = tuple(sorted(self.qrels[qid].values(), reverse=True))
             values = {name: score(ranked, judged) for name, score in self.scorers}
         return _Scoring(values, ranked.duplicates, ranked.straddling, ranked.returned)
 
@@ -1751,13 +1761,30 @@ class _RangeInput(_Input):
                 yield block
 
 
+# This process also hashes the whole file after its range; hashing a byte
+# costs about a twentieth of reading and scoring it, so its range is shorter.
+_HASH_COST = 0.05
+
+
+def _targets(size, parts):
+    """Where to cut ``size`` bytes into ``parts`` ranges that take equally long,
+    the first one followed by hashing the whole file.
+
+    >>> _targets(1000, 2)
+    [475, 1000]
+    """
+    first = max(0.0, size * (1 - (parts - 1) * _HASH_COST) / parts)
+    rest = (size - first) / max(1, parts - 1)
+    return [int(first + rest * i) for i in range(parts - 1)] + [size]
+
+
 def _line_starts(path, parts):
     """Offsets cutting a file into ``parts`` ranges at line starts."""
     size = os.path.getsize(path)
     with open(path, "rb") as handle:
         cuts = [3 if handle.read(3) == b"\xef\xbb\xbf" else 0]
-        for i in range(1, parts):
-            handle.seek(max(size * i // parts, cuts[-1]))
+        for target in _targets(size, parts)[:-1]:
+            handle.seek(max(target, cuts[-1]))
             handle.readline()
             cuts.append(max(handle.tell(), cuts[-1]))
     cuts.append(size)
@@ -1779,8 +1806,8 @@ def _member_starts(path, parts):
         if head[first:first + 1] != b"{" or tail.rstrip()[-1:] != b"}":
             return [0, 0]
         cuts = [first + 1]
-        for i in range(1, parts):
-            start = max(size * i // parts, cuts[-1])
+        for target in _targets(size, parts)[:-1]:
+            start = max(target, cuts[-1])
             handle.seek(start)
             window = handle.read(1 << 20)
             gap = _MEMBER_GAP.search(window)
