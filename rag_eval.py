@@ -298,12 +298,19 @@ def available_measures():
     return sorted(_REGISTRY)
 
 
-def _count_relevant(grades, rel):
-    return sum(map(rel.__le__, grades))
+@functools.lru_cache(maxsize=1 << 12)   # queries share few distinct grade lists
+def _count_relevant(judged, rel):
+    """How many of the (sorted) judged grades are >= rel."""
+    return sum(map(rel.__le__, judged))
 
 
 def _relevant_in_top(ranked, k, rel):
-    return sum(1 for rank, g in ranked.hits if rank <= k and g >= rel)
+    found = 0
+    for rank, g in ranked.hits:
+        if rank > k:
+            break
+        found += g >= rel
+    return found
 
 
 def _gain(grade, gain):
@@ -341,20 +348,26 @@ _GAIN_TABLES = {kind: _GainTable(kind) for kind in _PARAM_CHOICES["gain"]}
 
 
 def _dcg(hits, k, gain):
-    """sum gain(g) / log2(rank + 1) over the (rank, grade) hits with rank <= k.
+    """sum gain(g) / log2(rank + 1) over the (rank, grade) hits with rank <= k,
+    added in rank order as trec_eval does.
 
     >>> round(_dcg([(1, 2), (3, 1)], 10, "linear"), 4)   # 2/log2(2) + 1/log2(4)
     2.5
     """
-    gains, discounts = _GAIN_TABLES[gain], _discounts(k)
-    try:
-        return math.fsum([gains[g] * discounts[rank] for rank, g in hits if rank <= k])
-    except OverflowError:
+    gains = _GAIN_TABLES[gain]
+    discounts = _DISCOUNTS if k < len(_DISCOUNTS) else _discounts(k)
+    total = 0.0
+    for rank, g in hits:
+        if rank > k:
+            break
+        total += gains[g] * discounts[rank]
+    if total == math.inf:
         raise EvalError("grades %s are too large for %s gain: their DCG overflows a float"
-                        % (_preview(sorted({g for _, g in hits}, reverse=True), 3), gain)) from None
+                        % (_preview(sorted({g for _, g in hits}, reverse=True), 3), gain))
+    return total
 
 
-@functools.lru_cache(maxsize=1 << 12)   # queries share few distinct grade lists
+@functools.lru_cache(maxsize=1 << 12)
 def _ideal_dcg(judged, k, gain):
     """DCG@k of the best ranking of ``judged`` (a tuple sorted descending)."""
     return _dcg(list(enumerate(judged[:k], 1)), k, gain)
@@ -371,7 +384,7 @@ def recall(ranked, judged, k, rel=1):
     >>> recall(_from_grades([2, -1, 1, 0]), (2, 1, 1, 0), 3)
     0.6666666666666666
     """
-    relevant = _count_relevant(judged, rel)
+    relevant = _count_relevant(tuple(judged), rel)
     if relevant == 0:
         return 0.0
     return _relevant_in_top(ranked, k, rel) / relevant
@@ -437,7 +450,7 @@ def average_precision(ranked, judged, k, rel=1):
     >>> average_precision(_from_grades([1, 0, 1]), (1, 1, 1), 3)   # (1/1 + 2/3) / 3
     0.5555555555555555
     """
-    relevant = _count_relevant(judged, rel)
+    relevant = _count_relevant(tuple(judged), rel)
     if relevant == 0:
         return 0.0
     return _precision_sum(ranked, k, rel)[0] / relevant
@@ -1580,7 +1593,7 @@ def evaluate(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential"
     measures = resolve_measures(metrics, k, rel=rel, gain=gain)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     run = _validated(run, "run", _check_run_query)
-    return _score(qrels, run.items(), measures, _positive_int(rel, "rel"),
+    return _score(_QueryScorer(qrels, measures, _positive_int(rel, "rel")), run.items(),
                   skip_extra_queries, "run")
 
 
@@ -1603,20 +1616,20 @@ def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="expone
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format):
     """evaluate_files() with the qrels already read (they may come from stdin)."""
     inp, fmt = _open_input(run, run_format, "run")
+    scorer = _QueryScorer(qrels, measures, rel)
     notes = []
     try:
         try:
-            queries = (_parallel_queries(inp, fmt, qrels, measures, rel)
+            queries = (_parallel_queries(inp, fmt, scorer)
                        if _parallel_ok(inp, fmt) else _run_queries(inp, fmt))
-            report = _score(qrels, queries, measures, rel, skip_extra_queries, inp.name)
+            report = _score(scorer, queries, skip_extra_queries, inp.name)
         except _Retry:
-            report = _score(qrels, _run_queries(inp, fmt), measures, rel, skip_extra_queries,
-                            inp.name)
+            report = _score(scorer, _run_queries(inp, fmt), skip_extra_queries, inp.name)
     except _NotGrouped:
         notes.append("%s: the lines of a query are not contiguous; read the whole run "
                      "into memory" % inp.name)
-        report = _score(qrels, _run_queries(inp, fmt, grouped=False), measures, rel,
-                        skip_extra_queries, inp.name)
+        report = _score(scorer, _run_queries(inp, fmt, grouped=False), skip_extra_queries,
+                        inp.name)
     return report._replace(inputs={"qrels": qrels_info, "run": inp.info(fmt)},
                            warnings=tuple(notes) + report.warnings)
 
@@ -1648,53 +1661,52 @@ class _QueryScorer:
     """Scores one query at a time, in this process or in a worker."""
 
     def __init__(self, qrels, measures, rel):
-        self.qrels = qrels
+        self.qrels, self.rel = qrels, rel
+        self.names = tuple(str(m) for m in measures)
         self.depth, self.cutoffs = _plan(measures)
         self.scorers = [(str(m), m.bind()) for m in measures]
         self.scored = {qid for qid, labels in qrels.items() if any(map(rel.__le__, labels.values()))}
 
     def __call__(self, qid, ranking):
-        if isinstance(ranking, _Scoring):
+        if type(ranking) is _Scoring:      # scored by a worker
             return ranking
-        labels = self.qrels.get(qid, {})
-        if isinstance(ranking, _Scored):
+        scored = qid in self.scored
+        labels = self.qrels.get(qid, _NO_LABELS)
+        if type(ranking) is _Scored:
             labels = _bytes_labels(labels)
-        ranked = _rank(ranking, labels, self.depth, self.cutoffs, qid not in self.scored)
+        ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
-        if qid in self.scored:
-            judged = tuple(sorted(self.qrels[qid].values(), reverse=True))
+        if scored:
+            judged = tuple(sorted(labels.values(), reverse=True))
             values = {name: score(ranked, judged) for name, score in self.scorers}
         return _Scoring(values, ranked.duplicates, ranked.straddling, ranked.returned)
 
 
-def _score(qrels, run_queries, measures, rel, skip_extra, run_name):
-    """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
-    names = tuple(str(m) for m in measures)
-    scorer = _QueryScorer(qrels, measures, rel)
-    scored = scorer.scored
-    per_query, abstention, ties, extra, seen = {}, {}, {}, [], set()
-    duplicate_queries = 0
+_NO_LABELS = {}
 
-    def score_one(qid, ranking):
-        nonlocal duplicate_queries
-        result = scorer(qid, ranking)
-        duplicate_queries += result.duplicates > 0
-        if result.straddling and result.values is not None:
-            ties[qid] = result.straddling
+
+def _score(scorer, run_queries, skip_extra, run_name):
+    """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
+    qrels, names, rel, scored = scorer.qrels, scorer.names, scorer.rel, scorer.scored
+    results, extra = {}, []     # a stream names each query once (the readers check)
+    for qid, ranking in run_queries:
+        if qid in qrels:
+            results[qid] = scorer(qid, ranking)
+        else:
+            extra.append(qid)
+    missing = sorted(q for q in scored if q not in results)
+    for qid in sorted(set(qrels).difference(results)):
+        results[qid] = scorer(qid, None)
+    per_query, abstention, ties = {}, {}, {}
+    duplicate_queries = 0
+    for qid, result in results.items():
         if result.values is None:
             abstention[qid] = result.returned
         else:
             per_query[qid] = result.values
-
-    for qid, ranking in run_queries:
-        if qid not in qrels:
-            extra.append(qid)
-        else:
-            seen.add(qid)
-            score_one(qid, ranking)
-    missing = sorted(q for q in scored if q not in seen)
-    for qid in sorted(set(qrels) - seen):
-        score_one(qid, None)
+            if result.straddling:
+                ties[qid] = result.straddling
+        duplicate_queries += result.duplicates > 0
     extra.sort()
     if extra and not skip_extra:
         raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
@@ -1927,7 +1939,7 @@ def _parallel_ok(inp, fmt):
         return handle.read(2) != b"\x1f\x8b"
 
 
-def _parallel_queries(inp, fmt, qrels, measures, rel):
+def _parallel_queries(inp, fmt, scorer):
     """Yield (qid, ranking) like _run_queries, scoring on every core."""
     global _FORKED_SCORER
     workers = min(os.cpu_count() or 1, 8)
@@ -1936,7 +1948,7 @@ def _parallel_queries(inp, fmt, qrels, measures, rel):
              for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
     if len(tasks) < 2:
         raise _Retry()
-    _FORKED_SCORER = _QueryScorer(qrels, measures, rel)
+    _FORKED_SCORER = scorer
     try:
         parts = _fork_map(_score_range, tasks, then=lambda: all(True for _ in inp.blocks()))
     finally:
