@@ -1198,21 +1198,27 @@ def _block_segments(block, name, number, lines):
     first_end = block.find(b"\n")
     tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
     tokens = (tag + b"\n" + block).split(b" ")
-    if (len(tokens) == 5 * lines + 1 and tokens[-1].count(b"\n") == 1 and tokens[-1] != b"\n"
-            and _plain_spaces(block)):
-        segments = _keyed_segments(tokens[0:5 * lines:5], tokens[2::5], tokens[4::5])
-        if segments is not None:
-            return segments
+    last = tokens[-1]      # the last line's tag and newline
+    if len(tokens) == 5 * lines + 1 and last.count(b"\n") == 1 and last not in (b"\n", b"\r\n"):
+        docs = tokens[2::5]
+        if _plain_fields(block, tokens[1::5], docs, tokens[3::5]):
+            segments = _keyed_segments(tokens[0:5 * lines:5], docs, tokens[4::5])
+            if segments is not None:
+                return segments
     return _block_segments_checked(block, name, number)
 
 
-def _plain_spaces(block):
+def _plain_fields(block, *columns):
     """True when fields are separated by single spaces (lines ending in \\n or
-    \\r\\n), so splitting on spaces finds what str.split() finds: no empty field
-    between two spaces (a space at either end of a line shows in the glued keys)."""
-    if b"\t" in block or b"\x0b" in block or b"\x0c" in block or b"  " in block:
+    \\r\\n), so splitting on spaces finds what str.split() finds.  Two spaces in
+    a row leave an empty token, which none of ``columns`` may hold (a score
+    token is checked as a number; a space at either end of a line shows in the
+    glued keys)."""
+    if b"\t" in block or b"\x0b" in block or b"\x0c" in block:
         return False
-    return b"\r" not in block or block.count(b"\r") == block.count(b"\r\n")
+    if b"\r" in block and block.count(b"\r") != block.count(b"\r\n"):
+        return False
+    return all(map(all, columns))
 
 
 def _keyed_segments(keys, docs, raw_scores):
@@ -1221,7 +1227,8 @@ def _keyed_segments(keys, docs, raw_scores):
     decimal = _decimal_tokens(raw_scores)   # one check for the block, usually enough
     for start, end in _runs_of_equal(keys):
         key = keys[start]
-        if (key.count(b"\n") != 1 or key[:1] == b"\n" or key[-1:] == b"\n"
+        # "tag\nqid": an empty tag (or only the CR of a CRLF) or qid is a missing field
+        if (key.count(b"\n") != 1 or key.startswith((b"\n", b"\r\n")) or key[-1:] == b"\n"
                 or keys[start:end].count(key) != end - start):
             return None
         scores = raw_scores[start:end]
@@ -1249,13 +1256,18 @@ def _decimal_tokens(raw):
     """
     width = len(raw[0])
     point = raw[0].find(b".")
-    if not 0 < width - (point >= 0) <= 15 or len(set(map(len, raw))) != 1:
+    if not 0 < width - (point >= 0) <= 15:
         return False
-    joined = b"".join(raw)
+    # Tokens hold no space: when the spaces of the joined text fall every
+    # width + 1 bytes, every token is ``width`` bytes long.
+    n, joined = len(raw), b" ".join(raw)
+    spaces = b" " * (n - 1)
+    if len(joined) != n * (width + 1) - 1 or joined[width::width + 1] != spaces:
+        return False
     if point < 0:
-        return not joined.translate(None, _DIGITS)
-    points = b"." * len(raw)
-    return joined.translate(None, _DIGITS) == points and joined[point::width] == points
+        return joined.translate(None, _DIGITS) == spaces
+    return (joined.translate(None, _DIGITS) == b". " * (n - 1) + b"."
+            and joined[point::width + 1] == b"." * n)
 
 
 def _checked_scores(raw):

@@ -1813,6 +1813,72 @@ class MalformedInputTest(TempDir, unittest.TestCase):
                 self.assertEqual(code, 0, err)
                 self.assertIn("1.0000", out)
 
+    def test_fast_trec_reader_agrees_with_the_line_reader(self):
+        # Seeded mutations of a regular block: the split-on-spaces reader must
+        # give what the line-by-line reader gives (segments or the same error).
+        def outcome(read):
+            try:
+                segments = read()
+            except rag_eval.EvalError as exc:
+                return str(exc)
+            merged = []     # a change of tag may cut a query in two: the reader joins them
+            for qid, docs, scores in segments:
+                if not merged or merged[-1][0] != qid:
+                    merged.append((qid, [], []))
+                merged[-1][1].extend(docs)
+                merged[-1][2].extend(map(float, scores))
+            return merged
+
+        mutations = [
+            lambda t, i: t[:i] + " " + t[i:], lambda t, i: t[:i] + "\t" + t[i + 1:],
+            lambda t, i: t[:i] + t[i + 1:], lambda t, i: t[:i] + "\r" + t[i:],
+            lambda t, i: t[:i] + "\n" + t[i:], lambda t, i: t[:i] + "1" + t[i:],
+            lambda t, i: t[:i] + "." + t[i:], lambda t, i: t[:i] + "e" + t[i:],
+            lambda t, i: t[:i] + "-" + t[i:], lambda t, i: t[:i] + "_" + t[i:],
+            lambda t, i: t.replace("\n", "\r\n"), lambda t, i: t.replace(" ", "  ", 1)]
+        rng = random.Random(11)
+        seen = {"fast": 0, "error": 0}
+        for case in range(3000):
+            scores = sorted((rng.choice([rng.uniform(0, 99), rng.randint(0, 20)])
+                             for _ in range(12)), reverse=True)
+            text = "".join("q%d Q0 d%d %d %s t\n" % (r // 5, rng.randrange(9), r,
+                                                      rng.choice(["%.3f", "%.1f", "%s"]) % s)
+                           for r, s in enumerate(scores))
+            for _ in range(rng.randrange(3)):
+                text = rng.choice(mutations)(text, rng.randrange(len(text)))
+            block = text.encode() + (b"" if text.endswith("\n") else b"\n")
+            lines = block.count(b"\n")
+            fast = outcome(lambda: rag_eval._block_segments(block, "r", 0, lines))
+            slow = outcome(lambda: rag_eval._block_segments_checked(block, "r", 0))
+            self.assertEqual(fast, slow, block)
+            seen["error" if isinstance(slow, str) else "fast"] += 1
+        self.assertGreater(min(seen.values()), 500, seen)
+
+    def test_decimal_tokens_compare_as_numbers(self):
+        # _decimal_tokens says yes exactly when every token has one width, at
+        # most 15 digits and its point (or none) in one column.
+        def reference(raw):
+            width, point = len(raw[0]), raw[0].find(b".")
+            return all(len(t) == width and t.find(b".") == point and t.count(b".") <= 1
+                       and t.replace(b".", b"").isdigit() and len(t) - (point >= 0) <= 15
+                       for t in raw)
+
+        rng = random.Random(12)
+        alphabet = [b"1", b"2", b"0", b".", b"-", b"e", b"9"]
+        said_yes = 0
+        for case in range(4000):
+            width = rng.randint(1, 17)
+            raw = [b"".join(rng.choice(alphabet[:3] if rng.random() < 0.7 else alphabet)
+                            for _ in range(width + (rng.random() < 0.05)))
+                   for _ in range(rng.randint(1, 6))]
+            if rng.random() < 0.5:
+                column = rng.randrange(width)
+                raw = [t[:column] + b"." + t[column + 1:] for t in raw]
+            got = rag_eval._decimal_tokens(raw)
+            self.assertEqual(got, reference(raw), raw)
+            said_yes += got
+        self.assertGreater(said_yes, 400)
+
     def test_no_tracebacks(self):
         cases = [("r.json", '{"q1": {"d1": 1%s}}' % ("0" * 5000), "invalid JSON"),
                  ("r.json", '{"q1": {"d1": 1%s}}' % ("0" * 400), "must be a finite number")]
