@@ -113,14 +113,23 @@ class Measure(NamedTuple):
         inner = ",".join("%s=%s" % pair for pair in self.params)
         return "%s%s@%d" % (self.name, "(%s)" % inner if inner else "", self.k)
 
-    def value(self, ranked, judged):
-        """Score one query: ``ranked`` grades of the top ids, ``judged`` all grades."""
-        return self.bind()(ranked, judged)
+    def value(self, grades, judged):
+        """Score one query from the grades of its top ids, best first (UNJUDGED
+        where unlabelled), and every grade the qrels give it.
+
+        >>> parse_measure("recall@2").value([1, UNJUDGED, 1], [1, 1, 0])
+        0.5
+        """
+        return self.bind()(_from_grades(grades), tuple(sorted(judged, reverse=True)))
 
     def bind(self):
-        """The per-query function with k and the parameters filled in."""
+        """The per-query function (ranked, judged) -> float, with k and the
+        parameters filled in (positionally: a call costs no keyword dict)."""
         spec = _REGISTRY[self.name]
-        return functools.partial(spec.func, k=self.k, **dict(spec.defaults, **dict(self.params)))
+        params = dict(spec.defaults, **dict(self.params))
+        func, k = spec.func, self.k
+        args = tuple(params[name] for name in _parameter_names(func))
+        return lambda ranked, judged: func(ranked, judged, k, *args)
 
 
 class Report(NamedTuple):
@@ -282,11 +291,20 @@ _PARAM_CHOICES = {"gain": ("exponential", "linear")}
 
 
 def measure(name, *, summary, defaults=None, aliases=()):
-    """Register a per-query measure function under ``name`` (a decorator)."""
+    """Register a per-query measure function under ``name`` (a decorator):
+    ``func(ranked, judged, k, <params>)``, its parameters those of ``defaults``."""
     def register(func):
+        if set(_parameter_names(func)) != set(defaults or {}):
+            raise TypeError("measure %r: parameters must be %s" % (name, sorted(defaults or {})))
         _REGISTRY[name] = _Spec(name, func, dict(defaults or {}), summary, tuple(aliases))
         return func
     return register
+
+
+def _parameter_names(func):
+    """The names of a measure function's parameters after (ranked, judged, k)."""
+    code = func.__code__
+    return code.co_varnames[3:code.co_argcount]
 
 
 def available_measures():
@@ -1313,15 +1331,21 @@ def _block_segments_checked(block, name, number):
 
 def _runs_of_equal(items):
     """Yield (start, end) of the runs of equal items, assuming equal items are
-    contiguous: gallop and bisect, a few comparisons a run.  Callers check
-    the assumption (see _keyed_segments).
+    contiguous: try the previous run's length (queries are often equally
+    deep), else gallop and bisect; a few comparisons a run.  Callers check the
+    assumption (see _keyed_segments).
 
     >>> list(_runs_of_equal([b"a", b"a", b"b", b"c", b"c", b"c"]))
     [(0, 2), (2, 3), (3, 6)]
     """
-    n, start = len(items), 0
+    n, start, length = len(items), 0, 0
     while start < n:
         first = items[start]
+        guess = start + length
+        if start < guess < n and items[guess - 1] == first and items[guess] != first:
+            yield start, guess
+            start = guess
+            continue
         low, high, step = start, start + 1, 1
         while high < n and items[high] == first:
             low, step = high, step * 2
@@ -1333,7 +1357,7 @@ def _runs_of_equal(items):
             else:
                 high = middle
         yield start, high
-        start = high
+        start, length = high, high - start
 
 
 def _trec_run_queries(inp, grouped=True):
@@ -1484,7 +1508,12 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
     for doc in distinct.intersection(labels):
         grade = labels[doc]
         if grade >= 0:
-            rank = _rank_among_ties(window, scores, window.index(doc))
+            i = window.index(doc)
+            score = scores[i]
+            if (i and scores[i - 1] == score) or (i + 1 < end and scores[i + 1] == score):
+                rank = _rank_among_ties(window, scores, i)
+            else:
+                rank = i + 1
             if rank <= depth:
                 hits.append((rank, grade))
     if len(hits) > 1:
