@@ -62,7 +62,6 @@ import os
 import random
 import re
 import stat
-import statistics
 import sys
 from typing import Dict, NamedTuple, Optional, Tuple
 
@@ -2041,6 +2040,11 @@ _ZERO_RTOL = 1e-12       # |sum| below this share of sum(|d|) is rounding noise:
 _BITS_TABLE = bytes.maketrans(b"01", b"\x00\x01")
 
 
+def _statistics():
+    import statistics   # imported on first use: it is slow to import and start-up must be fast
+    return statistics
+
+
 def _finite_floats(values, what):
     """Return *values* as a list of floats; raise ValueError on NaN or inf.
 
@@ -2390,7 +2394,7 @@ def min_detectable_difference(sd, n, *, alpha=0.05, power=0.8):
         raise ValueError(f"sd and n must be >= 0, got sd={sd!r}, n={n!r}")
     if n == 0:
         return math.inf
-    z = statistics.NormalDist()
+    z = _statistics().NormalDist()
     return (z.inv_cdf(1.0 - alpha / 2.0) + z.inv_cdf(power)) * sd / math.sqrt(n)
 
 
@@ -2402,7 +2406,7 @@ def _z(confidence):
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
-    return statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    return _statistics().NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
 def margin_of_error(values, *, confidence=0.95):
@@ -2423,7 +2427,7 @@ def margin_of_error(values, *, confidence=0.95):
     if len(v) < 2:
         _z(confidence)
         return math.inf
-    return _z(confidence) * statistics.stdev(v) / math.sqrt(len(v))
+    return _z(confidence) * _statistics().stdev(v) / math.sqrt(len(v))
 
 
 def queries_needed(sd, tolerance, *, confidence=0.95):
@@ -2541,7 +2545,7 @@ def _compare_measure(measure, queries, values, reference, resamples, seed):
     # or a reference never changes another measure's numbers.
     rng = random.Random("%s|%s" % (seed, measure))
     moves = sorted(zip(diffs, queries))
-    spread = statistics.stdev(diffs) if n > 1 else 0.0
+    spread = _statistics().stdev(diffs) if n > 1 else 0.0
     return MeasureComparison(
         measure=measure, n=n, mean=_mean(ours), reference_mean=_mean(theirs),
         delta=_mean(diffs), ci95=bootstrap_ci(diffs, resamples=resamples, rng=rng),
@@ -2623,7 +2627,7 @@ def _sample_size_note(report, allowed):
             continue
         margin = margin_of_error(values)
         if margin > allowed[measure]:
-            needed = queries_needed(statistics.stdev(values), allowed[measure])
+            needed = queries_needed(_statistics().stdev(values), allowed[measure])
             parts.append("%s +/-%.3f on %s (about %d needed)" % (
                 measure, margin, _plural(len(values), "query", "queries"), needed))
     if not parts:
