@@ -224,12 +224,13 @@ def _tree_rss_kib(pid):
     return total
 
 
-def run_measured(cmd, timeout):
+def run_measured(cmd, timeout, sample=False):
     """Run cmd; return (wall_s, peak_kib, returncode, stdout, stderr).
 
-    peak_kib is the larger of the child's ru_maxrss and the peak of the summed
-    RSS of its whole process tree, sampled every 5 ms (so a tool that forks
-    workers is charged for all of them)."""
+    peak_kib is the child's ru_maxrss; with ``sample``, the larger of that and
+    the peak of the summed RSS of its whole process tree, sampled every 5 ms
+    (so a tool that forks workers is charged for all of them).  The sampler
+    takes CPU from the tool, so timed runs do not sample."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
@@ -238,19 +239,21 @@ def run_measured(cmd, timeout):
         peak = [0]
         done = threading.Event()
 
-        def sample():
+        def poll():
             while not done.is_set():
                 peak[0] = max(peak[0], _tree_rss_kib(p.pid))
                 done.wait(0.005)
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        sampler = threading.Thread(target=poll, daemon=True)
+        if sample:
+            sampler.start()
         try:
             _, status, ru = os.wait4(p.pid, 0)
         finally:
             done.set()
             timer.cancel()
         wall = time.perf_counter() - t0
-        sampler.join()
+        if sample:
+            sampler.join()
         p.returncode = os.waitstatus_to_exitcode(status) if hasattr(
             os, "waitstatus_to_exitcode") else (status >> 8)
         out.seek(0)
@@ -395,6 +398,8 @@ def cmd_run(args):
                     except Exception as e:  # noqa: BLE001
                         rec["error"] = "could not parse output: %r" % (e,)
                         break
+            if walls and "error" not in rec:    # one more run, sampling memory, not timed
+                rsss.append(run_measured(cmd, args.timeout, sample=True)[1])
             rec["walls"] = walls
             rec["rss_kib"] = rsss
             if walls and "error" not in rec:
