@@ -273,8 +273,11 @@ def _from_grades(grades):
     >>> _from_grades([2, -1, None, 0]).hits
     [(1, 2), (4, 0)]
     """
-    hits = [(rank, g) for rank, g in enumerate(grades, 1) if g is not None and g >= 0]
-    return _Ranked(hits, len(grades))
+    return _Ranked(_hits(grades), len(grades))
+
+
+def _hits(grades):
+    return [(rank, g) for rank, g in enumerate(grades, 1) if g is not None and g >= 0]
 
 
 class _Spec(NamedTuple):
@@ -1020,23 +1023,32 @@ def _check_qrels_query(qid, grades, where):
     if not isinstance(grades, dict):
         raise EvalError("%s: query %r: judgments must be an object {doc_id: grade}, got %s"
                         % (where, qid, type(grades).__name__))
-    if set(map(type, grades.values())) <= {int} and set(map(type, grades)) <= {str}:
+    if set(map(type, grades.values())) <= {int} and _all_str(grades):
         return grades
     return {_as_id(doc, "%s: query %r: doc id" % (where, qid)):
             _as_grade(g, "%s: query %r: grade of %r" % (where, qid, doc))
             for doc, g in grades.items()}
 
 
+def _all_str(items):
+    """True when every item is a str (joining them fails at C speed otherwise)."""
+    try:
+        "".join(items)
+    except TypeError:
+        return False
+    return True
+
+
 def _check_run_query(qid, ranking, where):
     if isinstance(ranking, list):
-        if set(map(type, ranking)) <= {str}:
+        if _all_str(ranking):
             return ranking
         return [_as_id(doc, "%s: query %r: id at position %d" % (where, qid, i))
                 for i, doc in enumerate(ranking, 1)]
     if isinstance(ranking, dict):
         scores = ranking.values()
         if (set(map(type, scores)) <= {float} and all(map(math.isfinite, scores))
-                and set(map(type, ranking)) <= {str}):
+                and _all_str(ranking)):
             return ranking
         checked = {}
         for doc, score in ranking.items():
@@ -1481,8 +1493,8 @@ def _rank(ranking, labels, depth, cutoffs, exact_returned):
         if ranked is not None:
             return ranked
     top = _top(ranking, depth, cutoffs, exact_returned)
-    return _from_grades(list(map(labels.get, top.docs)))._replace(
-        duplicates=top.duplicates, straddling=top.straddling, returned=top.returned)
+    return _Ranked(_hits(map(labels.get, top.docs)), len(top.docs), top.duplicates,
+                   top.straddling, top.returned)
 
 
 def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
