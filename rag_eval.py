@@ -1962,10 +1962,38 @@ def _fork_map(func, tasks, then):
         for pid, reader in children:
             if reader is not None:
                 os.close(reader)    # a child still writing gets EPIPE and exits
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+        _reap([pid for pid, _ in children])
+
+
+_EXITING = set()        # forked children not yet collected
+_REAP_AT_EXIT = False
+
+
+def _reap(pids):
+    """Collect children that have exited; the others (a large one takes a few
+    milliseconds to exit) are collected on a later call, or when we exit."""
+    global _REAP_AT_EXIT
+    _EXITING.update(pids)
+    for pid in list(_EXITING):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        except ChildProcessError:
+            pass
+        _EXITING.discard(pid)
+    if _EXITING and not _REAP_AT_EXIT:
+        import atexit
+        atexit.register(_reap_all)
+        _REAP_AT_EXIT = True
+
+
+def _reap_all():
+    for pid in sorted(_EXITING):
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    _EXITING.clear()
 
 
 def _run_child(func, task, writer, inherited):
