@@ -1576,6 +1576,9 @@ def _top(ranking, depth, cutoffs, exact_returned=False):
 
 
 def _top_of_list(ranking, depth, exact_returned):
+    top = ranking[:depth]
+    if len(set(top)) == len(top):       # no repeat (the common case)
+        return _Top(top, 0, 0, len(set(ranking)) if exact_returned else len(ranking))
     seen, top = set(), []
     read = 0
     for read, doc in enumerate(ranking, 1):
@@ -1799,7 +1802,7 @@ def _score(scorer, run_queries, skip_extra, run_name):
 # sequential path, which reports it exactly.
 
 _PARALLEL_MIN_BYTES = 16 << 20
-_MEMBER_GAP = re.compile(rb'[\]}][ \t\r\n]*,[ \t\r\n]*"')
+_MEMBER_GAP = re.compile(rb'[\]}][ \t\r\n]*(,)[ \t\r\n]*"')
 
 
 class _Retry(Exception):
@@ -1824,6 +1827,11 @@ class _RangeInput(_Input):
                 left -= len(block)
                 yield block
 
+    def text(self):
+        with open(self.source, "rb") as handle:     # one read: no joining copy
+            handle.seek(self.start)
+            return _decode(handle.read(self.end - self.start), self.name)
+
 
 # This process also hashes the whole file after its range; hashing a byte
 # costs about a twentieth of reading and scoring it, so its range is shorter.
@@ -1842,8 +1850,8 @@ def _targets(size, parts):
     return [int(first + rest * i) for i in range(parts - 1)] + [size]
 
 
-def _line_starts(path, parts):
-    """Offsets cutting a file into ``parts`` ranges at line starts."""
+def _line_ranges(path, parts):
+    """(start, end) byte ranges cutting a file into ``parts`` at line starts."""
     size = os.path.getsize(path)
     with open(path, "rb") as handle:
         cuts = [3 if handle.read(3) == b"\xef\xbb\xbf" else 0]
@@ -1852,14 +1860,15 @@ def _line_starts(path, parts):
             handle.readline()
             cuts.append(max(handle.tell(), cuts[-1]))
     cuts.append(size)
-    return cuts
+    return list(zip(cuts, cuts[1:]))
 
 
-def _member_starts(path, parts):
-    """Offsets cutting a JSON object between top-level members: after the first
-    "{", before a key that follows "]," or "},", and at the last "}".  A cut
-    inside a string leaves an unterminated string, which the worker's parse
-    rejects (then the sequential path runs)."""
+def _member_ranges(path, parts):
+    """(start, end) byte ranges of a JSON object's top-level members: from after
+    the first "{" to the last "}", cut at the commas between a "]" or "}" and
+    the next key (the commas themselves are in no range).  A cut inside a
+    string leaves an unterminated string, which the worker's parse rejects
+    (then the sequential path runs)."""
     size = os.path.getsize(path)
     with open(path, "rb") as handle:
         head = handle.read(4096)
@@ -1868,28 +1877,21 @@ def _member_starts(path, parts):
         first = len(head) - len(head.lstrip())
         last = size - (len(tail) - len(tail.rstrip())) - 1
         if head[first:first + 1] != b"{" or tail.rstrip()[-1:] != b"}":
-            return [0, 0]
-        cuts = [first + 1]
+            return []
+        ranges = [[first + 1, last]]
         for target in _targets(size, parts)[:-1]:
-            start = max(target, cuts[-1])
+            start = max(target, ranges[-1][0])
             handle.seek(start)
-            window = handle.read(1 << 20)
-            gap = _MEMBER_GAP.search(window)
-            if gap and start + gap.end() - 1 < last:
-                cuts.append(start + gap.end() - 1)
-    cuts.append(last)
-    return cuts
+            gap = _MEMBER_GAP.search(handle.read(1 << 20))
+            if gap and start + gap.start(1) < last:
+                ranges[-1][1] = start + gap.start(1)
+                ranges.append([start + gap.start(1) + 1, last])
+    return [tuple(r) for r in ranges]
 
 
-def _json_members(inp, last):
-    """(qid, ranking) from a range of top-level JSON members; every range but
-    the last ends with the comma before the next range's first key."""
-    text = inp.text().strip()
-    if not last:
-        if not text.endswith(","):
-            raise _Retry()
-        text = text[:-1]
-    data = _json_loads("{%s}" % text, inp.name)
+def _json_members(inp):
+    """(qid, ranking) from a range of top-level JSON members."""
+    data = _json_loads("{%s}" % inp.text(), inp.name)
     for qid, value in data.items():
         yield qid, _check_run_query(qid, value, inp.name)
 
@@ -1897,7 +1899,7 @@ def _json_members(inp, last):
 _FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
 
 
-def _score_range(fmt, path, name, start, end, last):
+def _score_range(fmt, path, name, start, end):
     """Worker: [(qid, _Scoring as a plain tuple | _Scored)] for one byte range
     of a run (plain tuples pickle several times faster)."""
     scorer = _FORKED_SCORER
@@ -1905,7 +1907,7 @@ def _score_range(fmt, path, name, start, end, last):
     out = []
     try:
         if fmt != "trec":
-            queries = _json_members(inp, last) if fmt == "json" else _jsonl_queries(inp, "run")
+            queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
             return [(qid, tuple(scorer(qid, ranking))) for qid, ranking in queries]
         for qid, scored in _trec_run_queries(inp):
             if len(out) > 1:    # the first and last stay raw: they may continue next door
@@ -2024,9 +2026,8 @@ def _parallel_queries(inp, fmt, scorer):
     """[(qid, ranking)] like _run_queries, scored on every core."""
     global _FORKED_SCORER
     workers = min(os.cpu_count() or 1, 8)
-    cuts = (_member_starts if fmt == "json" else _line_starts)(inp.source, workers)
-    tasks = [(fmt, inp.source, inp.name, lo, hi, hi == cuts[-1])
-             for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    ranges = (_member_ranges if fmt == "json" else _line_ranges)(inp.source, workers)
+    tasks = [(fmt, inp.source, inp.name, lo, hi) for lo, hi in ranges if hi > lo]
     if len(tasks) < 2:
         raise _Retry()
     _FORKED_SCORER = scorer
