@@ -1377,27 +1377,41 @@ def _trec_run_queries(inp, grouped=True):
     With ``grouped``, each query's lines must be contiguous (memory: one query;
     raises _NotGrouped otherwise); without, every query is gathered first.
     """
-    gathered, finished = {}, set()
-    current, parts = None, []
+    if not grouped:
+        yield from _gathered_queries(inp)
+        return
+    finished, current, parts = set(), None, []
+    for number, block, lines in _trec_blocks(inp):
+        segments = _block_segments(block, inp.name, number, lines)
+        if segments[0][0] == current:       # the previous block's last query goes on
+            parts.append(segments[0][1:])
+            del segments[0]
+            if not segments:
+                continue
+        if current is not None:
+            yield _decode(current, inp.name), _joined(parts)
+        known = len(finished)
+        finished.update([qid for qid, _, _ in segments])
+        if len(finished) != known + len(segments):
+            raise _NotGrouped()             # a query met before, or twice in this block
+        for qid, docs, scores in segments[:-1]:
+            yield _decode(qid, inp.name), _Scored(docs, scores)
+        current, parts = segments[-1][0], [segments[-1][1:]]
+    if current is None:
+        raise EvalError("%s: no run lines found" % inp.name)
+    yield _decode(current, inp.name), _joined(parts)
+
+
+def _gathered_queries(inp):
+    """(qid, _Scored) of a TREC run whose queries are scattered: all in memory."""
+    gathered = {}
     for number, block, lines in _trec_blocks(inp):
         for qid, docs, scores in _block_segments(block, inp.name, number, lines):
-            if not grouped:
-                gathered.setdefault(qid, []).append((docs, scores))
-            elif qid == current:
-                parts.append((docs, scores))
-            else:
-                if current is not None:
-                    yield _decode(current, inp.name), _joined(parts)
-                    finished.add(current)
-                if qid in finished:
-                    raise _NotGrouped()
-                current, parts = qid, [(docs, scores)]
-    if current is not None:
-        yield _decode(current, inp.name), _joined(parts)
+            gathered.setdefault(qid, []).append((docs, scores))
+    if not gathered:
+        raise EvalError("%s: no run lines found" % inp.name)
     for qid, parts in gathered.items():
         yield _decode(qid, inp.name), _joined(parts)
-    if current is None and not gathered:
-        raise EvalError("%s: no run lines found" % inp.name)
 
 
 def _run_queries(inp, fmt, grouped=True):
