@@ -343,6 +343,9 @@ def parse_trec_eval(stdout):
 
 
 def cmd_run(args):
+    if args.our_python is None:
+        args.our_python = (args.peer_python if os.path.exists(args.peer_python)
+                           else sys.executable)
     data = os.path.abspath(args.data)
     args._peer_ok = {t: peer_available(args.peer_python, m) for t, m in PEER_MODULES.items()}
     for t, ok in args._peer_ok.items():
@@ -452,7 +455,11 @@ def main(argv=None):
     r.add_argument("--data", default=DEFAULT_DATA)
     r.add_argument("--repeat", type=int, default=3)
     r.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON)
-    r.add_argument("--our-python", default=sys.executable)
+    r.add_argument("--our-python", default=None,
+                   help="interpreter for rag_eval.py and naive_json.py (default: the "
+                        "--peer-python one when it exists, so that every Python tool "
+                        "starts the same interpreter with the same site-packages; "
+                        "else this one)")
     r.add_argument("--rag-eval", default=DEFAULT_RAG_EVAL)
     r.add_argument("--only", nargs="+", metavar="DATASET", help=", ".join(DATASETS))
     r.add_argument("--tools", nargs="+", metavar="TOOL", help=", ".join(ALL_TOOLS))
