@@ -1804,8 +1804,6 @@ class _QueryScorer:
         self.scored = {qid for qid, labels in qrels.items() if any(map(rel.__le__, labels.values()))}
 
     def __call__(self, qid, ranking):
-        if type(ranking) is _Scoring:      # scored by a worker
-            return ranking
         scored = qid in self.scored
         labels = self.qrels.get(qid, _NO_LABELS)
         if type(ranking) is _Scored:
@@ -1826,23 +1824,25 @@ def _score(scorer, run_queries, skip_extra, run_name):
     qrels, names, rel, scored = scorer.qrels, scorer.names, scorer.rel, scorer.scored
     results, extra = {}, []     # a stream names each query once (the readers check)
     for qid, ranking in run_queries:
-        if qid in qrels:
-            results[qid] = scorer(qid, ranking)
-        else:
+        if qid not in qrels:
             extra.append(qid)
+        elif type(ranking) is tuple:        # already scored by a worker (see _score_range)
+            results[qid] = ranking
+        else:
+            results[qid] = scorer(qid, ranking)
     missing = sorted(q for q in scored if q not in results)
     for qid in sorted(set(qrels).difference(results)):
         results[qid] = scorer(qid, None)
     per_query, abstention, ties = {}, {}, {}
     duplicate_queries = 0
-    for qid, result in results.items():
-        if result.values is None:
-            abstention[qid] = result.returned
+    for qid, (values, duplicates, straddling, returned) in results.items():
+        if values is None:
+            abstention[qid] = returned
         else:
-            per_query[qid] = result.values
-            if result.straddling:
-                ties[qid] = result.straddling
-        duplicate_queries += result.duplicates > 0
+            per_query[qid] = values
+            if straddling:
+                ties[qid] = straddling
+        duplicate_queries += duplicates > 0
     extra.sort()
     if extra and not skip_extra:
         raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
@@ -2109,13 +2109,13 @@ def _parallel_queries(inp, fmt, scorer):
     finally:
         _FORKED_SCORER = None
     queries = []
-    for qid, ranking in itertools.chain.from_iterable(parts):
-        if type(ranking) is tuple:
-            queries.append((qid, _Scoring._make(ranking)))
-        elif queries and queries[-1][0] == qid and type(queries[-1][1]) is _Scored:
-            queries[-1] = (qid, _joined([queries[-1][1], ranking]))   # cut by a range end
+    for part in parts:      # a query cut by a range end comes back raw from both sides
+        if (queries and part and queries[-1][0] == part[0][0]
+                and type(queries[-1][1]) is _Scored and type(part[0][1]) is _Scored):
+            queries[-1] = (part[0][0], _joined([queries[-1][1], part[0][1]]))
+            queries.extend(itertools.islice(part, 1, None))
         else:
-            queries.append((qid, ranking))
+            queries.extend(part)
     if not queries:
         raise _Retry()
     if len(set(map(_first, queries))) < len(queries):      # a query in two places
