@@ -3316,5 +3316,18 @@ def main(argv=None, *, stdout=None, stderr=None):
         return 130
 
 
+def _command():
+    """The ``rag-eval`` command: main(), then exit without tearing down the
+    heap object by object (the process ends anyway; a large run leaves
+    millions of objects, and a final collection of them costs time)."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, OSError):
+        pass    # a closed pager must not change the exit code
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _command()
