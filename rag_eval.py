@@ -1801,19 +1801,22 @@ class _QueryScorer:
         self.names = tuple(str(m) for m in measures)
         self.depth, self.cutoffs = _plan(measures)
         self.scorers = [(str(m), m.bind()) for m in measures]
-        self.scored = {qid for qid, labels in qrels.items() if any(map(rel.__le__, labels.values()))}
 
     def __call__(self, qid, ranking):
-        scored = qid in self.scored
         labels = self.qrels.get(qid, _NO_LABELS)
+        judged = tuple(sorted(labels.values(), reverse=True))
+        scored = bool(judged) and judged[0] >= self.rel
         if type(ranking) is _Scored:
             labels = _bytes_labels(labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
         if scored:
-            judged = tuple(sorted(labels.values(), reverse=True))
             values = {name: score(ranked, judged) for name, score in self.scorers}
         return _Scoring(values, ranked.duplicates, ranked.straddling, ranked.returned)
+
+    def is_scored(self, labels):
+        """True when a query with these labels has a relevant id (else it is unscored)."""
+        return any(map(self.rel.__le__, labels.values()))
 
 
 _NO_LABELS = {}
@@ -1821,7 +1824,7 @@ _NO_LABELS = {}
 
 def _score(scorer, run_queries, skip_extra, run_name):
     """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
-    qrels, names, rel, scored = scorer.qrels, scorer.names, scorer.rel, scorer.scored
+    qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
     results, extra = {}, []     # a stream names each query once (the readers check)
     for qid, ranking in run_queries:
         if qid not in qrels:
@@ -1830,8 +1833,9 @@ def _score(scorer, run_queries, skip_extra, run_name):
             results[qid] = ranking
         else:
             results[qid] = scorer(qid, ranking)
-    missing = sorted(q for q in scored if q not in results)
-    for qid in sorted(set(qrels).difference(results)):
+    absent = sorted(set(qrels).difference(results))
+    missing = [qid for qid in absent if scorer.is_scored(qrels[qid])]
+    for qid in absent:
         results[qid] = scorer(qid, None)
     per_query, abstention, ties = {}, {}, {}
     duplicate_queries = 0
