@@ -785,10 +785,13 @@ class _Input:
             try:
                 os.close(reader)
                 try:
-                    all(True for _ in self.blocks())
-                    message = self.digest.hexdigest()
-                except EvalError as exc:
-                    message = "!" + str(exc)
+                    digest = hashlib.sha256()
+                    with open(self.source, "rb") as handle:     # regular, not gzip
+                        for block in iter(lambda: handle.read(1 << 20), b""):
+                            digest.update(block)
+                    message = digest.hexdigest()
+                except OSError as exc:
+                    message = "!" + str(_os_error(self.name, exc))
                 with os.fdopen(writer, "w", encoding="utf-8") as pipe:
                     pipe.write(message)
             finally:
