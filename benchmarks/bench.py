@@ -14,6 +14,7 @@ See benchmarks/README.md.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -186,18 +187,18 @@ OUR_METRICS = "recall@10,recall@100,success@10,mrr@10,ndcg@10"
 # dataset name -> (qrels, run, binary?, default tools)
 TREC_PEERS = ["trec_eval", "pytrec_eval", "ir_measures", "ranx"]
 DATASETS = {
-    "startup": (None, None, True, ["ours"]),
-    "example": ("@repo/qrels.json", "@repo/run.json", False, ["ours", "naive_json"]),
-    "msmarco": ("msmarco/qrels.txt", "msmarco/run.txt", True, ["ours"] + TREC_PEERS),
-    "graded": ("graded/qrels.txt", "graded/run.txt", False, ["ours"] + TREC_PEERS),
-    "scale_1M": ("scale_1M/qrels.txt", "scale_1M/run.txt", True, ["ours"]),
-    "scale_2M": ("scale_2M/qrels.txt", "scale_2M/run.txt", True, ["ours"]),
-    "scale_4M": ("scale_4M/qrels.txt", "scale_4M/run.txt", True, ["ours"]),
-    "json_dict": ("json/qrels.json", "json/run.json", True, ["ours", "naive_json"]),
-    "json_list": ("json/qrels.json", "json/run_list.json", True, ["ours", "naive_json"]),
-    "jsonl": ("json/qrels.json", "json/run.jsonl", True, ["ours", "naive_json"]),
+    "startup": (None, None, True, ["ours", "ours_cli"]),
+    "example": ("@repo/qrels.json", "@repo/run.json", False, ["ours", "ours_cli", "naive_json"]),
+    "msmarco": ("msmarco/qrels.txt", "msmarco/run.txt", True, ["ours", "ours_cli"] + TREC_PEERS),
+    "graded": ("graded/qrels.txt", "graded/run.txt", False, ["ours", "ours_cli"] + TREC_PEERS),
+    "scale_1M": ("scale_1M/qrels.txt", "scale_1M/run.txt", True, ["ours", "ours_cli"]),
+    "scale_2M": ("scale_2M/qrels.txt", "scale_2M/run.txt", True, ["ours", "ours_cli"]),
+    "scale_4M": ("scale_4M/qrels.txt", "scale_4M/run.txt", True, ["ours", "ours_cli"]),
+    "json_dict": ("json/qrels.json", "json/run.json", True, ["ours", "ours_cli", "naive_json"]),
+    "json_list": ("json/qrels.json", "json/run_list.json", True, ["ours", "ours_cli", "naive_json"]),
+    "jsonl": ("json/qrels.json", "json/run.jsonl", True, ["ours", "ours_cli", "naive_json"]),
 }
-ALL_TOOLS = ["ours", "naive_json"] + TREC_PEERS
+ALL_TOOLS = ["ours", "ours_cli", "naive_json"] + TREC_PEERS
 PEER_MODULES = {"pytrec_eval": "pytrec_eval", "ir_measures": "ir_measures", "ranx": "ranx"}
 
 
@@ -292,6 +293,12 @@ def build_cmd(tool, ds, qrels, run, binary, args):
         metrics = OUR_METRICS if binary else OUR_METRICS + ",ndcg(gain=linear)@10"
         return ([args.our_python, args.rag_eval, qrels, run, "--metrics", metrics,
                  "--format", "json"], parse_ours)
+    if tool == "ours_cli":
+        exe = installed_cli(args)
+        if ds == "startup":
+            return [exe, "--help"], None
+        metrics = OUR_METRICS if binary else OUR_METRICS + ",ndcg(gain=linear)@10"
+        return [exe, qrels, run, "--metrics", metrics, "--format", "json"], parse_ours
     if tool == "naive_json":
         return ([args.our_python, os.path.join(HERE, "naive_json.py"), qrels, run],
                 parse_json_means)
@@ -308,6 +315,27 @@ def build_cmd(tool, ds, qrels, run, binary, args):
         extra = [] if binary else ["--graded"]
         return [args.peer_python, script, qrels, run] + extra, parse_json_means
     raise ToolMissing("unknown tool " + tool)
+
+
+def installed_cli(args):
+    """The ``rag-eval`` command installed next to --our-python, if it runs this
+    checkout's rag_eval.py (`pip install --no-deps .` into that venv)."""
+    exe = os.path.join(os.path.dirname(args.our_python), "rag-eval")
+    if not os.path.exists(exe):
+        raise ToolMissing("no %s (pip install --no-deps . into that venv)" % exe)
+    probe = subprocess.run([args.our_python, "-c", "import rag_eval; print(rag_eval.__file__)"],
+                           capture_output=True, text=True, cwd="/")
+    with open(args.rag_eval, "rb") as mine:
+        want = hashlib.sha256(mine.read()).hexdigest()
+    try:
+        with open(probe.stdout.strip(), "rb") as theirs:
+            have = hashlib.sha256(theirs.read()).hexdigest()
+    except OSError:
+        have = None
+    if have != want:
+        raise ToolMissing("%s is not this checkout's rag_eval.py (pip install --no-deps "
+                          "--force-reinstall . into that venv)" % exe)
+    return exe
 
 
 def parse_ours(stdout):
