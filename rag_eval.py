@@ -1693,6 +1693,17 @@ def _mean(values):
     return math.fsum(values) / len(values)
 
 
+def _columns(rows, names):
+    """The values of each name across rows (dicts), as one tuple per name.
+
+    >>> _columns([{"a": 1, "b": 2}, {"a": 3, "b": 4}], ("b", "a"))
+    [(2, 4), (1, 3)]
+    """
+    if len(names) == 1:
+        return [tuple(row[names[0]] for row in rows)]
+    return list(zip(*map(operator.itemgetter(*names), rows)))
+
+
 def _gc_paused(func):
     """Run ``func`` with the cyclic garbage collector paused: scoring makes
     millions of short-lived lists and tuples and no cycles, and collections
@@ -1828,21 +1839,12 @@ _NO_LABELS = {}
 def _score(scorer, run_queries, skip_extra, run_name):
     """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
-    results, extra = {}, []     # a stream names each query once (the readers check)
-    for qid, ranking in run_queries:
-        if qid not in qrels:
-            extra.append(qid)
-        elif type(ranking) is tuple:        # already scored by a worker (see _score_range)
-            results[qid] = ranking
-        else:
-            results[qid] = scorer(qid, ranking)
-    absent = sorted(set(qrels).difference(results))
-    missing = [qid for qid in absent if scorer.is_scored(qrels[qid])]
-    for qid in absent:
-        results[qid] = scorer(qid, None)
-    per_query, abstention, ties = {}, {}, {}
+    per_query, abstention, ties, extra = {}, {}, {}, []
     duplicate_queries = 0
-    for qid, (values, duplicates, straddling, returned) in results.items():
+
+    def add(qid, result):
+        nonlocal duplicate_queries
+        values, duplicates, straddling, returned = result
         if values is None:
             abstention[qid] = returned
         else:
@@ -1850,6 +1852,18 @@ def _score(scorer, run_queries, skip_extra, run_name):
             if straddling:
                 ties[qid] = straddling
         duplicate_queries += duplicates > 0
+
+    for qid, ranking in run_queries:    # a stream names each query once (the readers check)
+        if qid not in qrels:
+            extra.append(qid)
+        elif type(ranking) is tuple:        # already scored by a worker (see _score_range)
+            add(qid, ranking)
+        else:
+            add(qid, scorer(qid, ranking))
+    absent = sorted(set(qrels).difference(per_query, abstention))
+    missing = [qid for qid in absent if scorer.is_scored(qrels[qid])]
+    for qid in absent:
+        add(qid, scorer(qid, None))
     extra.sort()
     if extra and not skip_extra:
         raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
@@ -1872,8 +1886,8 @@ def _score(scorer, run_queries, skip_extra, run_name):
     if ties:
         warnings.append("%s cross a cutoff (ties broken by doc id descending, as trec_eval)"
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
-    per_query = {q: per_query[q] for q in sorted(per_query)}
-    mean = {n: _mean([values[n] for values in per_query.values()]) for n in names}
+    per_query = dict(sorted(per_query.items()))
+    mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
     return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
                   tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
                   tuple(warnings), rel)
