@@ -124,12 +124,16 @@ class Measure(NamedTuple):
 
     def bind(self):
         """The per-query function (ranked, judged) -> float, with k and the
-        parameters filled in (positionally: a call costs no keyword dict)."""
+        parameters filled in."""
+        func, args = self._parts()
+        return lambda ranked, judged: func(ranked, judged, *args)
+
+    def _parts(self):
+        """(func, args): the measure is ``func(ranked, judged, *args)``, args
+        being k and the parameters, positionally (a call builds no keyword dict)."""
         spec = _REGISTRY[self.name]
         params = dict(spec.defaults, **dict(self.params))
-        func, k = spec.func, self.k
-        args = tuple(params[name] for name in _parameter_names(func))
-        return lambda ranked, judged: func(ranked, judged, k, *args)
+        return spec.func, (self.k,) + tuple(params[name] for name in _parameter_names(spec.func))
 
 
 class Report(NamedTuple):
@@ -1679,7 +1683,8 @@ _second = operator.itemgetter(1)
 
 
 def _bytes_labels(labels):
-    return {doc.encode("utf-8"): grade for doc, grade in labels.items()}
+    """The labels keyed by UTF-8 bytes, like the ids of a TREC run."""
+    return dict(zip(map(str.encode, labels), labels.values()))
 
 
 def _plan(measures):
@@ -1812,7 +1817,7 @@ class _QueryScorer:
         self.qrels, self.rel = qrels, rel
         self.names = tuple(str(m) for m in measures)
         self.depth, self.cutoffs = _plan(measures)
-        self.scorers = [(str(m), m.bind()) for m in measures]
+        self.calls = [(str(m),) + m._parts() for m in measures]
 
     def __call__(self, qid, ranking):
         labels = self.qrels.get(qid, _NO_LABELS)
@@ -1823,7 +1828,7 @@ class _QueryScorer:
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
         if scored:
-            values = {name: score(ranked, judged) for name, score in self.scorers}
+            values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
         return _Scoring(values, ranked.duplicates, ranked.straddling, ranked.returned)
 
     def is_scored(self, labels):
