@@ -1802,16 +1802,11 @@ def _plural(n, one, many):
     return "%d %s" % (n, one if n == 1 else many)
 
 
-class _Scoring(NamedTuple):
-    """One query scored: its values (None when unscored) and what ranking saw."""
-    values: Optional[Dict[str, float]]
-    duplicates: int
-    straddling: int
-    returned: int
-
-
 class _QueryScorer:
-    """Scores one query at a time, in this process or in a worker."""
+    """Scores one query at a time, in this process or in a worker.  A query
+    scored is a plain tuple (values, duplicates, straddling, returned): its
+    values (None when unscored) and what ranking saw (see _Ranked); plain
+    tuples are cheap to make and to pickle."""
 
     def __init__(self, qrels, measures, rel):
         self.qrels, self.rel = qrels, rel
@@ -1829,7 +1824,7 @@ class _QueryScorer:
         values = None
         if scored:
             values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
-        return _Scoring(values, ranked.duplicates, ranked.straddling, ranked.returned)
+        return values, ranked.duplicates, ranked.straddling, ranked.returned
 
     def is_scored(self, labels):
         """True when a query with these labels has a relevant id (else it is unscored)."""
@@ -1997,18 +1992,17 @@ _FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickl
 
 
 def _score_range(fmt, path, name, start, end):
-    """Worker: [(qid, _Scoring as a plain tuple | _Scored)] for one byte range
-    of a run (plain tuples pickle several times faster)."""
+    """Worker: [(qid, scored tuple | _Scored)] for one byte range of a run."""
     scorer = _FORKED_SCORER
     inp = _RangeInput(path, name, start, end)
     out = []
     try:
         if fmt != "trec":
             queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
-            return [(qid, tuple(scorer(qid, ranking))) for qid, ranking in queries]
+            return [(qid, scorer(qid, ranking)) for qid, ranking in queries]
         for qid, scored in _trec_run_queries(inp):
             if len(out) > 1:    # the first and last stay raw: they may continue next door
-                out[-1] = (out[-1][0], tuple(scorer(*out[-1])))
+                out[-1] = (out[-1][0], scorer(*out[-1]))
             out.append((qid, scored))
     except (EvalError, _NotGrouped):
         raise _Retry() from None
