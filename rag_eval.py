@@ -3214,6 +3214,8 @@ def _write_atomic(outputs):
     """Write each (path, text) through a temp file in its folder, then rename
     them all: an error leaves none of the files half-written, and none written
     when it happens before the renames."""
+    if not outputs:
+        return
     import tempfile   # only when writing: keeps start-up fast
     targets = [os.path.realpath(path) for path, _ in outputs]
     if len(set(targets)) < len(targets):
@@ -3338,6 +3340,7 @@ def _command():
     """The ``rag-eval`` command: main(), then exit without tearing down the
     heap object by object (the process ends anyway; a large run leaves
     millions of objects, and a final collection of them costs time)."""
+    gc.disable()    # for good: the process makes no cycles worth collecting
     code = main()
     try:
         sys.stdout.flush()
