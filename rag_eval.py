@@ -803,6 +803,14 @@ class _Input:
         os.close(writer)
         self._hashing = (pid, reader)
 
+    def stop_hashing(self):
+        """Forget a hash still being computed (an error came first)."""
+        if self._hashing is not None:
+            pid, reader = self._hashing
+            self._hashing = None
+            os.close(reader)        # the hashing process's write fails; it exits anyway
+            _reap([pid])
+
     def _wait_for_hash(self):
         if self._hashing is not None:
             pid, reader = self._hashing
@@ -1769,22 +1777,31 @@ def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="expone
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format):
     """evaluate_files() with the qrels already read (they may come from stdin)."""
     inp, fmt = _open_input(run, run_format, "run")
-    scorer = _QueryScorer(qrels, measures, rel)
-    notes = []
+    try:
+        report = _score_run(inp, fmt, _QueryScorer(qrels, measures, rel), skip_extra_queries)
+    except BaseException:
+        inp.stop_hashing()
+        raise
+    return report._replace(inputs={"qrels": qrels_info, "run": inp.info(fmt)})
+
+
+def _score_run(inp, fmt, scorer, skip_extra_queries):
+    """The report of one run: on every core when it pays, else (or when a worker
+    meets a surprise) sequentially; a run whose queries are scattered is read
+    whole."""
     try:
         try:
             queries = (_parallel_queries(inp, fmt, scorer)
                        if _parallel_ok(inp, fmt) else _run_queries(inp, fmt))
-            report = _score(scorer, queries, skip_extra_queries, inp.name)
+            return _score(scorer, queries, skip_extra_queries, inp.name)
         except _Retry:
-            report = _score(scorer, _run_queries(inp, fmt), skip_extra_queries, inp.name)
+            return _score(scorer, _run_queries(inp, fmt), skip_extra_queries, inp.name)
     except _NotGrouped:
-        notes.append("%s: the lines of a query are not contiguous; read the whole run "
-                     "into memory" % inp.name)
         report = _score(scorer, _run_queries(inp, fmt, grouped=False), skip_extra_queries,
                         inp.name)
-    return report._replace(inputs={"qrels": qrels_info, "run": inp.info(fmt)},
-                           warnings=tuple(notes) + report.warnings)
+        note = ("%s: the lines of a query are not contiguous; read the whole run into memory"
+                % inp.name)
+        return report._replace(warnings=(note,) + report.warnings)
 
 
 def _validated(data, what, check):
