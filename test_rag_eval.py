@@ -579,6 +579,19 @@ class ParallelTest(TempDir, unittest.TestCase):
         self.assertEqual(parallel.inputs, sequential.inputs)
         self.assertGreater(len(parallel.ties), 0)
 
+    def test_an_error_after_the_merge_leaves_no_pipe_open(self):
+        # The run's hash is computed by another process while results merge; an
+        # error after the merge (here a query not in the qrels) must not leak it.
+        if not os.path.isdir("/proc/self/fd"):
+            self.skipTest("needs /proc")
+        lines = self.lines() + ["zz Q0 d1 1 1.0 t"]
+        before = len(os.listdir("/proc/self/fd"))
+        with self.assertRaisesRegex(rag_eval.EvalError, "1 query is not in the qrels: 'zz'"):
+            self.evaluate(lines)
+        rag_eval._reap_all()
+        self.assertEqual(len(os.listdir("/proc/self/fd")), before)
+        self.assertEqual(rag_eval._EXITING, set())
+
     def test_bad_line_is_named_exactly(self):
         lines = self.lines()
         lines[1000] = "q33 Q0 d1 1 oops t"
