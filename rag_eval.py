@@ -773,35 +773,12 @@ class _Input:
 
     def hash_in_background(self):
         """Hash a regular file in a forked process while this one goes on (it
-        has the file's sha256 ready when info() asks); hash here if forking fails."""
+        has the sha256 ready when info() asks); hash here if no process starts."""
         self._wait_for_hash()
         try:
-            reader, writer = os.pipe()
-        except OSError:
-            return all(True for _ in self.blocks())
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(reader)
-            os.close(writer)
-            return all(True for _ in self.blocks())
-        if pid == 0:
-            try:
-                os.close(reader)
-                try:
-                    digest = hashlib.sha256()
-                    with open(self.source, "rb") as handle:     # regular, not gzip
-                        for block in iter(lambda: handle.read(1 << 20), b""):
-                            digest.update(block)
-                    message = digest.hexdigest()
-                except OSError as exc:
-                    message = "!" + str(_os_error(self.name, exc))
-                with os.fdopen(writer, "w", encoding="utf-8") as pipe:
-                    pipe.write(message)
-            finally:
-                os._exit(0)
-        os.close(writer)
-        self._hashing = (pid, reader)
+            self._hashing = _start_child(_sha256_of_file, (self.source, self.name))
+        except _Retry:
+            all(True for _ in self.blocks())
 
     def stop_hashing(self):
         """Forget a hash still being computed (an error came first)."""
@@ -815,15 +792,12 @@ class _Input:
         if self._hashing is not None:
             pid, reader = self._hashing
             self._hashing = None
-            with os.fdopen(reader, encoding="utf-8", errors="replace") as pipe:
-                message = pipe.read()
-            _reap([pid])
-            if message.startswith("!"):
-                raise EvalError(message[1:])
-            if len(message) != 64:      # the hashing process died: hash here
+            try:
+                self._sha256 = _collect(reader)
+            except _Retry:                  # the hashing process died: hash here
                 all(True for _ in self.blocks())
-                return
-            self._sha256 = message
+            finally:
+                _reap([pid])
 
     def _raw_blocks(self):
         if _is_regular_file(self.source):
@@ -869,6 +843,18 @@ class _Input:
     def text(self):
         """The whole content as text (UTF-8)."""
         return _decode(b"".join(self.blocks()), self.name)
+
+
+def _sha256_of_file(path, name):
+    """The sha256 of a file's bytes (hexadecimal)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise _os_error(name, exc) from None
+    return digest.hexdigest()
 
 
 def _is_regular_file(source):
@@ -2036,43 +2022,57 @@ def _single_threaded():
 def _fork_map(func, tasks, then):
     """[func(*task) for task in tasks], every task but the first in a forked
     child, the first here, followed by ``then()`` (here: starting to hash the
-    file in a thread) while the children finish.  A child's result or exception comes back pickled
-    through a pipe; a child that dies makes the caller retry sequentially."""
-    import pickle
+    file in another child) while the children finish.  A child that dies, or
+    cannot be started, makes the caller retry sequentially."""
     children = []       # [pid, reader fd], the fd set to None once read
     try:
         for task in tasks[1:]:
-            reader = writer = None
-            try:
-                reader, writer = os.pipe()
-                pid = os.fork()
-            except OSError:             # out of descriptors or processes
-                for fd in (reader, writer):
-                    if fd is not None:
-                        os.close(fd)
-                raise _Retry() from None
-            if pid == 0:
-                _run_child(func, task, writer, [reader] + [fd for _, fd in children])
-            os.close(writer)
-            children.append([pid, reader])
+            children.append(list(_start_child(func, task, [fd for _, fd in children])))
         results = [func(*tasks[0])]
         then()
         for child in children:
-            with os.fdopen(child[1], "rb") as pipe:
-                child[1] = None
-                try:
-                    ok, value = pickle.load(pipe)
-                except Exception:
-                    raise _Retry() from None
-            if not ok:
-                raise value
-            results.append(value)
+            reader, child[1] = child[1], None
+            results.append(_collect(reader))
         return results
     finally:
         for pid, reader in children:
             if reader is not None:
                 os.close(reader)    # a child still writing gets EPIPE and exits
         _reap([pid for pid, _ in children])
+
+
+def _start_child(func, args, inherited=()):
+    """(pid, reader fd): func(*args) running in a forked child, which sends
+    its result or exception, pickled, through the pipe (see _collect).  The
+    child closes the ``inherited`` descriptors.  _Retry when no child can start
+    (out of descriptors or processes)."""
+    reader = writer = None
+    try:
+        reader, writer = os.pipe()
+        pid = os.fork()
+    except OSError:
+        for fd in (reader, writer):
+            if fd is not None:
+                os.close(fd)
+        raise _Retry() from None
+    if pid == 0:
+        _run_child(func, args, writer, [reader, *inherited])
+    os.close(writer)
+    return pid, reader
+
+
+def _collect(reader):
+    """What a child started by _start_child sent: its result, or its exception
+    raised here; _Retry when it died without a word.  Closes the descriptor."""
+    import pickle
+    with os.fdopen(reader, "rb") as pipe:
+        try:
+            ok, value = pickle.load(pipe)
+        except Exception:
+            raise _Retry() from None
+    if not ok:
+        raise value
+    return value
 
 
 _EXITING = set()        # forked children not yet collected
