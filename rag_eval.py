@@ -120,13 +120,18 @@ class Measure(NamedTuple):
         >>> parse_measure("recall@2").value([1, UNJUDGED, 1], [1, 1, 0])
         0.5
         """
-        return self.bind()(_from_grades(grades), tuple(sorted(judged, reverse=True)))
+        return self.bind()(grades, judged)
 
     def bind(self):
-        """The per-query function (ranked, judged) -> float, with k and the
-        parameters filled in."""
+        """The per-query function (grades, judged) -> float of value(), with k
+        and the parameters filled in.
+
+        >>> parse_measure("ndcg(gain=linear)@3").bind()([2, 1, 0], [2, 2, 1]) > 0.69
+        True
+        """
         func, args = self._parts()
-        return lambda ranked, judged: func(ranked, judged, *args)
+        return lambda grades, judged: func(_from_grades(grades),
+                                           tuple(sorted(judged, reverse=True)), *args)
 
     def _parts(self):
         """(func, args): the measure is ``func(ranked, judged, *args)``, args
@@ -351,10 +356,15 @@ def _gain(grade, gain):
 _DISCOUNTS = [0.0, 1.0]   # _DISCOUNTS[rank] = 1 / log2(rank + 1), grown on demand
 
 
-def _discounts(k):
-    while len(_DISCOUNTS) <= k:
-        _DISCOUNTS.append(1.0 / math.log2(len(_DISCOUNTS) + 1))
-    return _DISCOUNTS
+def _discounts(rank):
+    """The discount table, long enough for ``rank``.  It is replaced, never
+    appended to, so a thread reading the old one is not disturbed."""
+    global _DISCOUNTS
+    table = _DISCOUNTS
+    if len(table) <= rank:
+        table = table + [1.0 / math.log2(r + 1) for r in range(len(table), 2 * rank + 1)]
+        _DISCOUNTS = table
+    return table
 
 
 class _GainTable(dict):
@@ -380,7 +390,8 @@ def _dcg(hits, k, gain):
     2.5
     """
     gains = _GAIN_TABLES[gain]
-    discounts = _DISCOUNTS if k < len(_DISCOUNTS) else _discounts(k)
+    deepest = min(k, hits[-1][0]) if hits else 0      # not k: k may be huge ("no cutoff")
+    discounts = _DISCOUNTS if deepest < len(_DISCOUNTS) else _discounts(deepest)
     total = 0.0
     for rank, g in hits:
         if rank > k:
@@ -1431,23 +1442,45 @@ def _trec_run_queries(inp, grouped=True):
     finished, current, parts = set(), None, []
     for number, block, lines in _trec_blocks(inp):
         segments = _block_segments(block, inp.name, number, lines)
+        if len({qid for qid, _, _ in segments}) < len(segments):
+            segments = _merge_neighbours(segments)
         if segments[0][0] == current:       # the previous block's last query goes on
             parts.append(segments[0][1:])
             del segments[0]
             if not segments:
                 continue
         if current is not None:
-            yield _decode(current, inp.name), _joined(parts)
+            yield _decode_qid(current, inp.name), _joined(parts)
         known = len(finished)
         finished.update([qid for qid, _, _ in segments])
         if len(finished) != known + len(segments):
             raise _NotGrouped()             # a query met before, or twice in this block
         for qid, docs, scores in segments[:-1]:
-            yield _decode(qid, inp.name), _Scored(docs, scores)
+            yield _decode_qid(qid, inp.name), _Scored(docs, scores)
         current, parts = segments[-1][0], [segments[-1][1:]]
     if current is None:
         raise EvalError("%s: no run lines found" % inp.name)
-    yield _decode(current, inp.name), _joined(parts)
+    yield _decode_qid(current, inp.name), _joined(parts)
+
+
+def _decode_qid(qid, name):
+    try:
+        return qid.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EvalError("%s: query id %r is not UTF-8 text" % (name, qid)) from None
+
+
+def _merge_neighbours(segments):
+    """Segments with neighbours of one query joined: the fast reader keys
+    lines by the previous line's tag and the query id, so a change of run
+    tag cuts a query in two."""
+    merged = []
+    for qid, docs, scores in segments:
+        if merged and merged[-1][0] == qid:
+            merged[-1][1].append((docs, scores))
+        else:
+            merged.append((qid, [(docs, scores)]))
+    return [(qid, *_joined(parts)) for qid, parts in merged]
 
 
 def _gathered_queries(inp):
@@ -1459,7 +1492,7 @@ def _gathered_queries(inp):
     if not gathered:
         raise EvalError("%s: no run lines found" % inp.name)
     for qid, parts in gathered.items():
-        yield _decode(qid, inp.name), _joined(parts)
+        yield _decode_qid(qid, inp.name), _joined(parts)
 
 
 def _run_queries(inp, fmt, grouped=True):

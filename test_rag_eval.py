@@ -169,6 +169,33 @@ class MeasureInvariantsTest(unittest.TestCase):
             for k in (1, 2, 3, 10):
                 yield name, k
 
+    def test_a_huge_cutoff_costs_what_the_ranking_costs(self):
+        # k = 10**7 means "no cutoff" to some users: the discount table grows with
+        # the ranks met, not with k, and the values equal those at k = 10.
+        saved = rag_eval._DISCOUNTS
+        rag_eval._DISCOUNTS = [0.0, 1.0]
+        try:
+            huge = rag_eval.evaluate(self.QRELS, self.RUN, k=10 ** 7, metrics=["ndcg", "recall"])
+            self.assertLess(len(rag_eval._DISCOUNTS), 100)
+        finally:
+            rag_eval._DISCOUNTS = saved
+        ten = rag_eval.evaluate(self.QRELS, self.RUN, k=10, metrics=["ndcg", "recall"])
+        self.assertEqual(list(huge.mean.values()), list(ten.mean.values()))
+
+    def test_discount_table_is_replaced_not_changed(self):
+        # Threads may read the table while another grows it.
+        old = rag_eval._DISCOUNTS
+        snapshot = list(old)
+        grown = rag_eval._discounts(len(old) + 50)
+        self.assertIsNot(grown, old)
+        self.assertEqual(old, snapshot)
+        for rank in (1, 2, 3, len(old) + 50):
+            self.assertEqual(grown[rank], 1.0 / math.log2(rank + 1))
+
+    def test_bound_measure_takes_grades(self):
+        self.assertEqual(rag_eval.parse_measure("recall@2").bind()([1, -1, 1], (1, 1, 0)), 0.5)
+        self.assertEqual(rag_eval.parse_measure("mrr@5").value([0, None, 2], [2, 0]), 1 / 3)
+
     def test_values_in_unit_interval(self):
         for name, k in self.measures():
             with self.subTest(measure=name, k=k):
@@ -472,6 +499,24 @@ class StreamingTest(TempDir, unittest.TestCase):
                 self.assertEqual(report.ties, expected.ties)
         self.assertEqual(expected.ties, {"q1": 1, "q3": 1})
 
+    def test_a_change_of_run_tag_is_not_a_scattered_query(self):
+        # Runs concatenated from several systems change tag inside a query or
+        # between queries; the query is still contiguous and streams.
+        expected = self.report(self.LINES)
+        tagged = [line[:-1] + tag for line, tag in zip(self.LINES, "aabbbcd")]
+        for size in (1, 7, 40, 1 << 17):
+            with self.subTest(block=size):
+                rag_eval._BLOCK_SIZE = size
+                report = self.report(tagged)
+                self.assertEqual(report.per_query, expected.per_query)
+                self.assertEqual(report.warnings, expected.warnings)
+
+    def test_non_utf8_query_id_is_named(self):
+        qrels = self.write("q.json", json.dumps(self.QRELS))
+        run = self.write("r.trec", b"q1 Q0 a 1 1.0 t\n\xffq Q0 b 1 1.0 t\n")
+        with self.assertRaisesRegex(rag_eval.EvalError, r"r.trec: query id b'\\xffq' is not UTF-8"):
+            rag_eval.evaluate_files(qrels, run)
+
     def test_scattered_lines_fall_back_to_the_exact_path(self):
         scattered = self.LINES[3:5] + self.LINES[:2] + self.LINES[5:] + self.LINES[2:3]
         grouped = self.report(self.LINES)
@@ -591,6 +636,19 @@ class ParallelTest(TempDir, unittest.TestCase):
         rag_eval._reap_all()
         self.assertEqual(len(os.listdir("/proc/self/fd")), before)
         self.assertEqual(rag_eval._EXITING, set())
+
+    def test_a_change_of_run_tag_stays_on_every_core(self):
+        lines = self.lines()
+        tagged = [line[:-1] + ("a" if i % 7 < 3 else "b") for i, line in enumerate(lines)]
+        expected = self.evaluate(lines)
+        sequential = rag_eval._run_queries
+        rag_eval._run_queries = lambda *args, **kwargs: self.fail("fell back to one core")
+        try:
+            report = self.evaluate(tagged)
+        finally:
+            rag_eval._run_queries = sequential
+        self.assertEqual(report.per_query, expected.per_query)
+        self.assertEqual(report.warnings, expected.warnings)
 
     def test_bad_line_is_named_exactly(self):
         lines = self.lines()
