@@ -1933,9 +1933,11 @@ def _score(scorer, run_queries, skip_extra, run_name):
 # for TREC and JSONL, between top-level members for JSON.  Each worker (a
 # forked process) reads, ranks and scores the queries of its range and hands
 # back only their values.  In TREC the first and last query of a range may
-# continue next door, so they come back raw and are joined here.  Any surprise
-# in a worker (a bad line, a query seen twice) sends the caller back to the
-# sequential path, which reports it exactly.
+# continue next door, so they come back raw and are joined here.  This process
+# takes the first range, then starts another process hashing the whole file
+# while it collects and merges the workers' results.  Any surprise in a worker
+# (a bad line, a query seen twice) sends the caller back to the sequential
+# path, which reports it exactly.
 
 _PARALLEL_MIN_BYTES = 16 << 20
 _MEMBER_GAP = re.compile(rb'[\]}][ \t\r\n]*(,)[ \t\r\n]*"')
