@@ -1169,6 +1169,9 @@ def _trec_qrels(inp):
     return qrels if qrels is not None else _trec_qrels_checked(inp)
 
 
+_SMALL_GRADES = {str(g): g for g in range(-9, 10)}
+
+
 def _trec_qrels_fast(data):
     """The qrels of plain single-space TREC, or None for anything else (then
     the per-line reader takes over and names any bad line).  Split on single
@@ -1190,13 +1193,15 @@ def _trec_qrels_fast(data):
     columns = "\n".join(glued).split("\n")       # "", qid, grade, qid, grade, ..., ""
     if len(columns) != 2 * lines + 2:
         return None
-    grades = columns[2:-1:2]
-    if "_" in "".join(grades):
-        return None     # int() would read 1_0 as 10; the per-line reader says why not
-    try:
-        grades = list(map(int, grades))
-    except ValueError:
-        return None
+    grades = list(map(_SMALL_GRADES.get, columns[2:-1:2]))     # most grades are 0..3
+    if None in grades:
+        grades = columns[2:-1:2]
+        if "_" in "".join(grades):
+            return None     # int() would read 1_0 as 10; the per-line reader says why not
+        try:
+            grades = list(map(int, grades))
+        except ValueError:
+            return None
     out = {}
     for qid, doc, grade in zip(columns[1:-1:2], tokens[2::3], grades):
         judged = out.get(qid)
@@ -1582,9 +1587,8 @@ def _rank(ranking, labels, depth, cutoffs, exact_returned):
         return _Ranked([], 0)
     if isinstance(ranking, dict):
         ranking = _Scored(list(ranking), list(map(float, ranking.values())))
-    if isinstance(ranking, _Scored):
-        ranked = _rank_in_order(ranking.docs, ranking.scores, labels, depth, cutoffs,
-                                exact_returned)
+    if type(ranking) is _Scored:
+        ranked = _rank_in_order(*ranking, labels, depth, cutoffs, exact_returned)
         if ranked is not None:
             return ranked
     top = _top(ranking, depth, cutoffs, exact_returned)
