@@ -182,7 +182,9 @@ METRICS = ["recall@10", "recall@100", "success@10", "mrr@10", "ndcg@10",
            "ndcg(gain=linear)@10"]
 SHORT = {"recall@10": "R@10", "recall@100": "R@100", "success@10": "S@10",
          "mrr@10": "RR@10", "ndcg@10": "nDCG@10", "ndcg(gain=linear)@10": "nDCGlin@10"}
-OUR_METRICS = "recall@10,recall@100,success@10,mrr@10,ndcg@10"
+# The issue's five measures, in ir_measures' spelling (nDCG@10 is linear gain, as
+# trec_eval's ndcg_cut.10 and pytrec_eval compute it): the same work as the peers.
+OUR_METRICS = "R@10,R@100,Success@10,RR@10,nDCG@10"
 
 # dataset name -> (qrels, run, binary?, default tools)
 TREC_PEERS = ["trec_eval", "pytrec_eval", "ir_measures", "ranx"]
@@ -290,14 +292,14 @@ def build_cmd(tool, ds, qrels, run, binary, args):
             raise ToolMissing("%s not found" % args.rag_eval)
         if ds == "startup":
             return [args.our_python, args.rag_eval, "--help"], None
-        metrics = OUR_METRICS if binary else OUR_METRICS + ",ndcg(gain=linear)@10"
+        metrics = OUR_METRICS
         return ([args.our_python, args.rag_eval, qrels, run, "--metrics", metrics,
                  "--format", "json"], parse_ours)
     if tool == "ours_cli":
         exe = installed_cli(args)
         if ds == "startup":
             return [exe, "--help"], None
-        metrics = OUR_METRICS if binary else OUR_METRICS + ",ndcg(gain=linear)@10"
+        metrics = OUR_METRICS
         return [exe, qrels, run, "--metrics", metrics, "--format", "json"], parse_ours
     if tool == "naive_json":
         return ([args.our_python, os.path.join(HERE, "naive_json.py"), qrels, run],
