@@ -372,6 +372,21 @@ def parse_trec_eval(stdout):
     return {k: v for k, v in out.items() if v is not None}
 
 
+def time_once(rec, args):
+    """One timed run of a tool; its means are parsed from the first run."""
+    wall, rss, rc, out, err = run_measured(rec["cmd"], args.timeout)
+    if rc != 0:
+        rec["error"] = "exit %d: %s" % (rc, (err.strip().splitlines() or [""])[-1][:200])
+        return
+    rec["walls"].append(wall)
+    rec["rss_kib"].append(rss)
+    if rec["parser"] and "means" not in rec:
+        try:
+            rec["means"] = rec["parser"](out)
+        except Exception as e:  # noqa: BLE001
+            rec["error"] = "could not parse output: %r" % (e,)
+
+
 def cmd_run(args):
     if args.our_python is None:
         args.our_python = (args.peer_python if os.path.exists(args.peer_python)
@@ -402,43 +417,32 @@ def cmd_run(args):
         if args.tools:
             tools = [t for t in args.tools if t in tools or (
                 t in TREC_PEERS and ds.startswith("scale_"))]
+        records = []
         for tool in tools:
-            rec = {"dataset": ds, "tool": tool, "binary": binary}
+            rec = {"dataset": ds, "tool": tool, "binary": binary, "walls": [], "rss_kib": []}
             try:
-                cmd, parser = build_cmd(tool, ds, qrels, run, binary, args)
+                rec["cmd"], rec["parser"] = build_cmd(tool, ds, qrels, run, binary, args)
             except ToolMissing as e:
                 rec["error"] = "skipped: %s" % e
-                results.append(rec)
-                print("%-10s %-12s %s" % (ds, tool, rec["error"]), file=sys.stderr)
-                continue
-            rec["cmd"] = cmd
-            if tool == "ranx" and not args._ranx_warm:
+            records.append(rec)
+            if tool == "ranx" and "error" not in rec and not args._ranx_warm:
                 # populate numba's on-disk cache once (compilation is not timed)
-                run_measured(cmd, args.timeout)
+                run_measured(rec["cmd"], args.timeout)
                 args._ranx_warm = True
-            repeat = args.repeat if ds not in ("startup", "example") else max(args.repeat, 10)
-            walls, rsss = [], []
-            for i in range(repeat):
-                wall, rss, rc, out, err = run_measured(cmd, args.timeout)
-                if rc != 0:
-                    rec["error"] = "exit %d: %s" % (rc, (err.strip().splitlines() or [""])[-1][:200])
-                    break
-                walls.append(wall)
-                rsss.append(rss)
-                if parser and "means" not in rec:
-                    try:
-                        rec["means"] = parser(out)
-                    except Exception as e:  # noqa: BLE001
-                        rec["error"] = "could not parse output: %r" % (e,)
-                        break
-            if walls and "error" not in rec:    # one more run, sampling memory, not timed
-                rsss.append(run_measured(cmd, args.timeout, sample=True)[1])
-            rec["walls"] = walls
-            rec["rss_kib"] = rsss
-            if walls and "error" not in rec:
-                rec["median_s"] = statistics.median(walls)
-                rec["peak_rss_mb"] = max(rsss) / 1024.0
-            print("%-10s %-12s %s" % (ds, tool, (
+        # Rounds: each runs every tool once, so a slow spell of this shared machine
+        # hits all tools alike and the ratios of medians stay fair.
+        repeat = args.repeat if ds not in ("startup", "example") else max(args.repeat, 10)
+        for _ in range(repeat):
+            for rec in records:
+                if "error" not in rec:
+                    time_once(rec, args)
+        for rec in records:
+            if rec["walls"] and "error" not in rec:     # one more run, sampling memory
+                rec["rss_kib"].append(run_measured(rec["cmd"], args.timeout, sample=True)[1])
+                rec["median_s"] = statistics.median(rec["walls"])
+                rec["peak_rss_mb"] = max(rec["rss_kib"]) / 1024.0
+            rec.pop("parser", None)
+            print("%-10s %-12s %s" % (ds, rec["tool"], (
                 "%.3f s, %.0f MB" % (rec["median_s"], rec["peak_rss_mb"])
                 if "median_s" in rec else rec.get("error"))), file=sys.stderr)
             results.append(rec)
