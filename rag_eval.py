@@ -3371,8 +3371,9 @@ def _run_cli(args, stdout, stderr):
 
 def main(argv=None, *, stdout=None, stderr=None):
     """Run the command line; return the exit code (0 ok, 1 regression, 2 error)."""
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
+    # A closed stream is None: the report is then discarded, the exit code stands.
+    stdout = stdout or sys.stdout or io.StringIO()
+    stderr = stderr or sys.stderr or io.StringIO()
     parser = build_parser()
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = stdout, stderr   # argparse prints --help and errors there
@@ -3398,11 +3399,12 @@ def _command():
     millions of objects, and a final collection of them costs time)."""
     gc.disable()    # for good: the process makes no cycles worth collecting
     code = main()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (BrokenPipeError, OSError):
-        pass    # a closed pager must not change the exit code
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except OSError:
+            pass    # a closed pager must not change the exit code
     os._exit(code)
 
 

@@ -2158,6 +2158,17 @@ class CommandLineTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("exit codes: 0 ok, 1 the gate found a regression", out)
 
+    def test_closed_stdout_keeps_the_exit_code(self):
+        if not os.path.exists("/bin/sh"):
+            self.skipTest("needs a POSIX shell")
+        for extra, want in (("", 0), (" --baseline", 1), (" --metrics nope", 2)):
+            with self.subTest(args=extra):
+                proc = subprocess.run(["/bin/sh", "-c", '"$0" rag_eval.py qrels.json run.json%s >&-'
+                                       % extra, sys.executable], cwd=HERE, capture_output=True,
+                                      text=True)
+                self.assertEqual(proc.returncode, want, proc.stderr)
+                self.assertNotIn("Traceback", proc.stderr)
+
     def test_subprocess_smoke(self):
         proc = subprocess.run([sys.executable, "rag_eval.py", "qrels.json", "run.json",
                                "--baseline"], cwd=HERE, capture_output=True, text=True)
