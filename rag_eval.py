@@ -1856,8 +1856,8 @@ class _QueryScorer:
 
     def __call__(self, qid, ranking):
         labels = self.qrels.get(qid, _NO_LABELS)
-        judged = tuple(sorted(labels.values(), reverse=True))
-        scored = bool(judged) and judged[0] >= self.rel
+        judged = _judged(labels)
+        scored = self.is_scored(judged)
         if type(ranking) is _Scored:
             labels = _bytes_labels(labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
@@ -1866,9 +1866,15 @@ class _QueryScorer:
             values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
         return values, ranked.duplicates, ranked.straddling, ranked.returned
 
-    def is_scored(self, labels):
-        """True when a query with these labels has a relevant id (else it is unscored)."""
-        return any(map(self.rel.__le__, labels.values()))
+    def is_scored(self, judged):
+        """True when a query's judged grades (see _judged) hold a relevant one;
+        else the query is unscored."""
+        return bool(judged) and judged[0] >= self.rel
+
+
+def _judged(labels):
+    """A query's grades, sorted descending (what every measure gets as ``judged``)."""
+    return tuple(sorted(labels.values(), reverse=True))
 
 
 _NO_LABELS = {}
@@ -1899,7 +1905,7 @@ def _score(scorer, run_queries, skip_extra, run_name):
         else:
             add(qid, scorer(qid, ranking))
     absent = sorted(set(qrels).difference(per_query, abstention))
-    missing = [qid for qid in absent if scorer.is_scored(qrels[qid])]
+    missing = [qid for qid in absent if scorer.is_scored(_judged(qrels[qid]))]
     for qid in absent:
         add(qid, scorer(qid, None))
     extra.sort()
