@@ -141,12 +141,28 @@ class Measure(NamedTuple):
         return spec.func, (self.k,) + tuple(params[name] for name in _parameter_names(spec.func))
 
 
+def _no_truth_value(self):
+    raise TypeError("a %s has no pass/fail verdict: gate it and test "
+                    "gate(...).passed" % type(self).__name__)
+
+
 class Report(NamedTuple):
     """What :func:`evaluate` returns.  Plain data; render it or read it.
 
     ``per_query`` maps every scored query to its values (queries absent from
     the run included, with zeros); ``unscored`` lists queries with no relevant
-    id, excluded from ``mean``.
+    id, excluded from ``mean``.  ``unlabelled`` lists the scored queries of the
+    run whose top K (the deepest cutoff) holds no labelled id (grade >= 0);
+    ``unlabelled_run`` is ``(a retrieved id, a labelled id)`` when not one id
+    the run retrieved carries a label, else None (see :func:`evaluate`).
+
+    A report has no verdict, so it has no truth value either: ``assert report``
+    would pass a failed gate.
+
+    >>> bool(evaluate({"q": {"a": 1}}, {"q": ["a"]}))
+    Traceback (most recent call last):
+    ...
+    TypeError: a Report has no pass/fail verdict: gate it and test gate(...).passed
     """
     measures: Tuple[str, ...]
     mean: Dict[str, float]
@@ -159,6 +175,10 @@ class Report(NamedTuple):
     warnings: Tuple[str, ...]
     rel: int = 1
     inputs: Optional[Dict[str, dict]] = None
+    unlabelled: Tuple[str, ...] = ()
+    unlabelled_run: Optional[Tuple[str, str]] = None
+
+    __bool__ = _no_truth_value
 
     def to_dict(self, per_query=True):
         """The JSON-ready form documented in README.md (without ``gate``)."""
@@ -172,6 +192,7 @@ class Report(NamedTuple):
             "missing_from_run": list(self.missing),
             "skipped": list(self.skipped),
             "abstention": dict(self.abstention),
+            "unlabelled": list(self.unlabelled),
             "ties": {"total": sum(self.ties.values()), "per_query": dict(self.ties)},
             "mean": dict(self.mean),
             "warnings": list(self.warnings),
@@ -219,7 +240,13 @@ class QueryDrop(NamedTuple):
 
 
 class GateResult(NamedTuple):
-    """The verdict of :func:`gate`."""
+    """The verdict of :func:`gate`.  In a boolean context it is that verdict,
+    so ``assert gate(report, baseline)`` fails on a failed gate.
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, metrics="mrr")
+    >>> bool(gate(r, {"mrr@2": 0.9})), bool(gate(r, {"mrr@2": 0.5}))
+    (False, True)
+    """
     passed: bool
     changes: Tuple[MeasureChange, ...]
     tolerance: str
@@ -228,6 +255,9 @@ class GateResult(NamedTuple):
     queries_added: Tuple[str, ...] = ()
     queries_removed: Tuple[str, ...] = ()
     query_drops: Optional[Tuple[QueryDrop, ...]] = None   # None: a means-only baseline
+
+    def __bool__(self):
+        return bool(self.passed)
 
     @property
     def regressions(self):
@@ -582,9 +612,10 @@ def _parse_param(measure_name, key, raw, text):
 
 
 def _number(raw, kind):
-    """int or float from text, without the underscores Python would allow."""
+    """int or float from plain ASCII text: without the underscores (``1_0``) or
+    the non-ASCII digits (``٣``, ``５``) that Python itself would read."""
     text = str(raw).strip()
-    if "_" in text:
+    if "_" in text or not text.isascii():
         raise ValueError(text)
     return kind(text)
 
@@ -650,6 +681,8 @@ def parse_measure(text, *, k=None, rel=1, gain="exponential"):
             if not sep:
                 raise EvalError("measure %r: parameter %r must look like name=value" % (text, item))
             key, raw = _PARAM_ALIASES.get((key.strip(), raw.strip()), (key.strip(), raw.strip()))
+            if key in params:
+                raise EvalError("measure %r: parameter %r is given twice" % (text, key))
             params[key] = _parse_param(name, key, raw, text)
     spec = _REGISTRY[name]
     if alias.rstrip("_") in _LINEAR_ALIASES and "gain" not in params:
@@ -688,8 +721,11 @@ def parse_cutoffs(k):
         items = [p for p in (s.strip() for s in k.split(",")) if p] or [k]
     elif isinstance(k, int):
         items = [k]
-    else:
+    elif isinstance(k, (list, tuple, set, frozenset, range)):
         items = list(k)
+    else:
+        raise EvalError("k must be a positive integer, a list of them or a string like "
+                        "'1,5,10', got %r" % (k,))
     if not items:
         raise EvalError("k: give at least one cutoff")
     return tuple(sorted({_positive_int(item, "k") for item in items}))
@@ -708,6 +744,12 @@ def resolve_measures(metrics=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
         metrics = DEFAULT_METRICS
     if isinstance(metrics, str):
         metrics = _split_top_level(metrics)
+    elif not isinstance(metrics, (list, tuple)):
+        raise EvalError("metrics must be a list of names or one comma-separated string, got %r"
+                        % (metrics,))
+    for item in metrics:
+        if not isinstance(item, (str, Measure)):
+            raise EvalError("a measure name must be a string, got %r" % (item,))
     cutoffs = parse_cutoffs(k)
     rel = _positive_int(rel, "rel")
     if gain not in _PARAM_CHOICES["gain"]:
@@ -1844,9 +1886,10 @@ def _plural(n, one, many):
 
 class _QueryScorer:
     """Scores one query at a time, in this process or in a worker.  A query
-    scored is a plain tuple (values, duplicates, straddling, returned): its
-    values (None when unscored) and what ranking saw (see _Ranked); plain
-    tuples are cheap to make and to pickle."""
+    scored is a plain tuple (values, duplicates, straddling, returned,
+    unlabelled): its values (None when unscored), what ranking saw (see
+    _Ranked), and whether its ids carry labels (see _unlabelled); plain tuples
+    are cheap to make and to pickle."""
 
     def __init__(self, qrels, measures, rel):
         self.qrels, self.rel = qrels, rel
@@ -1864,12 +1907,32 @@ class _QueryScorer:
         values = None
         if scored:
             values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
-        return values, ranked.duplicates, ranked.straddling, ranked.returned
+        unlabelled = None if ranked.hits else _unlabelled(ranking, labels)
+        return values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled
 
     def is_scored(self, judged):
         """True when a query's judged grades (see _judged) hold a relevant one;
         else the query is unscored."""
         return bool(judged) and judged[0] >= self.rel
+
+
+def _unlabelled(ranking, labels):
+    """For a ranking whose top K holds no labelled id: None when it retrieved
+    nothing, True when a deeper id carries a label (grade >= 0), else its first
+    id (an example for the message that the run meets no label at all).
+
+    >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
+    (True, 'x')
+    """
+    if ranking is None:
+        return None
+    docs = ranking.docs if type(ranking) is _Scored else ranking
+    if not docs:
+        return None
+    if not labels.keys().isdisjoint(docs) and any(
+            labels[doc] >= 0 for doc in set(docs).intersection(labels)):
+        return True
+    return next(iter(docs))
 
 
 def _judged(labels):
@@ -1883,19 +1946,28 @@ _NO_LABELS = {}
 def _score(scorer, run_queries, skip_extra, run_name):
     """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
-    per_query, abstention, ties, extra = {}, {}, {}, []
+    per_query, abstention, ties, extra, unlabelled = {}, {}, {}, [], []
     duplicate_queries = 0
+    labelled_run, stray = False, None   # stray: (qid, id) retrieved where no id has a label
 
     def add(qid, result):
-        nonlocal duplicate_queries
-        values, duplicates, straddling, returned = result
+        nonlocal duplicate_queries, labelled_run, stray
+        values, duplicates, straddling, returned, no_label = result
         if values is None:
             abstention[qid] = returned
         else:
             per_query[qid] = values
             if straddling:
                 ties[qid] = straddling
+            if no_label is not None:
+                unlabelled.append(qid)
         duplicate_queries += duplicates > 0
+        if no_label is None:
+            labelled_run = labelled_run or returned > 0
+        elif no_label is True:
+            labelled_run = True
+        elif stray is None:
+            stray = (qid, no_label)
 
     for qid, ranking in run_queries:    # a stream names each query once (the readers check)
         if qid not in qrels:
@@ -1930,11 +2002,63 @@ def _score(scorer, run_queries, skip_extra, run_name):
     if ties:
         warnings.append("%s cross a cutoff (ties broken by doc id descending, as trec_eval)"
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
+    unlabelled_run = None
+    if stray is not None and not labelled_run:
+        unlabelled_run = _unlabelled_example(qrels, *stray)
+        warnings.append(_unlabelled_run_message(run_name, *unlabelled_run))
+    elif unlabelled:
+        unlabelled.sort()
+        warnings.append("%s no labelled id (grade >= 0) in the top %d: %s; unlabelled ids "
+                        "count as non-relevant, so label them before trusting a drop"
+                        % (_plural(len(unlabelled), "query has", "queries have"), scorer.depth,
+                           _preview(unlabelled)))
     per_query = dict(sorted(per_query.items()))
     mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
     return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
                   tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
-                  tuple(warnings), rel)
+                  tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run)
+
+
+def _unlabelled_example(qrels, qid, doc):
+    """(a retrieved id, a labelled id of the qrels) to show side by side: the
+    query's own best-graded label, else the first label of the qrels."""
+    if isinstance(doc, bytes):
+        doc = doc.decode("utf-8", "replace")
+    for labels in [qrels.get(qid, {})] + [qrels[q] for q in sorted(qrels)]:
+        graded = sorted((-grade, label) for label, grade in labels.items() if grade >= 0)
+        if graded:
+            return doc, graded[0][1]
+    return doc, ""
+
+
+def _unlabelled_run_message(run_name, retrieved, labelled):
+    """The line that says a run meets no label at all, with the likely cause.
+
+    >>> print(_unlabelled_run_message("run.json", "refund-policy#3", "refund-policy"))
+    run.json: not one retrieved id carries a label in the qrels (e.g. run 'refund-policy#3', qrels 'refund-policy'): the run names chunks and the qrels whole documents; label the chunk ids, or score documents once chunk-to-document mapping exists
+    """
+    if not labelled:
+        cause = "the qrels hold no id with a grade >= 0"
+    elif _is_number(retrieved) and _is_number(labelled):
+        cause = "numbers are written differently (e.g. 101.0 against 101)"
+    elif (retrieved.startswith(labelled) and len(retrieved) > len(labelled)
+          and not retrieved[len(labelled)].isalnum()):
+        cause = ("the run names chunks and the qrels whole documents; label the chunk ids, "
+                 "or score documents once chunk-to-document mapping exists")
+    elif len(retrieved) > 80 or any(ch.isspace() for ch in retrieved.strip()):
+        cause = "the run holds text, not ids"
+    else:
+        cause = "the files name ids differently, or do not belong together"
+    return ("%s: not one retrieved id carries a label in the qrels (e.g. run %r, qrels %r): %s"
+            % (run_name, retrieved, labelled, cause))
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 # --- Runs on several cores ---------------------------------------------------
@@ -2628,7 +2752,8 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
     """Queries needed for a margin of error of at most *tolerance*.
 
     ceil((z * sd / tolerance) ** 2), the inverse of margin_of_error; sd = 0
-    gives 0 (a constant metric needs no sample to pin down).
+    gives 0 (a constant metric needs no sample to pin down); a tolerance so
+    small that no count of queries is a number gives inf.
 
     >>> queries_needed(0.4, 0.04)       # 80% pass rate, +/- 4 points
     385
@@ -2637,7 +2762,9 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
         raise ValueError(f"tolerance must be > 0, got {tolerance!r}")
     if sd < 0:
         raise ValueError(f"sd must be >= 0, got {sd!r}")
-    return math.ceil((_z(confidence) * sd / tolerance) ** 2)
+    ratio = _z(confidence) * sd / tolerance
+    squared = ratio * ratio
+    return math.ceil(squared) if math.isfinite(squared) else math.inf
 
 
 # ---------------------------------------------------------------------------
@@ -2671,6 +2798,8 @@ class MeasureComparison(NamedTuple):
     min_p: float
     verdict: str
 
+    __bool__ = _no_truth_value
+
     def to_dict(self):
         out = self._asdict()
         out["ci95"] = list(self.ci95)
@@ -2680,11 +2809,14 @@ class MeasureComparison(NamedTuple):
 
 
 class Comparison(NamedTuple):
-    """What :func:`compare` returns: per-measure paired statistics."""
+    """What :func:`compare` returns: per-measure paired statistics.  Like a
+    report, it has no verdict and so no truth value (``bool()`` raises)."""
     reference: str
     measures: Dict[str, MeasureComparison]
     only_in_run: Tuple[str, ...]
     only_in_reference: Tuple[str, ...]
+
+    __bool__ = _no_truth_value
 
     def to_dict(self):
         return {"reference": self.reference,
@@ -2782,8 +2914,10 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
                 alpha=DEFAULT_ALPHA):
     """:func:`compare` against several ``(name, report)`` references, with the
     Holm adjustment over every (reference, measure) pair."""
+    resamples = _checked_options(report, alpha, resamples)
     comparisons = []
     for name, reference in references:
+        _checked_options(reference, alpha, resamples)
         if reference.rel != report.rel:
             raise EvalError("%s was scored with rel=%d and the run with rel=%d: not comparable"
                             % (name, reference.rel, report.rel))
@@ -2822,8 +2956,10 @@ def _sample_size_note(report, allowed):
         margin = margin_of_error(values)
         if margin > allowed[measure]:
             needed = queries_needed(_statistics().stdev(values), allowed[measure])
-            parts.append("%s +/-%.3f on %s (about %d needed)" % (
-                measure, margin, _plural(len(values), "query", "queries"), needed))
+            parts.append("%s +/-%.3f on %s (%s)" % (
+                measure, margin, _plural(len(values), "query", "queries"),
+                "about %d needed" % needed if needed < 10 ** 15
+                else "no practical number of queries is enough"))
     if not parts:
         return None
     return "too few queries to see a drop of the tolerance: " + "; ".join(parts)
@@ -2834,11 +2970,42 @@ def _sample_size_note(report, allowed):
 # ---------------------------------------------------------------------------
 
 def _as_baseline_value(value, where):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise EvalError("%s must be a number in [0, 1], got %r" % (where, value))
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise EvalError("%s must be a number in [0, 1], got %r" % (where, value))
+    # Compared before any conversion: NaN fails the comparison, and float() of a
+    # huge integer would overflow.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        shown = repr(value) if len(repr(value)) < 40 else repr(value)[:36] + "..."
+        raise EvalError("%s must be a number in [0, 1], got %s" % (where, shown))
     return float(value)
+
+
+def _checked_inputs(inputs, where):
+    """A baseline's ``inputs``: None, or {kind: {"path"/"sha256"/"format": str}}."""
+    if inputs is None:
+        return None
+    if not isinstance(inputs, dict) or not all(
+            isinstance(kind, str) and isinstance(info, dict)
+            and all(isinstance(key, str) and isinstance(value, str) for key, value in info.items())
+            for kind, info in inputs.items()):
+        raise EvalError('%s: inputs must be an object {"qrels": {"path": ..., "sha256": ...}, '
+                        '...} of strings, got %s' % (where, _short_repr(inputs)))
+    return inputs
+
+
+def _checked_per_query(per_query, where):
+    if per_query is None:
+        return None
+    if not isinstance(per_query, dict):
+        raise EvalError("%s: per_query must be an object {query_id: {measure: value}}, got %s"
+                        % (where, type(per_query).__name__))
+    for qid in per_query:
+        if not isinstance(qid, str):
+            raise EvalError("%s: per_query: query ids must be strings, got %r" % (where, qid))
+    return {q: _canonical_values(v, "%s: per_query %r" % (where, q)) for q, v in per_query.items()}
+
+
+def _short_repr(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
 
 
 def _canonical_values(values, where):
@@ -2869,6 +3036,9 @@ def load_baseline(source):
     """
     inp = _Input(source)
     name = inp.name
+    if isinstance(source, (str, os.PathLike)) and source != "-" and not os.path.exists(source):
+        raise EvalError("%s: no such baseline file; write one from an accepted run with "
+                        "--save-baseline %s (or save_baseline())" % (name, name))
     loaded = _json_loads(inp.text(), name)
     if not isinstance(loaded, dict):
         raise EvalError("%s: a baseline must be a JSON object, got %s"
@@ -2880,13 +3050,8 @@ def load_baseline(source):
     mean = _canonical_values(loaded.get("mean"), "%s: mean" % name)
     if not mean:
         raise EvalError("%s: the baseline holds no measures" % name)
-    per_query = loaded.get("per_query")
-    if per_query is not None:
-        if not isinstance(per_query, dict):
-            raise EvalError("%s: per_query must be an object" % name)
-        per_query = {q: _canonical_values(v, "%s: per_query %r" % (name, q))
-                     for q, v in per_query.items()}
-    inputs = loaded.get("inputs") if isinstance(loaded.get("inputs"), dict) else None
+    per_query = _checked_per_query(loaded.get("per_query"), name)
+    inputs = _checked_inputs(loaded.get("inputs"), name)
     rel = _positive_int(loaded.get("rel", 1), "%s: rel" % name)
     return Baseline(mean, per_query, inputs, name, rel)
 
@@ -2944,12 +3109,21 @@ def _checked_baseline(baseline):
         return Baseline(_canonical_values(baseline, "baseline"))
     if not isinstance(baseline, Baseline):
         raise EvalError("baseline must be a Baseline or a dict, got %s" % type(baseline).__name__)
-    per_query = baseline.per_query
-    if per_query is not None:
-        per_query = {q: _canonical_values(v, "%s: per_query %r" % (baseline.source, q))
-                     for q, v in per_query.items()}
-    return baseline._replace(mean=_canonical_values(baseline.mean, baseline.source),
-                             per_query=per_query, rel=_positive_int(baseline.rel, "baseline rel"))
+    source = str(baseline.source)
+    return baseline._replace(mean=_canonical_values(baseline.mean, source), source=source,
+                             per_query=_checked_per_query(baseline.per_query, source),
+                             inputs=_checked_inputs(baseline.inputs, source),
+                             rel=_positive_int(baseline.rel, "baseline rel"))
+
+
+def _checked_options(report, alpha, resamples):
+    """The library's check of what gate() and compare() are given besides a baseline."""
+    if not isinstance(report, Report):
+        raise EvalError("expected a Report (from evaluate), got %s" % type(report).__name__)
+    if (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
+            or not 0 < alpha < 1):
+        raise EvalError("alpha must be a number between 0 and 1, got %r" % (alpha,))
+    return _positive_int(resamples, "resamples")
 
 
 def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
@@ -2974,6 +3148,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     >>> result.passed, [(c.measure, c.status) for c in result.regressions]
     (False, [('mrr@2', 'regressed'), ('recall@2', 'missing')])
     """
+    resamples = _checked_options(report, alpha, resamples)
     baseline = _checked_baseline(baseline)
     if baseline.rel != report.rel:
         raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
@@ -3006,14 +3181,29 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                 pvalues = {m: p for m, p in pvalues.items() if m not in untestable}
     changes = tuple(_change(m, before[m], current.get(m), allowed[m], pvalues.get(m), alpha)
                     for m in sorted(baseline.mean))
-    notes += [n for n in [_sample_size_note(report, allowed)] if n]
+    notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(report, allowed)] if n]
     label = "%g%%" % (tolerance * 100) if relative else "%g" % tolerance
     passed = not any(c.status in ("regressed", "missing") for c in changes)
-    added = tuple(sorted(set(report.per_query) - set(baseline.per_query or report.per_query)))
+    added = tuple(sorted(set(report.per_query) - set(
+        report.per_query if baseline.per_query is None else baseline.per_query)))
     removed = tuple(sorted(set(baseline.per_query or {}) - set(report.per_query)))
     return GateResult(passed, changes, label, tuple(notes),
                       mode if pvalues or mode == "tolerance" else "tolerance",
                       added, removed, drops)
+
+
+def _unscored_note(report, baseline):
+    """What to ask for when baseline measures are missing from the report (a
+    baseline written at another k, or with other measures)."""
+    absent = sorted(set(baseline.mean) - set(report.mean))
+    if not absent:
+        return None
+    cutoffs = sorted({parse_measure(m).k for m in absent} - {parse_measure(m).k for m in report.mean})
+    hint = "; or --k %s" % ",".join(map(str, cutoffs)) if cutoffs else ""
+    return ("the report does not score %s of the baseline: ask for %s with --metrics %s%s "
+            "(with neither --metrics nor --k, the baseline's measures are scored)"
+            % (_plural(len(absent), "measure", "measures"), "it" if len(absent) == 1 else "them",
+               ",".join(absent), hint))
 
 
 def _change(measure, before, now, allowed, p_value, alpha):
@@ -3223,9 +3413,17 @@ measures: %s
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error on one line (argparse prints its whole usage
+    block first, which buries the problem in a CI log)."""
+
+    def error(self, message):
+        self.exit(EXIT_ERROR, "rag-eval: error: %s (see --help)\n" % message)
+
+
 def build_parser():
     """The argparse parser of the ``rag-eval`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rag-eval",
         description="Score retrieval (recall@k, success@k, MRR, nDCG, ...) and gate on a baseline.",
         epilog=EXAMPLES % ", ".join(available_measures()),
@@ -3245,13 +3443,19 @@ def build_parser():
     parser.add_argument("--run-format", choices=FORMATS, default=None, help="override detection")
     parser.add_argument("--skip-extra-queries", action="store_true",
                         help="skip run queries absent from the qrels (default: error)")
+    parser.add_argument("--allow-unlabelled-run", action="store_true",
+                        help="score a run none of whose ids carries a label (default: error)")
     parser.add_argument("--baseline", nargs="?", const=DEFAULT_BASELINE, default=None,
                         metavar="FILE", help="gate against FILE (default %s); exit 1 on a regression"
                         % DEFAULT_BASELINE)
     parser.add_argument("--max-drop", default=str(DEFAULT_MAX_DROP), metavar="X",
                         help="tolerated drop: absolute (0.02, default) or relative (5%%)")
     parser.add_argument("--save-baseline", default=None, metavar="FILE",
-                        help="write the current numbers as a baseline (atomically)")
+                        help="write the current numbers as a baseline (atomically); "
+                        "not when the gate fails, unless --accept")
+    parser.add_argument("--accept", action="store_true",
+                        help="with --save-baseline: write it even when the gate fails "
+                        "(the exit code stays 1)")
     parser.add_argument("--gate", choices=GATE_MODES, default="tolerance", dest="gate_mode",
                         help="tolerance (default): fail on any drop beyond --max-drop; "
                         "significant: only on such a drop that is also significant at "
@@ -3268,6 +3472,8 @@ def build_parser():
     parser.add_argument("--per-query", action="store_true", help="include per-query values")
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
                         help="write the report to FILE (atomically) instead of stdout")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an internal error (also RAG_EVAL_DEBUG=1)")
     parser.add_argument("--version", action="version", version="rag_eval " + __version__)
     return parser
 
@@ -3283,7 +3489,9 @@ def _write_atomic(outputs):
     if len(set(targets)) < len(targets):
         raise EvalError("%s: named for two outputs (--save-baseline and -o)" % outputs[-1][0])
     for path, _ in outputs:
-        if os.path.isdir(path):
+        # Checked before anything is staged: a rename that fails after another
+        # succeeded would leave one file written.
+        if os.path.isdir(path) or path.endswith((os.sep, os.altsep or os.sep)):
             raise EvalError("%s: is a directory, not a file" % path)
     mask = os.umask(0)
     os.umask(mask)
@@ -3327,13 +3535,28 @@ def _parse_seed(text):
         raise EvalError("seed must be an integer, got %r" % (text,)) from None
 
 
-@_gc_paused
-def _run_cli(args, stdout, stderr):
+def _check_paths(args):
+    """Usage errors of the file options, before any work is done."""
+    named = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
+             ("--save-baseline", args.save_baseline), ("-o", args.output)]
+    named += [("--compare", path) for path in args.compare]
+    for option, path in named:
+        if path == "":
+            # An unset CI variable must not turn the gate (or a save) into a no-op.
+            raise EvalError("%s: the file name is empty (an unset variable?)" % option)
     sources = [args.qrels, args.run, args.baseline] + args.compare
     if sources.count("-") > 1:
         raise EvalError("only one input can come from stdin")
     if args.save_baseline == "-":
         raise EvalError("--save-baseline needs a file name, not -")
+    if args.accept and args.save_baseline is None:
+        raise EvalError("--accept only applies with --save-baseline (it writes the baseline "
+                        "even when the gate fails)")
+
+
+@_gc_paused
+def _run_cli(args, stdout, stderr):
+    _check_paths(args)
     options = {"alpha": _parse_alpha(args.alpha), "seed": _parse_seed(args.seed),
                "resamples": _positive_int(args.resamples, "resamples")}
     parse_tolerance(args.max_drop)   # reject bad options before any work
@@ -3347,8 +3570,13 @@ def _run_cli(args, stdout, stderr):
     qrels, qrels_info = _read_qrels(args.qrels, args.qrels_format)
 
     def score(run):
-        return _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
-                             args.run_format)
+        report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
+                               args.run_format)
+        if report.unlabelled_run and not args.allow_unlabelled_run:
+            raise EvalError(_unlabelled_run_message(report.inputs["run"]["path"],
+                                                    *report.unlabelled_run)
+                            + " (--allow-unlabelled-run scores it anyway)")
+        return report
     report = score(args.run)
     references = [(path, score(path)) for path in args.compare]
     comparisons = compare_all(report, references, **options) if references else ()
@@ -3357,7 +3585,11 @@ def _run_cli(args, stdout, stderr):
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode, **options)
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline.source if baseline else "baseline")
-    outputs = [(args.save_baseline, _dumps(baseline_dict(report)))] if args.save_baseline else []
+    # A failed gate never rewrites a baseline by itself: the rerun would pass.
+    refused = args.save_baseline and result is not None and not result.passed and not args.accept
+    outputs = []
+    if args.save_baseline and not refused:
+        outputs.append((args.save_baseline, _dumps(baseline_dict(report))))
     to_file = args.output not in (None, "-")
     if to_file:
         outputs.append((args.output, text))
@@ -3372,6 +3604,10 @@ def _run_cli(args, stdout, stderr):
             stderr.write("rag-eval: warning: %s: %s\n" % (other.inputs["run"]["path"], warning))
     for warning in report.warnings:
         stderr.write("rag-eval: warning: %s\n" % warning)
+    if refused:
+        stderr.write("rag-eval: the gate failed, so %s was not written (it keeps the numbers "
+                     "it had); rerun with --accept to save the new numbers anyway\n"
+                     % args.save_baseline)
     return EXIT_OK if result is None or result.passed else EXIT_REGRESSION
 
 
@@ -3397,6 +3633,15 @@ def main(argv=None, *, stdout=None, stderr=None):
     except KeyboardInterrupt:
         stderr.write("rag-eval: interrupted\n")
         return 130
+    except Exception as exc:    # a bug: never exit 0 (a pass) or 1 (a regression)
+        if args.debug or os.environ.get("RAG_EVAL_DEBUG", "") not in ("", "0"):
+            import traceback
+            traceback.print_exc(file=stderr)
+        detail = (str(exc).splitlines() or [""])[0][:200]
+        stderr.write("rag-eval: internal error (a bug in rag_eval, please report it): %s%s; "
+                     "rerun with --debug or RAG_EVAL_DEBUG=1 to see the traceback\n"
+                     % (type(exc).__name__, ": " + detail if detail else ""))
+        return EXIT_ERROR
 
 
 def _command():

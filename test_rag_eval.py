@@ -1489,7 +1489,7 @@ class BadInputTest(TempDir, unittest.TestCase):
         code, out, err = run_cli(example("qrels.json"), example("run.json"),
                                  "--baseline", os.path.join(self.tmp, "none.json"))
         self.assertEqual(code, 2)
-        self.assertIn("none.json: no such file", err)
+        self.assertIn("none.json: no such baseline file; write one from an accepted run with --save-baseline", err)
 
     def test_trec_malformed_lines(self):
         cases = {"q1 0 a\n": "expected 4 fields", "q1 0 a x\n": "grade must be an integer",
@@ -1750,7 +1750,7 @@ class ContractTest(TempDir, unittest.TestCase):
     """The documented output schema and the finer rules of the gate and policies."""
 
     TOP = {"tool", "inputs", "measures", "rel", "queries", "unscored", "missing_from_run",
-           "skipped", "abstention", "ties", "mean", "warnings"}
+           "skipped", "abstention", "ties", "mean", "warnings", "unlabelled"}
     GATE = {"passed", "mode", "max_drop", "regressions", "improvements", "changes",
             "per_query", "notes"}
 
@@ -2095,6 +2095,304 @@ class GateTest(TempDir, unittest.TestCase):
             os.chdir(cwd)
         self.assertEqual(code, 0, err)
         self.assertIn("PASSED", out)
+
+
+class NeverPassByAccidentTest(TempDir, unittest.TestCase):
+    """A gate never passes because of how it was called (issue 9)."""
+
+    ARGS = (example("qrels.json"), example("run.json"))
+
+    def report(self):
+        return rag_eval.evaluate(rag_eval.load_qrels(example("qrels.json")),
+                                 rag_eval.load_run(example("run.json")))
+
+    def read(self, path):
+        with open(path) as handle:
+            return handle.read()
+
+    def test_gate_result_is_its_verdict(self):
+        report = self.report()          # recall@5 = 0.6667
+        failed = rag_eval.gate(report, {"recall@5": 0.9})
+        passed = rag_eval.gate(report, {"recall@5": 0.6})
+        self.assertIs(bool(failed), False)
+        self.assertIs(bool(passed), True)
+        with self.assertRaises(AssertionError):
+            assert rag_eval.gate(report, {"recall@5": 0.9})
+
+    def test_reports_and_comparisons_have_no_truth_value(self):
+        report = self.report()
+        comparison = rag_eval.compare(report, report)
+        for value in (report, comparison, comparison.measures["recall@5"]):
+            with self.subTest(type=type(value).__name__):
+                with self.assertRaisesRegex(TypeError, r"gate\(\.\.\.\)\.passed"):
+                    bool(value)
+
+    def test_failed_gate_does_not_rewrite_the_baseline(self):
+        base = self.write("b.json", '{"recall@5": 0.9}')
+        out_path = os.path.join(self.tmp, "out.json")
+        code, out, err = run_cli(*self.ARGS, "--baseline", base, "--save-baseline", base,
+                                 "-o", out_path)
+        self.assertEqual(code, 1)
+        self.assertEqual(self.read(base), '{"recall@5": 0.9}')      # unchanged
+        self.assertIn("FAILED", self.read(out_path))                 # -o is still written
+        self.assertIn("b.json was not written", err)
+        self.assertIn("--accept", err)
+        code, out, err = run_cli(*self.ARGS, "--baseline", base)     # the rerun still fails
+        self.assertEqual(code, 1)
+
+    def test_accept_writes_the_baseline_and_still_exits_1(self):
+        base = self.write("b.json", '{"recall@5": 0.9}')
+        code, out, err = run_cli(*self.ARGS, "--baseline", base, "--save-baseline", base,
+                                 "--accept")
+        self.assertEqual(code, 1)
+        saved = json.loads(self.read(base))
+        self.assertEqual(saved["mean"]["recall@5"], 2 / 3)
+        code, out, err = run_cli(*self.ARGS, "--baseline", base)
+        self.assertEqual(code, 0, err)
+
+    def test_passed_gate_saves(self):
+        base = self.write("b.json", '{"recall@5": 0.6}')
+        new = os.path.join(self.tmp, "new.json")
+        code, out, err = run_cli(*self.ARGS, "--baseline", base, "--save-baseline", new)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(self.read(new))["mean"]["recall@5"], 2 / 3)
+
+    def test_accept_needs_save_baseline(self):
+        code, out, err = run_cli(*self.ARGS, "--accept")
+        self.assertEqual(code, 2)
+        self.assertIn("--accept only applies with --save-baseline", err)
+
+    def test_empty_file_names_are_errors(self):
+        # An unset CI variable ("--baseline $BASELINE") must not skip the gate.
+        for option in ("--baseline", "--save-baseline", "-o", "--compare"):
+            with self.subTest(option=option):
+                code, out, err = run_cli(*self.ARGS, option, "")
+                self.assertEqual(code, 2)
+                self.assertEqual(err, "rag-eval: error: %s: the file name is empty "
+                                      "(an unset variable?)\n" % option)
+                self.assertEqual(out, "")
+
+    def test_no_file_written_when_a_later_output_is_bad(self):
+        saved = os.path.join(self.tmp, "sb.json")
+        code, out, err = run_cli(*self.ARGS, "--save-baseline", saved,
+                                 "-o", os.path.join(self.tmp, "out.json") + os.sep)
+        self.assertEqual(code, 2)
+        self.assertIn("is a directory", err)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_huge_and_tiny_baseline_values(self):
+        huge = self.write("huge.json", '{"recall@5": 1%s}' % ("0" * 400))
+        code, out, err = run_cli(*self.ARGS, "--baseline", huge)
+        self.assertEqual(code, 2)
+        self.assertIn("'recall@5' must be a number in [0, 1]", err)
+        with self.assertRaises(rag_eval.EvalError):
+            rag_eval.gate(self.report(), {"recall@5": 10 ** 400})
+        # A tolerance of 5% of 1e-200 is representable; the queries it needs are not.
+        tiny = self.write("tiny.json", '{"recall@5": 1e-200}')
+        code, out, err = run_cli(*self.ARGS, "--baseline", tiny, "--max-drop", "5%")
+        self.assertEqual(code, 0, err)
+        self.assertIn("no practical number of queries is enough", out)
+        self.assertEqual(rag_eval.queries_needed(0.5, 1e-200), math.inf)
+
+    def test_malformed_inputs_member(self):
+        for inputs in ('{"qrels": "x"}', '{"qrels": {"sha256": 5}}', '[1]', '{"qrels": null}'):
+            with self.subTest(inputs=inputs):
+                base = self.write("b.json", '{"format": "rag_eval.baseline", "mean": '
+                                            '{"recall@5": 0.5}, "inputs": %s}' % inputs)
+                code, out, err = run_cli(*self.ARGS, "--baseline", base)
+                self.assertEqual(code, 2)
+                self.assertRegex(err, r"^rag-eval: error: .*b\.json: inputs must be an object")
+        with self.assertRaises(rag_eval.EvalError):
+            rag_eval.gate(self.report(), rag_eval.Baseline({"recall@5": 0.5}, inputs={"qrels": 1}))
+        with self.assertRaises(rag_eval.EvalError):
+            rag_eval.gate(self.report(), rag_eval.Baseline({"recall@5": 0.5}, {1: {}}))
+
+    def test_empty_per_query_baseline_reports_every_query_added(self):
+        base = self.write("b.json", '{"format": "rag_eval.baseline", "mean": {"recall@5": 0.5}, '
+                                    '"per_query": {}}')
+        result = rag_eval.gate(self.report(), rag_eval.load_baseline(base))
+        self.assertEqual(result.queries_added, ("q1", "q2", "q3"))
+
+    def test_library_rejects_odd_python_values(self):
+        report = self.report()
+        qrels, run = {"q": {"a": 1}}, {"q": ["a"]}
+        calls = [lambda: rag_eval.evaluate(qrels, run, k=None),
+                 lambda: rag_eval.evaluate(qrels, run, k=1.5),
+                 lambda: rag_eval.evaluate(qrels, run, metrics=5),
+                 lambda: rag_eval.evaluate(qrels, run, metrics=[b"recall"]),
+                 lambda: rag_eval.evaluate(qrels, run, k="５"),
+                 lambda: rag_eval.gate(report, {"recall@5": 0.5}, alpha="x"),
+                 lambda: rag_eval.gate(report, {"recall@5": 0.5}, resamples=None),
+                 lambda: rag_eval.gate({"recall@5": 0.5}, {"recall@5": 0.5}),
+                 lambda: rag_eval.compare(report, None)]
+        for i, call in enumerate(calls):
+            with self.subTest(call=i):
+                self.assertRaises(rag_eval.EvalError, call)
+
+    def test_numbers_are_ascii(self):
+        for argv in (("--k", "５"), ("--metrics", "recall@٣"), ("--rel", "２")):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*self.ARGS, *argv)
+                self.assertEqual(code, 2)
+                self.assertIn("must be a positive integer", err)
+        base = self.write("b.json", '{"map@１00": 0.5}')
+        code, out, err = run_cli(*self.ARGS, "--baseline", base)
+        self.assertEqual(code, 2)
+        self.assertIn("the cutoff k must be a positive integer", err)
+
+    def test_parameter_given_twice(self):
+        with self.assertRaisesRegex(rag_eval.EvalError, "'rel' is given twice"):
+            rag_eval.parse_measure("recall(rel=2,rel=3)@5")
+        with self.assertRaisesRegex(rag_eval.EvalError, "'gain' is given twice"):
+            rag_eval.parse_measure("nDCG(dcg=log2,gain=linear)@5")
+
+    def test_baseline_at_another_cutoff_names_the_options(self):
+        base = self.write("b.json", '{"recall@10": 0.5, "mrr@5": 0.4}')
+        code, out, err = run_cli(*self.ARGS, "--baseline", base, "--k", "5")
+        self.assertEqual(code, 1)
+        self.assertIn("ask for it with --metrics recall@10; or --k 10", out)
+
+    def test_missing_baseline_says_how_to_make_one(self):
+        missing = os.path.join(self.tmp, "none.json")
+        code, out, err = run_cli(*self.ARGS, "--baseline", missing)
+        self.assertEqual(code, 2)
+        self.assertIn("write one from an accepted run with --save-baseline", err)
+
+
+class InternalErrorTest(TempDir, unittest.TestCase):
+    """A bug exits 2 with one line, never 0 (a pass) or 1 (a regression)."""
+
+    ARGS = (example("qrels.json"), example("run.json"), "--baseline", example("baseline.json"))
+
+    def broken(self, *argv, env=None):
+        saved_gate, saved_env = rag_eval.gate, os.environ.get("RAG_EVAL_DEBUG")
+
+        def bug(*args, **kwargs):
+            raise ZeroDivisionError("division by zero\nsecond line")
+        rag_eval.gate = bug
+        if env is None:
+            os.environ.pop("RAG_EVAL_DEBUG", None)
+        else:
+            os.environ["RAG_EVAL_DEBUG"] = env
+        try:
+            return run_cli(*self.ARGS, *argv)
+        finally:
+            rag_eval.gate = saved_gate
+            if saved_env is None:
+                os.environ.pop("RAG_EVAL_DEBUG", None)
+            else:
+                os.environ["RAG_EVAL_DEBUG"] = saved_env
+
+    def test_one_line_exit_2(self):
+        code, out, err = self.broken()
+        self.assertEqual(code, 2)
+        self.assertEqual(err, "rag-eval: internal error (a bug in rag_eval, please report it): "
+                              "ZeroDivisionError: division by zero; rerun with --debug or "
+                              "RAG_EVAL_DEBUG=1 to see the traceback\n")
+
+    def test_debug_shows_the_traceback(self):
+        for argv, env in ((("--debug",), None), ((), "1")):
+            with self.subTest(argv=argv, env=env):
+                code, out, err = self.broken(*argv, env=env)
+                self.assertEqual(code, 2)
+                self.assertIn("Traceback (most recent call last)", err)
+                self.assertTrue(err.endswith("to see the traceback\n"))
+
+    def test_usage_error_is_one_line(self):
+        for argv, message in ((("--bogus",), "unrecognized arguments: --bogus"),
+                              (("--k",), "argument --k: expected one argument"),
+                              (("--format", "xml"), "argument --format: invalid choice")):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*self.ARGS, *argv)
+                self.assertEqual(code, 2)
+                self.assertEqual(err.count("\n"), 1, err)
+                self.assertTrue(err.startswith("rag-eval: error: " + message), err)
+                self.assertTrue(err.endswith("(see --help)\n"))
+
+
+class UnlabelledRunTest(TempDir, unittest.TestCase):
+    """A run that meets no label scores 0 everywhere: an input error, not a number."""
+
+    QRELS = {"q1": {"refund-policy": 2, "faq": 0}, "q2": {"sla": 1}}
+
+    def cli(self, run, *argv, qrels=None):
+        qrels = self.write("q.json", json.dumps(qrels or self.QRELS))
+        return run_cli(qrels, self.write("r.json", json.dumps(run)), *argv)
+
+    def test_no_retrieved_id_carries_a_label(self):
+        cases = {
+            "chunks": ({"q1": ["refund-policy#3"], "q2": ["x"]},
+                       "(e.g. run 'refund-policy#3', qrels 'refund-policy'): the run names chunks"),
+            "numbers": ({"q1": ["101.0"], "q2": ["7.0"]}, "numbers are written differently"),
+            "text": ({"q1": ["Refunds are paid within 30 days."]}, "the run holds text, not ids"),
+            "other": ({"q1": ["zzz"]}, "the files name ids differently, or do not belong"),
+        }
+        for name, (run, cause) in cases.items():
+            with self.subTest(case=name):
+                out_path = os.path.join(self.tmp, "out.json")
+                qrels = {"q1": {"101": 1}, "q2": {"7": 1}} if name == "numbers" else None
+                code, out, err = self.cli(run, "-o", out_path, qrels=qrels)
+                self.assertEqual(code, 2)
+                self.assertEqual(err.count("\n"), 1, err)
+                self.assertIn("r.json: not one retrieved id carries a label", err)
+                self.assertIn(cause, err)
+                self.assertIn("--allow-unlabelled-run", err)
+                self.assertFalse(os.path.exists(out_path))
+
+    def test_allowed_scores_zero_with_a_warning(self):
+        code, out, err = self.cli({"q1": ["refund-policy#3"], "q2": ["x"]},
+                                  "--allow-unlabelled-run", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"]["recall@5"], 0.0)
+        self.assertIn("warning: ", err)
+        self.assertIn("not one retrieved id carries a label", err)
+
+    def test_library_warns_and_returns_the_report(self):
+        report = rag_eval.evaluate(self.QRELS, {"q1": ["x"], "q2": ["y"]})
+        self.assertEqual(report.unlabelled_run, ("x", "refund-policy"))
+        self.assertTrue(any("not one retrieved id" in w for w in report.warnings))
+
+    def test_grade_zero_or_a_label_below_the_cutoff_counts(self):
+        # A judged non-relevant id (grade 0) is a label; so is one below k.
+        for run in ({"q1": ["faq"], "q2": ["x"]},
+                    {"q1": ["a", "b", "c", "d", "e", "f", "refund-policy"], "q2": ["x"]}):
+            with self.subTest(run=run):
+                code, out, err = self.cli(run)
+                self.assertEqual(code, 0, err)
+        report = rag_eval.evaluate(self.QRELS, {"q1": ["faq"], "q2": ["x"]})
+        self.assertIsNone(report.unlabelled_run)
+        self.assertEqual(report.unlabelled, ("q2",))      # q1's "faq" is judged (grade 0)
+
+    def test_negative_grades_are_not_labels(self):
+        code, out, err = run_cli(self.write("q.json", '{"q1": {"a": 1, "b": -1}}'),
+                                 self.write("r.json", '{"q1": ["b"]}'))
+        self.assertEqual(code, 2)
+        self.assertIn("e.g. run 'b', qrels 'a'", err)
+
+    def test_empty_run_is_not_unlabelled(self):
+        # Nothing retrieved: every query scores 0, which the missing-query warning covers.
+        code, out, err = self.cli({"q1": [], "q2": []})
+        self.assertEqual(code, 0, err)
+
+    def test_some_queries_without_a_label_in_the_top_k(self):
+        code, out, err = self.cli({"q1": ["refund-policy"], "q2": ["x", "y"]}, "--k", "1,2")
+        self.assertEqual(code, 0, err)
+        self.assertIn("warning: 1 query has no labelled id (grade >= 0) in the top 2: 'q2'",
+                      err)
+        code, out, err = self.cli({"q1": ["refund-policy"], "q2": ["x", "y"]},
+                                  "--format", "json")
+        self.assertEqual(json.loads(out)["unlabelled"], ["q2"])
+
+    def test_every_input_form_and_the_compare_run(self):
+        trec = self.write("r.trec", "q1 Q0 refund-policy#3 1 2.0 t\nq2 Q0 x 1 1.0 t\n")
+        jsonl = self.write("r.jsonl", '{"query_id": "q1", "scores": {"zz": 1.0}}\n')
+        qrels = self.write("q.json", json.dumps(self.QRELS))
+        good = self.write("good.json", '{"q1": ["refund-policy"]}')
+        for argv in ((qrels, trec), (qrels, jsonl), (qrels, good, "--compare", trec)):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*argv)
+                self.assertEqual(code, 2)
+                self.assertIn("not one retrieved id carries a label", err)
 
 
 # ---------------------------------------------------------------------------
