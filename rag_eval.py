@@ -993,11 +993,14 @@ def _top_level_keys(value):
     return len(value) + sum(len(v) for v in value.values() if type(v) is dict)
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
+# \ud800-\udfff: high and low halves.  A valid pair parses to one character,
+# so only the walk of _check_encodable decides; this only says when to walk.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _check_encodable(value):
-    """JSON escapes can make lone surrogates, which no file or terminal can take."""
+    """JSON escapes can make lone surrogates (high or low), which no file or
+    terminal can take."""
     strings = [value]
     while strings:
         item = strings.pop()

@@ -1514,6 +1514,30 @@ class BadInputTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("q.trec:2:", err)
 
+    def test_every_lone_surrogate_is_an_input_error(self):
+        # High (\ud800-\udbff) and low (\udc00-\udfff) halves alike, in a key or
+        # a value; the low half used to pass the check and crash the output.
+        cases = [('{"q1": {"a": 1}, "\\udc00": {"b": 0}}', None, "q.json: '\\udc00' holds"),
+                 (None, '{"q1": ["a", "\\uDFFF"]}', "r.json: '\\udfff' holds"),
+                 (None, '{"q1": {"a": 1.0, "x\\ud83d": 0.5}}', "r.json: 'x\\ud83d' holds"),
+                 ('{"q1": {"a": 1, "\\ude00\\ud83d": 0}}', None, "q.json: '\\ude00\\ud83d'")]
+        for qrels, run, expect in cases:
+            with self.subTest(expect=expect):
+                self.assertBad(qrels=qrels, run=run, extra=["--per-query"], expect=expect)
+        q = self.write("q.jsonl", '{"query_id": "q1", "grades": {"a": 1}}\n'
+                                  '{"query_id": "\\udc01", "grades": {"b": 0}}\n')
+        code, out, err = run_cli(q, self.write("r.trec", "q1 Q0 a 1 1.0 t\n"))
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(err, "rag-eval: error: %s:2: '\\udc01' holds a lone surrogate escape, "
+                              "not text\n" % q)
+
+    def test_surrogate_pair_is_text(self):
+        q = self.write("q.json", '{"q\\ud83d\\ude00": {"a\\uD83D\\uDE00": 1}}')
+        r = self.write("r.trec", "q\U0001f600 Q0 a\U0001f600 1 1.0 t\n")
+        code, out, err = run_cli(q, r, "--metrics", "recall@1", "--per-query", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["per_query"], {"q\U0001f600": {"recall@1": 1.0}})
+
     def test_not_utf8_and_bad_gzip(self):
         self.assertBad(qrels=b'{"q1": {"\xff": 1}}', expect="not UTF-8")
         self.assertBad(qrels=b"\x1f\x8bnot really gzip", expect="gzip")
