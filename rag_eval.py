@@ -1180,7 +1180,11 @@ def _trec_qrels_fast(data):
     the per-line reader takes over and names any bad line).  Split on single
     spaces, a line's grade and the next line's query id stay glued by the
     newline; one newline in every glued token proves four fields a line, and
-    joining the glued tokens and splitting on newlines yields both columns."""
+    joining the glued tokens and splitting on newlines yields both columns.
+    Whatever it returns, _trec_qrels_checked returns too (a differential test
+    pins it): other white space, such as a tab next to a space, goes there."""
+    if not _plain_spaces(data):
+        return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -1199,8 +1203,9 @@ def _trec_qrels_fast(data):
     grades = list(map(_SMALL_GRADES.get, columns[2:-1:2]))     # most grades are 0..3
     if None in grades:
         grades = columns[2:-1:2]
-        if "_" in "".join(grades):
-            return None     # int() would read 1_0 as 10; the per-line reader says why not
+        joined = "".join(grades)
+        if "_" in joined or not joined.isascii():
+            return None     # int() would read 1_0 as 10 and "\u0662" as 2: the per-line reader refuses
         try:
             grades = list(map(int, grades))
         except ValueError:

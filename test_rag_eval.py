@@ -449,6 +449,55 @@ class LoaderTest(TempDir, unittest.TestCase):
             with self.subTest(irregular=data):
                 self.assertIsNone(rag_eval._trec_qrels_fast(data))
 
+    def test_trec_qrels_fast_reader_agrees_on_mutated_lines(self):
+        # Seeded mutations of regular qrels: whatever the split-on-spaces reader
+        # returns, the line-by-line reader returns too (None defers to it).
+        inserts = [" ", "\t", "\x0b", "\x0c", "\r", "\r\n", "\n", "  ", "1", "-", "+", "_",
+                   "\u0662", "\x85", "\xa0", "\x1c", "#", "x"]
+        rng = random.Random(9)
+        seen = {"fast": 0, "deferred": 0, "error": 0}
+        for case in range(3000):
+            text = "".join("q%d 0 d%d %d\n" % (rng.randrange(3), rng.randrange(6),
+                                                rng.choice([0, 1, 2, -1, 12]))
+                           for _ in range(rng.randrange(1, 7)))
+            text = "".join(dict.fromkeys(text.splitlines(True)))    # no conflicting grade yet
+            for _ in range(rng.randrange(4)):
+                i = rng.randrange(len(text))
+                if rng.random() < 0.2:
+                    text = text[:i] + text[i + 1:]
+                else:
+                    text = text[:i] + rng.choice(inserts) + text[i:]
+            data = text.encode()
+            fast = rag_eval._trec_qrels_fast(data)
+            try:
+                careful = rag_eval._trec_qrels_checked(rag_eval._Input(io.BytesIO(data)))
+            except rag_eval.EvalError:
+                careful = "error"
+            if fast is not None:
+                self.assertEqual(fast, careful, data)
+            seen["fast" if fast is not None else "error" if careful == "error" else "deferred"] += 1
+        self.assertGreater(min(seen.values()), 200, seen)
+
+    def test_trec_qrels_white_space_is_any_run_of_blanks(self):
+        # Fields are separated by runs of space, tab, CR, VT or FF (as trec_eval and
+        # the run reader); a tab next to a space used to stay inside the doc id.
+        qrels = {"q1 0 d1\t 1\n": 1.0, "q1 0 d1 \x0b1\n": 1.0, "q1 0 d1\r 1\r\n": 1.0,
+                 "q1\x0c 0  d1   1\n": 1.0, "q1 0 d2 1\nq1 0 d1\t\t0\n": 0.0}
+        run = self.write("r.trec", "q1 Q0 d1 1 2.0 r\nq1 Q0 d2 2 1.0 r\n")
+        for text, recall in qrels.items():
+            with self.subTest(text=text):
+                code, out, err = run_cli(self.write("q.trec", text), run, "--metrics", "recall@1",
+                                         "--format", "json")
+                self.assertEqual(code, 0, err)
+                self.assertEqual(json.loads(out)["mean"], {"recall@1": recall})
+        for text, expect in {"q1 0  1\n": "q.trec:1: expected 4 fields", "q1 0 d1 \u0662\n":
+                             "q.trec:1: grade must be an integer, got '\u0662'"}.items():
+            with self.subTest(text=text):
+                code, out, err = run_cli(self.write("q.trec", text), run)
+                self.assertEqual((code, out), (2, ""))
+                self.assertIn(expect, err)
+                self.assertEqual(len(err.splitlines()), 1)
+
     def test_jsonl_ranked_lists(self):
         path = self.write("run.jsonl", '{"query_id": "q1", "docs": ["a", "b"]}\n'
                                        '{"query_id": 2, "docs": []}\n')
@@ -1930,7 +1979,9 @@ class MalformedInputTest(TempDir, unittest.TestCase):
             lambda t, i: t[:i] + "\n" + t[i:], lambda t, i: t[:i] + "1" + t[i:],
             lambda t, i: t[:i] + "." + t[i:], lambda t, i: t[:i] + "e" + t[i:],
             lambda t, i: t[:i] + "-" + t[i:], lambda t, i: t[:i] + "_" + t[i:],
-            lambda t, i: t.replace("\n", "\r\n"), lambda t, i: t.replace(" ", "  ", 1)]
+            lambda t, i: t.replace("\n", "\r\n"), lambda t, i: t.replace(" ", "  ", 1),
+            lambda t, i: t[:i] + random.Random(i).choice(["\u0662", "\x0b", "\x0c", "\xa0",
+                                                          "\x85", " \t", "\r "]) + t[i:]]
         rng = random.Random(11)
         seen = {"fast": 0, "error": 0}
         for case in range(3000):
