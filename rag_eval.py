@@ -1271,9 +1271,10 @@ class _NotGrouped(Exception):
 
 
 def _parse_run_line(line, where):
-    """(qid, doc, score) from one TREC run line (bytes), or an EvalError."""
+    """(qid, doc, score) from one TREC run line (bytes), or an EvalError.
+    Fields after the run tag are ignored, as trec_eval documents."""
     parts = line.split()
-    if len(parts) != 6:
+    if len(parts) < 6:
         raise EvalError("%s: expected 6 fields (query_id Q0 doc_id rank score tag), got %d"
                         % (where, len(parts)))
     try:

@@ -1957,6 +1957,19 @@ class MalformedInputTest(TempDir, unittest.TestCase):
                 self.assertEqual(code, 0, err)
                 self.assertIn("1.0000", out)
 
+    def test_fields_after_the_run_tag_are_ignored(self):
+        # trec_eval 10: "Any field following run_id is ignored"; in every line or some.
+        for text in ("q1 Q0 d1 1 2.0 r extra\nq1 Q0 d2 2 1.0 r\n",
+                     "q1 Q0 d2 1 1.0 r x y\nq1 Q0 d1 2 2.0 r # 3\n"):
+            with self.subTest(text=text):
+                code, out, err = self.score(text, "--format", "json")
+                self.assertEqual(code, 0, err)
+                self.assertEqual(json.loads(out)["mean"], {"mrr@1": 1.0})
+                block = text.encode()
+                self.assertEqual(rag_eval._block_segments(block, "r", 0, 2),
+                                 [(b"q1", [b"d1", b"d2"], [2.0, 1.0])] if "extra" in text
+                                 else [(b"q1", [b"d2", b"d1"], [1.0, 2.0])])
+
     def test_fast_trec_reader_agrees_with_the_line_reader(self):
         # Seeded mutations of a regular block: the split-on-spaces reader must
         # give what the line-by-line reader gives (segments or the same error).
@@ -1981,7 +1994,8 @@ class MalformedInputTest(TempDir, unittest.TestCase):
             lambda t, i: t[:i] + "-" + t[i:], lambda t, i: t[:i] + "_" + t[i:],
             lambda t, i: t.replace("\n", "\r\n"), lambda t, i: t.replace(" ", "  ", 1),
             lambda t, i: t[:i] + random.Random(i).choice(["\u0662", "\x0b", "\x0c", "\xa0",
-                                                          "\x85", " \t", "\r "]) + t[i:]]
+                                                          "\x85", " \t", "\r "]) + t[i:],
+            lambda t, i: t.replace("\n", " extra 1\n", 1)]     # fields after the tag
         rng = random.Random(11)
         seen = {"fast": 0, "error": 0}
         for case in range(3000):
