@@ -941,7 +941,8 @@ _DETECT_BYTES = 1 << 20
 
 
 def _detect_format(inp, kind):
-    """'json', 'jsonl' or 'trec', from the first non-blank line (read no further
+    """'json', 'jsonl' or 'trec', from the first non-blank line (a "#" comment
+    line can only be TREC, see _is_comment; read no further
     than its first MiB: a longer first line is JSONL when "query_id" appears in
     that MiB, else a one-line JSON document)."""
     head = b""
@@ -1183,7 +1184,7 @@ def _trec_qrels_fast(data):
     joining the glued tokens and splitting on newlines yields both columns.
     Whatever it returns, _trec_qrels_checked returns too (a differential test
     pins it): other white space, such as a tab next to a space, goes there."""
-    if not _plain_spaces(data):
+    if not _plain_spaces(data) or _has_comments(data):
         return None
     try:
         text = data.decode("utf-8")
@@ -1224,9 +1225,10 @@ def _trec_qrels_checked(inp):
     out = {}
     for number, line in _lines(inp):
         parts = line.split()
-        if not parts:
+        if not parts or _is_comment(line):
             continue
         where = "%s:%d" % (inp.name, number)
+        _check_not_comment_like(parts[0], where)
         if len(parts) != 4:
             raise EvalError("%s: expected 4 fields (query_id iteration doc_id grade), got %d"
                             % (where, len(parts)))
@@ -1246,6 +1248,24 @@ def _trec_qrels_checked(inp):
     if not out:
         raise EvalError("%s: no qrels lines found" % inp.name)
     return out
+
+
+def _is_comment(line):
+    """A TREC line whose column 0 is "#" is a comment (trec_eval 10 skips them)."""
+    return line[:1] == b"#"
+
+
+def _has_comments(data):
+    """True when some line of ``data`` (bytes) is a comment."""
+    return data[:1] == b"#" or b"\n#" in data
+
+
+def _check_not_comment_like(qid, where):
+    """A query id cannot start with "#": indented, the line would read as data in
+    one tool and as a comment in another."""
+    if qid[:1] == b"#":
+        raise EvalError("%s: a query id cannot start with '#' (got %r): a line whose "
+                        "column 0 is '#' is a comment" % (where, qid.decode("utf-8", "replace")))
 
 
 # --- TREC runs: the fast path ------------------------------------------------
@@ -1274,6 +1294,8 @@ def _parse_run_line(line, where):
     """(qid, doc, score) from one TREC run line (bytes), or an EvalError.
     Fields after the run tag are ignored, as trec_eval documents."""
     parts = line.split()
+    if parts:
+        _check_not_comment_like(parts[0], where)
     if len(parts) < 6:
         raise EvalError("%s: expected 6 fields (query_id Q0 doc_id rank score tag), got %d"
                         % (where, len(parts)))
@@ -1298,7 +1320,10 @@ def _trec_blocks(inp):
 
 
 def _block_segments(block, name, number, lines):
-    """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a block."""
+    """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a
+    block (none when it holds only comments)."""
+    if _has_comments(block):
+        return _block_segments_checked(block, name, number)
     first_end = block.find(b"\n")
     tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
     tokens = (tag + b"\n" + block).split(b" ")
@@ -1402,7 +1427,7 @@ def _joined(parts):
 def _block_segments_checked(block, name, number):
     segments = []
     for offset, line in enumerate(block.split(b"\n")[:-1], 1):
-        if not line.strip():
+        if not line.strip() or _is_comment(line):
             continue
         qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
         if segments and segments[-1][0] == qid:
@@ -1456,6 +1481,8 @@ def _trec_run_queries(inp, grouped=True):
     finished, current, parts = set(), None, []
     for number, block, lines in _trec_blocks(inp):
         segments = _block_segments(block, inp.name, number, lines)
+        if not segments:
+            continue
         if len({qid for qid, _, _ in segments}) < len(segments):
             segments = _merge_neighbours(segments)
         if segments[0][0] == current:       # the previous block's last query goes on

@@ -498,6 +498,28 @@ class LoaderTest(TempDir, unittest.TestCase):
                 self.assertIn(expect, err)
                 self.assertEqual(len(err.splitlines()), 1)
 
+    def test_trec_comment_lines_are_skipped(self):
+        # trec_eval 10 skips lines whose column 0 is "#"; both readers of each kind do.
+        qrels = b"# judged by A\nq1 0 d1 1\n#q1 0 d2 1\nq1 0 d2 0\n"
+        self.assertIsNone(rag_eval._trec_qrels_fast(qrels))
+        self.assertEqual(rag_eval.load_qrels(io.BytesIO(qrels)), {"q1": {"d1": 1, "d2": 0}})
+        run = b"#q1 Q0 d2 1 9.0 t\nq1 Q0 d2 1 2.0 t\n# c\nq1 Q0 d1 2 3.0 t\n"
+        self.assertEqual(rag_eval._block_segments(run, "r", 0, 4),
+                         rag_eval._block_segments_checked(run, "r", 0))
+        self.assertEqual(rag_eval._block_segments(b"# only a comment\n", "r", 0, 1), [])
+        q, r = self.write("q.trec", qrels), self.write("r.trec", b"#\n" * 3 + run)
+        code, out, err = run_cli(q, r, "--metrics", "mrr@1", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"mrr@1": 1.0})
+        self.assertEqual(json.loads(out)["inputs"]["qrels"]["format"], "trec")
+        for qrels, run in ((b"q1 0 d1 1\n #q2 0 d1 1\n", run),
+                           (qrels, b"q1 Q0 d1 1 1.0 t\n\t#q2 Q0 d1 1 1.0 t\n")):
+            with self.subTest(qrels=qrels, run=run):
+                code, out, err = run_cli(self.write("q.trec", qrels), self.write("r.trec", run))
+                self.assertEqual((code, out), (2, ""))
+                bad = "q.trec" if qrels.startswith(b"q1") else "r.trec"
+                self.assertIn("%s:2: a query id cannot start with '#' (got '#q2')" % bad, err)
+
     def test_jsonl_ranked_lists(self):
         path = self.write("run.jsonl", '{"query_id": "q1", "docs": ["a", "b"]}\n'
                                        '{"query_id": 2, "docs": []}\n')
@@ -698,6 +720,21 @@ class ParallelTest(TempDir, unittest.TestCase):
             rag_eval._run_queries = sequential
         self.assertEqual(report.per_query, expected.per_query)
         self.assertEqual(report.warnings, expected.warnings)
+
+    def test_comment_lines_stay_on_every_core(self):
+        lines = self.lines()
+        commented = ["# run of %d lines" % len(lines)]
+        for i, line in enumerate(lines):
+            commented += [line, "#" + line] if i % 50 == 7 else [line]
+        expected = self.evaluate(lines)
+        sequential = rag_eval._run_queries
+        rag_eval._run_queries = lambda *args, **kwargs: self.fail("fell back to one core")
+        try:
+            report = self.evaluate(commented)
+        finally:
+            rag_eval._run_queries = sequential
+        self.assertEqual(report.per_query, expected.per_query)
+        self.assertEqual(report.ties, expected.ties)
 
     def test_bad_line_is_named_exactly(self):
         lines = self.lines()
@@ -1994,7 +2031,7 @@ class MalformedInputTest(TempDir, unittest.TestCase):
             lambda t, i: t[:i] + "-" + t[i:], lambda t, i: t[:i] + "_" + t[i:],
             lambda t, i: t.replace("\n", "\r\n"), lambda t, i: t.replace(" ", "  ", 1),
             lambda t, i: t[:i] + random.Random(i).choice(["\u0662", "\x0b", "\x0c", "\xa0",
-                                                          "\x85", " \t", "\r "]) + t[i:],
+                                                          "\x85", " \t", "\r ", "#"]) + t[i:],
             lambda t, i: t.replace("\n", " extra 1\n", 1)]     # fields after the tag
         rng = random.Random(11)
         seen = {"fast": 0, "error": 0}
