@@ -941,10 +941,11 @@ _DETECT_BYTES = 1 << 20
 
 
 def _detect_format(inp, kind):
-    """'json', 'jsonl' or 'trec', from the first non-blank line (a "#" comment
-    line can only be TREC, see _is_comment; read no further
-    than its first MiB: a longer first line is JSONL when "query_id" appears in
-    that MiB, else a one-line JSON document)."""
+    """'json', 'jsonl' or 'trec', from the first non-blank line: JSONL when it
+    is a JSON object with a top-level "query_id" key, JSON when it starts with
+    "{" or "[" otherwise, else TREC (a "#" comment line can only be TREC, see
+    _is_comment).  Reads no further than the first MiB: of a longer first line
+    only the top-level keys held whole in that MiB are looked at."""
     head = b""
     for block in inp.blocks():
         head += block
@@ -956,13 +957,49 @@ def _detect_format(inp, kind):
     if stripped[:1] not in (b"{", b"["):
         return "trec"
     end = stripped.find(b"\n")
-    if end < 0:     # a first line over a MiB: JSONL only if it names a query_id
-        return "jsonl" if stripped[:1] == b"{" and b'"query_id"' in stripped else "json"
+    if end < 0 and len(head) >= _DETECT_BYTES:      # a first line over a MiB
+        jsonl = stripped[:1] == b"{" and _leading_keys_hold(stripped, "query_id")
+        return "jsonl" if jsonl else "json"
     try:
-        first = json.loads(stripped[:end])
+        first = json.loads(stripped[:end] if end >= 0 else stripped)
     except (ValueError, RecursionError):
         return "json"
     return "jsonl" if isinstance(first, dict) and "query_id" in first else "json"
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _leading_keys_hold(head, key):
+    """True when ``key`` is a top-level key of the JSON object that ``head``
+    (bytes, perhaps cut short) begins, among the members ``head`` holds whole.
+
+    >>> _leading_keys_hold(b'{"docs": ["query_id"], "query_id": "q1", "x": [1, 2', "query_id")
+    True
+    >>> _leading_keys_hold(b'{"q1": ["query_id", "a"], "q2": ["b", "c', "query_id")
+    False
+    """
+    text, decode = head.decode("utf-8", "ignore"), json.JSONDecoder().raw_decode
+    i = _JSON_SPACE.match(text).end() + 1       # past the "{"
+    try:
+        while True:
+            i = _JSON_SPACE.match(text, i).end()
+            if text[i:i + 1] != '"':
+                return False
+            name, i = decode(text, i)
+            i = _JSON_SPACE.match(text, i).end()
+            if text[i:i + 1] != ":":
+                return False
+            if name == key:
+                return True
+            i = _JSON_SPACE.match(text, i + 1).end()
+            _, i = decode(text, i)              # the value: raises when cut short
+            i = _JSON_SPACE.match(text, i).end()
+            if text[i:i + 1] != ",":
+                return False
+            i += 1
+    except (ValueError, RecursionError):
+        return False
 
 
 def _reject_constant(token):
@@ -1206,7 +1243,7 @@ def _trec_qrels_fast(data):
         grades = columns[2:-1:2]
         joined = "".join(grades)
         if "_" in joined or not joined.isascii():
-            return None     # int() would read 1_0 as 10 and "\u0662" as 2: the per-line reader refuses
+            return None     # int() reads 1_0 as 10 and "\u0662" as 2; the per-line reader refuses
         try:
             grades = list(map(int, grades))
         except ValueError:

@@ -520,6 +520,32 @@ class LoaderTest(TempDir, unittest.TestCase):
                 bad = "q.trec" if qrels.startswith(b"q1") else "r.trec"
                 self.assertIn("%s:2: a query id cannot start with '#' (got '#q2')" % bad, err)
 
+    def test_format_is_detected_from_the_first_line_whole(self):
+        # One line, no final newline: "query_id" inside a ranking does not make it
+        # JSONL; a lone JSONL record does not make it JSON.
+        q = self.write("q.json", '{"q1": {"a": 1}}')
+        for name, text in (("r.json", '{"q1": ["query_id", "a"]}'),
+                           ("r.jsonl", '{"query_id": "q1", "docs": ["query_id", "a"]}')):
+            with self.subTest(text=text):
+                code, out, err = run_cli(q, self.write(name, text), "--metrics", "mrr@2",
+                                         "--format", "json")
+                self.assertEqual(code, 0, err)
+                report = json.loads(out)
+                self.assertEqual(report["mean"], {"mrr@2": 0.5})
+                self.assertEqual(report["inputs"]["run"]["format"], name[2:])
+        # A first line over a MiB: the top-level keys held whole in that MiB decide.
+        many = ["x%d" % i for i in range(150000)]
+        huge = {"r.json": json.dumps({"q1": ["query_id"] + many + ["a"]}),
+                "r.jsonl": json.dumps({"run": "bm25", "query_id": "q1", "docs": many + ["a"]})}
+        for name, text in huge.items():
+            with self.subTest(huge=name):
+                path = self.write(name, text)
+                self.assertGreater(os.path.getsize(path), 1 << 20)
+                self.assertEqual(rag_eval._detect_format(rag_eval._Input(path), "run"), name[2:])
+                code, out, err = run_cli(q, path, "--metrics", "success", "--k", "200000")
+                self.assertEqual(code, 0, err)
+                self.assertIn("1.0000", out)
+
     def test_jsonl_ranked_lists(self):
         path = self.write("run.jsonl", '{"query_id": "q1", "docs": ["a", "b"]}\n'
                                        '{"query_id": 2, "docs": []}\n')
