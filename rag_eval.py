@@ -1769,18 +1769,37 @@ def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
     want = depth + 1   # one past the deepest cutoff shows a tie that straddles it
     n = len(scores)
     window = heapq.nlargest(want, zip(map(float, scores), docs))
-    duplicates = 0
+    repeats = duplicates = 0
     if len(set(map(_second, window))) < len(window):
         best = {}
         for score, doc in zip(map(float, scores), docs):
             if doc not in best or score > best[doc]:
                 best[doc] = score
-        duplicates = n - len(best)
+        repeats = n - len(best)
+        # at most depth + repeats entries, in rank order, fill the top
+        ranked = heapq.nlargest(depth + repeats, zip(map(float, scores), docs))
+        duplicates = _repeats_read(map(_second, ranked), depth)
         window = heapq.nlargest(want, zip(best.values(), best.keys()))
-    returned = len(set(docs)) if exact_returned else n - duplicates
+    returned = len(set(docs)) if exact_returned else n - repeats
     window_scores = [score for score, _ in window]
     return _Top(list(map(_second, window[:depth])), duplicates,
                 _straddling(window_scores, cutoffs, len(window_scores)), returned)
+
+
+def _repeats_read(ranked_ids, depth):
+    """How many repeated ids are read, in rank order, until ``depth`` distinct
+    ones fill the top: a repeat below the deepest cutoff changes no number, so
+    it is not counted (the rule _top_of_list follows too).
+
+    >>> _repeats_read(["a", "b", "a"], 2), _repeats_read(["a", "a", "b"], 2)
+    (0, 1)
+    """
+    seen, read = set(), 0
+    for read, doc in enumerate(ranked_ids, 1):
+        seen.add(doc)
+        if len(seen) == depth:
+            break
+    return read - len(seen)
 
 
 _second = operator.itemgetter(1)

@@ -340,6 +340,47 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual(report.mean, {"recall@3": 0.5, "precision@3": 1 / 3})
         self.assertTrue(any("repeat ids" in w for w in report.warnings))
 
+    def test_repeats_reported_only_among_the_ids_that_fill_the_top(self):
+        # One rule for every input form and both rankers: "a" again at rank 3 is
+        # below the deepest cutoff at k=2 (no number changes, no warning) and is
+        # read to fill the top at k=3 (a warning; precision@3 counts "a" once).
+        qrels = {"q": {"a": 1, "c": 1}}
+        forms = {"list": ["a", "b", "a", "c"],
+                 "in order": rag_eval._Scored([b"a", b"b", b"a", b"c"], [4.0, 3.0, 2.0, 1.0]),
+                 "shuffled": rag_eval._Scored([b"a", b"c", b"b", b"a"], [2.0, 1.0, 3.0, 4.0]),
+                 "tokens": rag_eval._Scored([b"a", b"b", b"a", b"c"], [b"4.0", b"3.0", b"2.0",
+                                                                      b"1.0"])}
+        expected = {2: ({"recall@2": 0.5, "precision@2": 0.5}, False),
+                    3: ({"recall@3": 1.0, "precision@3": 2 / 3}, True)}
+        for form, ranking in forms.items():
+            for k, (mean, warned) in expected.items():
+                with self.subTest(form=form, k=k):
+                    scorer = rag_eval._QueryScorer(qrels, rag_eval.resolve_measures(
+                        "recall,precision", k), 1)
+                    report = rag_eval._score(scorer, [("q", ranking)], False, "r")
+                    self.assertEqual(report.mean, mean)
+                    self.assertEqual(any("repeat ids" in w for w in report.warnings), warned)
+
+    def test_repeats_rule_in_every_file_format(self):
+        files = {"r.json": '{"q": ["a", "b", "a", "c"]}',
+                 "r.jsonl": '{"query_id": "q", "docs": ["a", "b", "a", "c"]}\n',
+                 "r.trec": "q Q0 a 1 4.0 t\nq Q0 b 2 3.0 t\nq Q0 a 3 2.0 t\nq Q0 c 4 1.0 t\n",
+                 "s.trec": "q Q0 c 1 1.0 t\nq Q0 a 2 2.0 t\nq Q0 b 3 3.0 t\nq Q0 a 4 4.0 t\n"}
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = os.path.join(tmp, "q.json")
+            with open(qrels, "w") as handle:
+                handle.write('{"q": {"a": 1, "c": 1}}')
+            for name, text in files.items():
+                path = os.path.join(tmp, name)
+                with open(path, "w") as handle:
+                    handle.write(text)
+                for k, warned in ((2, False), (3, True)):
+                    with self.subTest(name=name, k=k):
+                        code, out, err = run_cli(qrels, path, "--metrics", "recall", "--k", str(k))
+                        self.assertEqual(code, 0, err)
+                        self.assertIn("0.5000" if k == 2 else "1.0000", out)
+                        self.assertEqual("1 query repeat ids" in err, warned, err)
+
     def test_missing_query_scores_zero_and_stays_in_mean(self):
         report = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": ["a"]}, k=1,
                                    metrics="recall")
