@@ -1123,8 +1123,9 @@ def _as_score(value, what):
 
 def _check_qrels_query(qid, grades, where):
     if not isinstance(grades, dict):
-        raise EvalError("%s: query %r: judgments must be an object {doc_id: grade}, got %s"
-                        % (where, qid, type(grades).__name__))
+        hint = "; a ranked list is a run: " + _SWAPPED if isinstance(grades, list) else ""
+        raise EvalError("%s: query %r: judgments must be an object {doc_id: grade}, got %s%s"
+                        % (where, qid, type(grades).__name__, hint))
     if set(map(type, grades.values())) <= {int} and _all_str(grades):
         return grades
     return {_as_id(doc, "%s: query %r: doc id" % (where, qid)):
@@ -1165,16 +1166,56 @@ def _check_run_query(qid, ranking, where):
 
 _CHECKS = {"qrels": _check_qrels_query, "run": _check_run_query}
 _JSONL_FIELDS = {"qrels": ("grades",), "run": ("docs", "scores")}
+_JSONL_FORMS = {"qrels": '{"query_id": ..., "grades": {doc_id: grade, ...}}',
+                "run": '{"query_id": ..., "docs": [doc_id, ...]} or '
+                       '{"query_id": ..., "scores": {doc_id: score, ...}}'}
+
+
+def _jsonl_form_error(where, kind, record):
+    """The error of a JSONL record without the keys its kind needs."""
+    if not isinstance(record, dict):
+        return EvalError("%s: a JSONL %s line needs %s, got %s"
+                         % (where, kind, _JSONL_FORMS[kind], type(record).__name__))
+    keys = list(record)[:6]
+    other = "run" if kind == "qrels" else "qrels"
+    hint = ""
+    if "query_id" in record and any(field in record for field in _JSONL_FIELDS[other]):
+        hint = "; this looks like %s: %s" % ("a run" if other == "run" else "qrels", _SWAPPED)
+    return EvalError("%s: a JSONL %s line needs %s, got keys %r%s"
+                     % (where, kind, _JSONL_FORMS[kind], keys, hint))
 
 
 def _json_queries(inp, kind):
-    data = _json_loads(inp.text(), inp.name)
+    text = inp.text()
+    try:
+        data = _json_loads(text, inp.name)
+    except EvalError:
+        _refuse_keyless_jsonl(text, inp.name, kind)
+        raise
     if not isinstance(data, dict):
         raise EvalError("%s: the top level must be an object {query_id: ...}, got %s"
                         % (inp.name, type(data).__name__))
     check = _CHECKS[kind]
     for qid, value in data.items():
         yield qid, check(qid, value, inp.name)
+
+
+def _refuse_keyless_jsonl(text, name, kind):
+    """When a file that is not JSON starts with a line that is a JSON object on
+    its own, it is JSONL whose first line lacks "query_id": say what it needs
+    (rather than JSON's "Extra data")."""
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            if not "".join(lines[number:]).strip():
+                return          # one line: JSON's own error stands
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                return
+            if isinstance(record, dict):
+                raise _jsonl_form_error("%s:%d" % (name, number), kind, record)
+            return
 
 
 def _jsonl_queries(inp, kind):
@@ -1185,11 +1226,9 @@ def _jsonl_queries(inp, kind):
             continue
         where = "%s:%d" % (inp.name, number)
         record = _json_loads(_decode(line, where), inp.name, number)
-        if not isinstance(record, dict) or "query_id" not in record:
-            raise EvalError("%s: expected an object with \"query_id\"" % where)
-        present = [f for f in fields if f in record]
-        if len(present) != 1:
-            raise EvalError("%s: expected exactly one of %s" % (where, ", ".join(map(repr, fields))))
+        present = [f for f in fields if f in record] if isinstance(record, dict) else ()
+        if len(present) != 1 or "query_id" not in record:
+            raise _jsonl_form_error(where, kind, record)
         qid = _as_id(record["query_id"], "%s: query_id" % where)
         if qid in seen:
             raise EvalError("%s: query %r appears on more than one line" % (where, qid))
@@ -1266,17 +1305,10 @@ def _trec_qrels_checked(inp):
             continue
         where = "%s:%d" % (inp.name, number)
         _check_not_comment_like(parts[0], where)
-        if len(parts) != 4:
-            raise EvalError("%s: expected 4 fields (query_id iteration doc_id grade), got %d"
-                            % (where, len(parts)))
-        qid, doc = _decode(parts[0], where), _decode(parts[2], where)
         try:
-            if b"_" in parts[3]:
-                raise ValueError(parts[3])
-            grade = int(parts[3])
-        except ValueError:
-            raise EvalError("%s: grade must be an integer, got %r"
-                            % (where, parts[3].decode("utf-8", "replace"))) from None
+            qid, doc, grade = _parse_qrels_line(parts, where)
+        except EvalError as exc:
+            raise (exc if out else _first_line_error(exc, line, "qrels")) from None
         grades = out.setdefault(qid, {})
         if grades.get(doc, grade) != grade:
             raise EvalError("%s: query %r: %r judged twice with different grades (%d, %d)"
@@ -1285,6 +1317,38 @@ def _trec_qrels_checked(inp):
     if not out:
         raise EvalError("%s: no qrels lines found" % inp.name)
     return out
+
+
+def _parse_qrels_line(parts, where):
+    """(qid, doc, grade) from the fields of one TREC qrels line, or an EvalError."""
+    if len(parts) != 4:
+        raise EvalError("%s: expected 4 fields (query_id iteration doc_id grade), got %d"
+                        % (where, len(parts)))
+    try:
+        if b"_" in parts[3]:
+            raise ValueError(parts[3])
+        grade = int(parts[3])
+    except ValueError:
+        raise EvalError("%s: grade must be an integer, got %r"
+                        % (where, parts[3].decode("utf-8", "replace"))) from None
+    return _decode(parts[0], where), _decode(parts[2], where), grade
+
+
+_SWAPPED = "the files look swapped: give them in the order QRELS RUN"
+_NOT_READ = "accepted formats are JSON, JSONL and TREC (white-space columns)"
+
+
+def _first_line_error(exc, line, kind):
+    """The error of a bad first TREC line, saying what to do when the line
+    looks like the other kind of file, or like CSV / TSV."""
+    fields = len(line.split())
+    if (kind == "qrels" and fields >= 6) or (kind == "run" and fields == 4):
+        other = "a TREC run" if kind == "qrels" else "TREC qrels"
+        return EvalError("%s; this looks like %s: %s" % (exc, other, _SWAPPED))
+    if b"," in line or b"\t" in line:
+        return EvalError("%s; this looks like CSV or TSV, which is not read: %s"
+                         % (exc, _NOT_READ))
+    return exc
 
 
 def _is_comment(line):
@@ -1466,7 +1530,11 @@ def _block_segments_checked(block, name, number):
     for offset, line in enumerate(block.split(b"\n")[:-1], 1):
         if not line.strip() or _is_comment(line):
             continue
-        qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
+        try:
+            qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
+        except EvalError as exc:
+            first = number == 0 and not segments    # the file's first run line
+            raise (_first_line_error(exc, line, "run") if first else exc) from None
         if segments and segments[-1][0] == qid:
             segments[-1][1].append(doc)
             segments[-1][2].append(score)

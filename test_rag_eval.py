@@ -1691,6 +1691,64 @@ class BadInputTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["per_query"], {"q\U0001f600": {"recall@1": 1.0}})
 
+    def test_swapped_files_say_the_order(self):
+        swapped = "the files look swapped: give them in the order QRELS RUN"
+        trec_run, trec_qrels = "q1 Q0 a 1 2.0 t\n", "q1 0 a 1\n"
+        cases = [("q.trec", trec_run, "r.json", self.GOOD_RUN,
+                  "q.trec:1: expected 4 fields (query_id iteration doc_id grade), got 6; "
+                  "this looks like a TREC run: " + swapped),
+                 ("q.json", self.GOOD_QRELS, "r.trec", "# c\n" + trec_qrels,
+                  "r.trec:2: expected 6 fields (query_id Q0 doc_id rank score tag), got 4; "
+                  "this looks like TREC qrels: " + swapped),
+                 ("q.json", self.GOOD_RUN, "r.json", self.GOOD_RUN,
+                  "q.json: query 'q1': judgments must be an object {doc_id: grade}, got list; "
+                  "a ranked list is a run: " + swapped),
+                 ("q.jsonl", '{"query_id": "q1", "docs": ["a"]}\n', "r.json", self.GOOD_RUN,
+                  "q.jsonl:1: a JSONL qrels line needs {\"query_id\": ..., \"grades\": {doc_id: "
+                  "grade, ...}}, got keys ['query_id', 'docs']; this looks like a run: " + swapped)]
+        for qname, qtext, rname, rtext, expect in cases:
+            with self.subTest(expect=expect):
+                code, out, err = run_cli(self.write(qname, qtext), self.write(rname, rtext))
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(err, "rag-eval: error: %s/%s\n" % (self.tmp, expect))
+        # only the first line can say so: later, a short line is just a bad line
+        code, out, err = run_cli(self.write("q.json", self.GOOD_QRELS),
+                                 self.write("r.trec", trec_run + trec_qrels))
+        self.assertEqual(code, 2)
+        self.assertNotIn("swapped", err)
+
+    def test_jsonl_without_its_key_says_what_a_line_needs(self):
+        run_form = ('a JSONL run line needs {"query_id": ..., "docs": [doc_id, ...]} or '
+                    '{"query_id": ..., "scores": {doc_id: score, ...}}')
+        lines = '{"qid": "q1", "docs": ["a"]}\n{"qid": "q2", "docs": ["b"]}\n'
+        for extra in ((), ("--run-format", "jsonl")):
+            with self.subTest(extra=extra):
+                err = self.assertBad(run=lines, extra=extra)
+                self.assertEqual(err, "rag-eval: error: %s/r.json:1: %s, got keys ['qid', 'docs']\n"
+                                 % (self.tmp, run_form))
+                self.assertNotIn("Extra data", err)
+        err = self.assertBad(run='{"query_id": "q1", "docs": ["a"]}\n[1]\n')
+        self.assertIn("r.json:2: %s, got list" % run_form, err)
+        err = self.assertBad(qrels='\n{"id": "q1", "grades": {"a": 1}}\n{"id": "q2"}\n')
+        self.assertIn('q.json:2: a JSONL qrels line needs {"query_id": ..., "grades": {doc_id: '
+                      "grade, ...}}, got keys ['id', 'grades']", err)
+
+    def test_csv_and_tsv_name_the_accepted_formats(self):
+        accepted = ("this looks like CSV or TSV, which is not read: accepted formats are JSON, "
+                    "JSONL and TREC (white-space columns)")
+        for name, text, fields in (("q.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\n", 3),
+                                   ("q.csv", "q1,a,1\n", 1)):
+            with self.subTest(name=name):
+                code, out, err = run_cli(self.write(name, text), self.write("r.json", self.GOOD_RUN))
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(err, "rag-eval: error: %s/%s:1: expected 4 fields (query_id "
+                                 "iteration doc_id grade), got %d; %s\n"
+                                 % (self.tmp, name, fields, accepted))
+        code, out, err = run_cli(self.write("q.json", self.GOOD_QRELS),
+                                 self.write("r.csv", "query_id,doc_id,score\n"))
+        self.assertIn("r.csv:1: expected 6 fields (query_id Q0 doc_id rank score tag), got 1; "
+                      + accepted, err)
+
     def test_not_utf8_and_bad_gzip(self):
         self.assertBad(qrels=b'{"q1": {"\xff": 1}}', expect="not UTF-8")
         self.assertBad(qrels=b"\x1f\x8bnot really gzip", expect="gzip")
