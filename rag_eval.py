@@ -983,9 +983,11 @@ _DETECT_BYTES = 1 << 20
 
 
 def _detect_format(inp, kind):
-    """'json', 'jsonl' or 'trec', from the first non-blank line (read no further
-    than its first MiB: a longer first line is JSONL when "query_id" appears in
-    that MiB, else a one-line JSON document)."""
+    """'json', 'jsonl' or 'trec', from the first non-blank line: JSONL when it
+    is a JSON object with a top-level "query_id" key, JSON when it starts with
+    "{" or "[" otherwise, else TREC (a "#" comment line can only be TREC, see
+    _is_comment).  Reads no further than the first MiB: of a longer first line
+    only the top-level keys held whole in that MiB are looked at."""
     head = b""
     for block in inp.blocks():
         head += block
@@ -997,13 +999,49 @@ def _detect_format(inp, kind):
     if stripped[:1] not in (b"{", b"["):
         return "trec"
     end = stripped.find(b"\n")
-    if end < 0:     # a first line over a MiB: JSONL only if it names a query_id
-        return "jsonl" if stripped[:1] == b"{" and b'"query_id"' in stripped else "json"
+    if end < 0 and len(head) >= _DETECT_BYTES:      # a first line over a MiB
+        jsonl = stripped[:1] == b"{" and _leading_keys_hold(stripped, "query_id")
+        return "jsonl" if jsonl else "json"
     try:
-        first = json.loads(stripped[:end])
+        first = json.loads(stripped[:end] if end >= 0 else stripped)
     except (ValueError, RecursionError):
         return "json"
     return "jsonl" if isinstance(first, dict) and "query_id" in first else "json"
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _leading_keys_hold(head, key):
+    """True when ``key`` is a top-level key of the JSON object that ``head``
+    (bytes, perhaps cut short) begins, among the members ``head`` holds whole.
+
+    >>> _leading_keys_hold(b'{"docs": ["query_id"], "query_id": "q1", "x": [1, 2', "query_id")
+    True
+    >>> _leading_keys_hold(b'{"q1": ["query_id", "a"], "q2": ["b", "c', "query_id")
+    False
+    """
+    text, decode = head.decode("utf-8", "ignore"), json.JSONDecoder().raw_decode
+    i = _JSON_SPACE.match(text).end() + 1       # past the "{"
+    try:
+        while True:
+            i = _JSON_SPACE.match(text, i).end()
+            if text[i:i + 1] != '"':
+                return False
+            name, i = decode(text, i)
+            i = _JSON_SPACE.match(text, i).end()
+            if text[i:i + 1] != ":":
+                return False
+            if name == key:
+                return True
+            i = _JSON_SPACE.match(text, i + 1).end()
+            _, i = decode(text, i)              # the value: raises when cut short
+            i = _JSON_SPACE.match(text, i).end()
+            if text[i:i + 1] != ",":
+                return False
+            i += 1
+    except (ValueError, RecursionError):
+        return False
 
 
 def _reject_constant(token):
@@ -1035,11 +1073,14 @@ def _top_level_keys(value):
     return len(value) + sum(len(v) for v in value.values() if type(v) is dict)
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
+# \ud800-\udfff: high and low halves.  A valid pair parses to one character,
+# so only the walk of _check_encodable decides; this only says when to walk.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _check_encodable(value):
-    """JSON escapes can make lone surrogates, which no file or terminal can take."""
+    """JSON escapes can make lone surrogates (high or low), which no file or
+    terminal can take."""
     strings = [value]
     while strings:
         item = strings.pop()
@@ -1124,8 +1165,9 @@ def _as_score(value, what):
 
 def _check_qrels_query(qid, grades, where):
     if not isinstance(grades, dict):
-        raise EvalError("%s: query %r: judgments must be an object {doc_id: grade}, got %s"
-                        % (where, qid, type(grades).__name__))
+        hint = "; a ranked list is a run: " + _SWAPPED if isinstance(grades, list) else ""
+        raise EvalError("%s: query %r: judgments must be an object {doc_id: grade}, got %s%s"
+                        % (where, qid, type(grades).__name__, hint))
     if set(map(type, grades.values())) <= {int} and _all_str(grades):
         return grades
     return {_as_id(doc, "%s: query %r: doc id" % (where, qid)):
@@ -1166,16 +1208,56 @@ def _check_run_query(qid, ranking, where):
 
 _CHECKS = {"qrels": _check_qrels_query, "run": _check_run_query}
 _JSONL_FIELDS = {"qrels": ("grades",), "run": ("docs", "scores")}
+_JSONL_FORMS = {"qrels": '{"query_id": ..., "grades": {doc_id: grade, ...}}',
+                "run": '{"query_id": ..., "docs": [doc_id, ...]} or '
+                       '{"query_id": ..., "scores": {doc_id: score, ...}}'}
+
+
+def _jsonl_form_error(where, kind, record):
+    """The error of a JSONL record without the keys its kind needs."""
+    if not isinstance(record, dict):
+        return EvalError("%s: a JSONL %s line needs %s, got %s"
+                         % (where, kind, _JSONL_FORMS[kind], type(record).__name__))
+    keys = list(record)[:6]
+    other = "run" if kind == "qrels" else "qrels"
+    hint = ""
+    if "query_id" in record and any(field in record for field in _JSONL_FIELDS[other]):
+        hint = "; this looks like %s: %s" % ("a run" if other == "run" else "qrels", _SWAPPED)
+    return EvalError("%s: a JSONL %s line needs %s, got keys %r%s"
+                     % (where, kind, _JSONL_FORMS[kind], keys, hint))
 
 
 def _json_queries(inp, kind):
-    data = _json_loads(inp.text(), inp.name)
+    text = inp.text()
+    try:
+        data = _json_loads(text, inp.name)
+    except EvalError:
+        _refuse_keyless_jsonl(text, inp.name, kind)
+        raise
     if not isinstance(data, dict):
         raise EvalError("%s: the top level must be an object {query_id: ...}, got %s"
                         % (inp.name, type(data).__name__))
     check = _CHECKS[kind]
     for qid, value in data.items():
         yield qid, check(qid, value, inp.name)
+
+
+def _refuse_keyless_jsonl(text, name, kind):
+    """When a file that is not JSON starts with a line that is a JSON object on
+    its own, it is JSONL whose first line lacks "query_id": say what it needs
+    (rather than JSON's "Extra data")."""
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            if not "".join(lines[number:]).strip():
+                return          # one line: JSON's own error stands
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                return
+            if isinstance(record, dict):
+                raise _jsonl_form_error("%s:%d" % (name, number), kind, record)
+            return
 
 
 def _jsonl_queries(inp, kind):
@@ -1186,11 +1268,9 @@ def _jsonl_queries(inp, kind):
             continue
         where = "%s:%d" % (inp.name, number)
         record = _json_loads(_decode(line, where), inp.name, number)
-        if not isinstance(record, dict) or "query_id" not in record:
-            raise EvalError("%s: expected an object with \"query_id\"" % where)
-        present = [f for f in fields if f in record]
-        if len(present) != 1:
-            raise EvalError("%s: expected exactly one of %s" % (where, ", ".join(map(repr, fields))))
+        present = [f for f in fields if f in record] if isinstance(record, dict) else ()
+        if len(present) != 1 or "query_id" not in record:
+            raise _jsonl_form_error(where, kind, record)
         qid = _as_id(record["query_id"], "%s: query_id" % where)
         if qid in seen:
             raise EvalError("%s: query %r appears on more than one line" % (where, qid))
@@ -1219,7 +1299,11 @@ def _trec_qrels_fast(data):
     the per-line reader takes over and names any bad line).  Split on single
     spaces, a line's grade and the next line's query id stay glued by the
     newline; one newline in every glued token proves four fields a line, and
-    joining the glued tokens and splitting on newlines yields both columns."""
+    joining the glued tokens and splitting on newlines yields both columns.
+    Whatever it returns, _trec_qrels_checked returns too (a differential test
+    pins it): other white space, such as a tab next to a space, goes there."""
+    if not _plain_spaces(data) or _has_comments(data):
+        return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -1238,8 +1322,9 @@ def _trec_qrels_fast(data):
     grades = list(map(_SMALL_GRADES.get, columns[2:-1:2]))     # most grades are 0..3
     if None in grades:
         grades = columns[2:-1:2]
-        if "_" in "".join(grades):
-            return None     # int() would read 1_0 as 10; the per-line reader says why not
+        joined = "".join(grades)
+        if "_" in joined or not joined.isascii():
+            return None     # int() reads 1_0 as 10 and "\u0662" as 2; the per-line reader refuses
         try:
             grades = list(map(int, grades))
         except ValueError:
@@ -1258,20 +1343,14 @@ def _trec_qrels_checked(inp):
     out = {}
     for number, line in _lines(inp):
         parts = line.split()
-        if not parts:
+        if not parts or _is_comment(line):
             continue
         where = "%s:%d" % (inp.name, number)
-        if len(parts) != 4:
-            raise EvalError("%s: expected 4 fields (query_id iteration doc_id grade), got %d"
-                            % (where, len(parts)))
-        qid, doc = _decode(parts[0], where), _decode(parts[2], where)
+        _check_not_comment_like(parts[0], where)
         try:
-            if b"_" in parts[3]:
-                raise ValueError(parts[3])
-            grade = int(parts[3])
-        except ValueError:
-            raise EvalError("%s: grade must be an integer, got %r"
-                            % (where, parts[3].decode("utf-8", "replace"))) from None
+            qid, doc, grade = _parse_qrels_line(parts, where)
+        except EvalError as exc:
+            raise (exc if out else _first_line_error(exc, line, "qrels")) from None
         grades = out.setdefault(qid, {})
         if grades.get(doc, grade) != grade:
             raise EvalError("%s: query %r: %r judged twice with different grades (%d, %d)"
@@ -1280,6 +1359,56 @@ def _trec_qrels_checked(inp):
     if not out:
         raise EvalError("%s: no qrels lines found" % inp.name)
     return out
+
+
+def _parse_qrels_line(parts, where):
+    """(qid, doc, grade) from the fields of one TREC qrels line, or an EvalError."""
+    if len(parts) != 4:
+        raise EvalError("%s: expected 4 fields (query_id iteration doc_id grade), got %d"
+                        % (where, len(parts)))
+    try:
+        if b"_" in parts[3]:
+            raise ValueError(parts[3])
+        grade = int(parts[3])
+    except ValueError:
+        raise EvalError("%s: grade must be an integer, got %r"
+                        % (where, parts[3].decode("utf-8", "replace"))) from None
+    return _decode(parts[0], where), _decode(parts[2], where), grade
+
+
+_SWAPPED = "the files look swapped: give them in the order QRELS RUN"
+_NOT_READ = "accepted formats are JSON, JSONL and TREC (white-space columns)"
+
+
+def _first_line_error(exc, line, kind):
+    """The error of a bad first TREC line, saying what to do when the line
+    looks like the other kind of file, or like CSV / TSV."""
+    fields = len(line.split())
+    if (kind == "qrels" and fields >= 6) or (kind == "run" and fields == 4):
+        other = "a TREC run" if kind == "qrels" else "TREC qrels"
+        return EvalError("%s; this looks like %s: %s" % (exc, other, _SWAPPED))
+    if b"," in line or b"\t" in line:
+        return EvalError("%s; this looks like CSV or TSV, which is not read: %s"
+                         % (exc, _NOT_READ))
+    return exc
+
+
+def _is_comment(line):
+    """A TREC line whose column 0 is "#" is a comment (trec_eval 10 skips them)."""
+    return line[:1] == b"#"
+
+
+def _has_comments(data):
+    """True when some line of ``data`` (bytes) is a comment."""
+    return data[:1] == b"#" or b"\n#" in data
+
+
+def _check_not_comment_like(qid, where):
+    """A query id cannot start with "#": indented, the line would read as data in
+    one tool and as a comment in another."""
+    if qid[:1] == b"#":
+        raise EvalError("%s: a query id cannot start with '#' (got %r): a line whose "
+                        "column 0 is '#' is a comment" % (where, qid.decode("utf-8", "replace")))
 
 
 # --- TREC runs: the fast path ------------------------------------------------
@@ -1305,9 +1434,12 @@ class _NotGrouped(Exception):
 
 
 def _parse_run_line(line, where):
-    """(qid, doc, score) from one TREC run line (bytes), or an EvalError."""
+    """(qid, doc, score) from one TREC run line (bytes), or an EvalError.
+    Fields after the run tag are ignored, as trec_eval documents."""
     parts = line.split()
-    if len(parts) != 6:
+    if parts:
+        _check_not_comment_like(parts[0], where)
+    if len(parts) < 6:
         raise EvalError("%s: expected 6 fields (query_id Q0 doc_id rank score tag), got %d"
                         % (where, len(parts)))
     try:
@@ -1331,7 +1463,10 @@ def _trec_blocks(inp):
 
 
 def _block_segments(block, name, number, lines):
-    """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a block."""
+    """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a
+    block (none when it holds only comments)."""
+    if _has_comments(block):
+        return _block_segments_checked(block, name, number)
     first_end = block.find(b"\n")
     tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
     tokens = (tag + b"\n" + block).split(b" ")
@@ -1435,9 +1570,13 @@ def _joined(parts):
 def _block_segments_checked(block, name, number):
     segments = []
     for offset, line in enumerate(block.split(b"\n")[:-1], 1):
-        if not line.strip():
+        if not line.strip() or _is_comment(line):
             continue
-        qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
+        try:
+            qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
+        except EvalError as exc:
+            first = number == 0 and not segments    # the file's first run line
+            raise (_first_line_error(exc, line, "run") if first else exc) from None
         if segments and segments[-1][0] == qid:
             segments[-1][1].append(doc)
             segments[-1][2].append(score)
@@ -1489,6 +1628,8 @@ def _trec_run_queries(inp, grouped=True):
     finished, current, parts = set(), None, []
     for number, block, lines in _trec_blocks(inp):
         segments = _block_segments(block, inp.name, number, lines)
+        if not segments:
+            continue
         if len({qid for qid, _, _ in segments}) < len(segments):
             segments = _merge_neighbours(segments)
         if segments[0][0] == current:       # the previous block's last query goes on
@@ -1738,18 +1879,37 @@ def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
     want = depth + 1   # one past the deepest cutoff shows a tie that straddles it
     n = len(scores)
     window = heapq.nlargest(want, zip(map(float, scores), docs))
-    duplicates = 0
+    repeats = duplicates = 0
     if len(set(map(_second, window))) < len(window):
         best = {}
         for score, doc in zip(map(float, scores), docs):
             if doc not in best or score > best[doc]:
                 best[doc] = score
-        duplicates = n - len(best)
+        repeats = n - len(best)
+        # at most depth + repeats entries, in rank order, fill the top
+        ranked = heapq.nlargest(depth + repeats, zip(map(float, scores), docs))
+        duplicates = _repeats_read(map(_second, ranked), depth)
         window = heapq.nlargest(want, zip(best.values(), best.keys()))
-    returned = len(set(docs)) if exact_returned else n - duplicates
+    returned = len(set(docs)) if exact_returned else n - repeats
     window_scores = [score for score, _ in window]
     return _Top(list(map(_second, window[:depth])), duplicates,
                 _straddling(window_scores, cutoffs, len(window_scores)), returned)
+
+
+def _repeats_read(ranked_ids, depth):
+    """How many repeated ids are read, in rank order, until ``depth`` distinct
+    ones fill the top: a repeat below the deepest cutoff changes no number, so
+    it is not counted (the rule _top_of_list follows too).
+
+    >>> _repeats_read(["a", "b", "a"], 2), _repeats_read(["a", "a", "b"], 2)
+    (0, 1)
+    """
+    seen, read = set(), 0
+    for read, doc in enumerate(ranked_ids, 1):
+        seen.add(doc)
+        if len(seen) == depth:
+            break
+    return read - len(seen)
 
 
 _second = operator.itemgetter(1)

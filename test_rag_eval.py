@@ -340,6 +340,47 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual(report.mean, {"recall@3": 0.5, "precision@3": 1 / 3})
         self.assertTrue(any("repeat ids" in w for w in report.warnings))
 
+    def test_repeats_reported_only_among_the_ids_that_fill_the_top(self):
+        # One rule for every input form and both rankers: "a" again at rank 3 is
+        # below the deepest cutoff at k=2 (no number changes, no warning) and is
+        # read to fill the top at k=3 (a warning; precision@3 counts "a" once).
+        qrels = {"q": {"a": 1, "c": 1}}
+        forms = {"list": ["a", "b", "a", "c"],
+                 "in order": rag_eval._Scored([b"a", b"b", b"a", b"c"], [4.0, 3.0, 2.0, 1.0]),
+                 "shuffled": rag_eval._Scored([b"a", b"c", b"b", b"a"], [2.0, 1.0, 3.0, 4.0]),
+                 "tokens": rag_eval._Scored([b"a", b"b", b"a", b"c"], [b"4.0", b"3.0", b"2.0",
+                                                                      b"1.0"])}
+        expected = {2: ({"recall@2": 0.5, "precision@2": 0.5}, False),
+                    3: ({"recall@3": 1.0, "precision@3": 2 / 3}, True)}
+        for form, ranking in forms.items():
+            for k, (mean, warned) in expected.items():
+                with self.subTest(form=form, k=k):
+                    scorer = rag_eval._QueryScorer(qrels, rag_eval.resolve_measures(
+                        "recall,precision", k), 1)
+                    report = rag_eval._score(scorer, [("q", ranking)], False, "r")
+                    self.assertEqual(report.mean, mean)
+                    self.assertEqual(any("repeat ids" in w for w in report.warnings), warned)
+
+    def test_repeats_rule_in_every_file_format(self):
+        files = {"r.json": '{"q": ["a", "b", "a", "c"]}',
+                 "r.jsonl": '{"query_id": "q", "docs": ["a", "b", "a", "c"]}\n',
+                 "r.trec": "q Q0 a 1 4.0 t\nq Q0 b 2 3.0 t\nq Q0 a 3 2.0 t\nq Q0 c 4 1.0 t\n",
+                 "s.trec": "q Q0 c 1 1.0 t\nq Q0 a 2 2.0 t\nq Q0 b 3 3.0 t\nq Q0 a 4 4.0 t\n"}
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = os.path.join(tmp, "q.json")
+            with open(qrels, "w") as handle:
+                handle.write('{"q": {"a": 1, "c": 1}}')
+            for name, text in files.items():
+                path = os.path.join(tmp, name)
+                with open(path, "w") as handle:
+                    handle.write(text)
+                for k, warned in ((2, False), (3, True)):
+                    with self.subTest(name=name, k=k):
+                        code, out, err = run_cli(qrels, path, "--metrics", "recall", "--k", str(k))
+                        self.assertEqual(code, 0, err)
+                        self.assertIn("0.5000" if k == 2 else "1.0000", out)
+                        self.assertEqual("1 query repeat ids" in err, warned, err)
+
     def test_missing_query_scores_zero_and_stays_in_mean(self):
         report = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": ["a"]}, k=1,
                                    metrics="recall")
@@ -448,6 +489,103 @@ class LoaderTest(TempDir, unittest.TestCase):
                      b"q1 0 a 1 x\nq1 0 b\n", b"q1 0 a 1_0\n", b"q1 0 a 1\nq1 0 a 2\n"):
             with self.subTest(irregular=data):
                 self.assertIsNone(rag_eval._trec_qrels_fast(data))
+
+    def test_trec_qrels_fast_reader_agrees_on_mutated_lines(self):
+        # Seeded mutations of regular qrels: whatever the split-on-spaces reader
+        # returns, the line-by-line reader returns too (None defers to it).
+        inserts = [" ", "\t", "\x0b", "\x0c", "\r", "\r\n", "\n", "  ", "1", "-", "+", "_",
+                   "\u0662", "\x85", "\xa0", "\x1c", "#", "x"]
+        rng = random.Random(9)
+        seen = {"fast": 0, "deferred": 0, "error": 0}
+        for case in range(3000):
+            text = "".join("q%d 0 d%d %d\n" % (rng.randrange(3), rng.randrange(6),
+                                                rng.choice([0, 1, 2, -1, 12]))
+                           for _ in range(rng.randrange(1, 7)))
+            text = "".join(dict.fromkeys(text.splitlines(True)))    # no conflicting grade yet
+            for _ in range(rng.randrange(4)):
+                i = rng.randrange(len(text))
+                if rng.random() < 0.2:
+                    text = text[:i] + text[i + 1:]
+                else:
+                    text = text[:i] + rng.choice(inserts) + text[i:]
+            data = text.encode()
+            fast = rag_eval._trec_qrels_fast(data)
+            try:
+                careful = rag_eval._trec_qrels_checked(rag_eval._Input(io.BytesIO(data)))
+            except rag_eval.EvalError:
+                careful = "error"
+            if fast is not None:
+                self.assertEqual(fast, careful, data)
+            seen["fast" if fast is not None else "error" if careful == "error" else "deferred"] += 1
+        self.assertGreater(min(seen.values()), 200, seen)
+
+    def test_trec_qrels_white_space_is_any_run_of_blanks(self):
+        # Fields are separated by runs of space, tab, CR, VT or FF (as trec_eval and
+        # the run reader); a tab next to a space used to stay inside the doc id.
+        qrels = {"q1 0 d1\t 1\n": 1.0, "q1 0 d1 \x0b1\n": 1.0, "q1 0 d1\r 1\r\n": 1.0,
+                 "q1\x0c 0  d1   1\n": 1.0, "q1 0 d2 1\nq1 0 d1\t\t0\n": 0.0}
+        run = self.write("r.trec", "q1 Q0 d1 1 2.0 r\nq1 Q0 d2 2 1.0 r\n")
+        for text, recall in qrels.items():
+            with self.subTest(text=text):
+                code, out, err = run_cli(self.write("q.trec", text), run, "--metrics", "recall@1",
+                                         "--format", "json")
+                self.assertEqual(code, 0, err)
+                self.assertEqual(json.loads(out)["mean"], {"recall@1": recall})
+        for text, expect in {"q1 0  1\n": "q.trec:1: expected 4 fields", "q1 0 d1 \u0662\n":
+                             "q.trec:1: grade must be an integer, got '\u0662'"}.items():
+            with self.subTest(text=text):
+                code, out, err = run_cli(self.write("q.trec", text), run)
+                self.assertEqual((code, out), (2, ""))
+                self.assertIn(expect, err)
+                self.assertEqual(len(err.splitlines()), 1)
+
+    def test_trec_comment_lines_are_skipped(self):
+        # trec_eval 10 skips lines whose column 0 is "#"; both readers of each kind do.
+        qrels = b"# judged by A\nq1 0 d1 1\n#q1 0 d2 1\nq1 0 d2 0\n"
+        self.assertIsNone(rag_eval._trec_qrels_fast(qrels))
+        self.assertEqual(rag_eval.load_qrels(io.BytesIO(qrels)), {"q1": {"d1": 1, "d2": 0}})
+        run = b"#q1 Q0 d2 1 9.0 t\nq1 Q0 d2 1 2.0 t\n# c\nq1 Q0 d1 2 3.0 t\n"
+        self.assertEqual(rag_eval._block_segments(run, "r", 0, 4),
+                         rag_eval._block_segments_checked(run, "r", 0))
+        self.assertEqual(rag_eval._block_segments(b"# only a comment\n", "r", 0, 1), [])
+        q, r = self.write("q.trec", qrels), self.write("r.trec", b"#\n" * 3 + run)
+        code, out, err = run_cli(q, r, "--metrics", "mrr@1", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"mrr@1": 1.0})
+        self.assertEqual(json.loads(out)["inputs"]["qrels"]["format"], "trec")
+        for qrels, run in ((b"q1 0 d1 1\n #q2 0 d1 1\n", run),
+                           (qrels, b"q1 Q0 d1 1 1.0 t\n\t#q2 Q0 d1 1 1.0 t\n")):
+            with self.subTest(qrels=qrels, run=run):
+                code, out, err = run_cli(self.write("q.trec", qrels), self.write("r.trec", run))
+                self.assertEqual((code, out), (2, ""))
+                bad = "q.trec" if qrels.startswith(b"q1") else "r.trec"
+                self.assertIn("%s:2: a query id cannot start with '#' (got '#q2')" % bad, err)
+
+    def test_format_is_detected_from_the_first_line_whole(self):
+        # One line, no final newline: "query_id" inside a ranking does not make it
+        # JSONL; a lone JSONL record does not make it JSON.
+        q = self.write("q.json", '{"q1": {"a": 1}}')
+        for name, text in (("r.json", '{"q1": ["query_id", "a"]}'),
+                           ("r.jsonl", '{"query_id": "q1", "docs": ["query_id", "a"]}')):
+            with self.subTest(text=text):
+                code, out, err = run_cli(q, self.write(name, text), "--metrics", "mrr@2",
+                                         "--format", "json")
+                self.assertEqual(code, 0, err)
+                report = json.loads(out)
+                self.assertEqual(report["mean"], {"mrr@2": 0.5})
+                self.assertEqual(report["inputs"]["run"]["format"], name[2:])
+        # A first line over a MiB: the top-level keys held whole in that MiB decide.
+        many = ["x%d" % i for i in range(150000)]
+        huge = {"r.json": json.dumps({"q1": ["query_id"] + many + ["a"]}),
+                "r.jsonl": json.dumps({"run": "bm25", "query_id": "q1", "docs": many + ["a"]})}
+        for name, text in huge.items():
+            with self.subTest(huge=name):
+                path = self.write(name, text)
+                self.assertGreater(os.path.getsize(path), 1 << 20)
+                self.assertEqual(rag_eval._detect_format(rag_eval._Input(path), "run"), name[2:])
+                code, out, err = run_cli(q, path, "--metrics", "success", "--k", "200000")
+                self.assertEqual(code, 0, err)
+                self.assertIn("1.0000", out)
 
     def test_jsonl_ranked_lists(self):
         path = self.write("run.jsonl", '{"query_id": "q1", "docs": ["a", "b"]}\n'
@@ -649,6 +787,21 @@ class ParallelTest(TempDir, unittest.TestCase):
             rag_eval._run_queries = sequential
         self.assertEqual(report.per_query, expected.per_query)
         self.assertEqual(report.warnings, expected.warnings)
+
+    def test_comment_lines_stay_on_every_core(self):
+        lines = self.lines()
+        commented = ["# run of %d lines" % len(lines)]
+        for i, line in enumerate(lines):
+            commented += [line, "#" + line] if i % 50 == 7 else [line]
+        expected = self.evaluate(lines)
+        sequential = rag_eval._run_queries
+        rag_eval._run_queries = lambda *args, **kwargs: self.fail("fell back to one core")
+        try:
+            report = self.evaluate(commented)
+        finally:
+            rag_eval._run_queries = sequential
+        self.assertEqual(report.per_query, expected.per_query)
+        self.assertEqual(report.ties, expected.ties)
 
     def test_bad_line_is_named_exactly(self):
         lines = self.lines()
@@ -1514,6 +1667,88 @@ class BadInputTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("q.trec:2:", err)
 
+    def test_every_lone_surrogate_is_an_input_error(self):
+        # High (\ud800-\udbff) and low (\udc00-\udfff) halves alike, in a key or
+        # a value; the low half used to pass the check and crash the output.
+        cases = [('{"q1": {"a": 1}, "\\udc00": {"b": 0}}', None, "q.json: '\\udc00' holds"),
+                 (None, '{"q1": ["a", "\\uDFFF"]}', "r.json: '\\udfff' holds"),
+                 (None, '{"q1": {"a": 1.0, "x\\ud83d": 0.5}}', "r.json: 'x\\ud83d' holds"),
+                 ('{"q1": {"a": 1, "\\ude00\\ud83d": 0}}', None, "q.json: '\\ude00\\ud83d'")]
+        for qrels, run, expect in cases:
+            with self.subTest(expect=expect):
+                self.assertBad(qrels=qrels, run=run, extra=["--per-query"], expect=expect)
+        q = self.write("q.jsonl", '{"query_id": "q1", "grades": {"a": 1}}\n'
+                                  '{"query_id": "\\udc01", "grades": {"b": 0}}\n')
+        code, out, err = run_cli(q, self.write("r.trec", "q1 Q0 a 1 1.0 t\n"))
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(err, "rag-eval: error: %s:2: '\\udc01' holds a lone surrogate escape, "
+                              "not text\n" % q)
+
+    def test_surrogate_pair_is_text(self):
+        q = self.write("q.json", '{"q\\ud83d\\ude00": {"a\\uD83D\\uDE00": 1}}')
+        r = self.write("r.trec", "q\U0001f600 Q0 a\U0001f600 1 1.0 t\n")
+        code, out, err = run_cli(q, r, "--metrics", "recall@1", "--per-query", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["per_query"], {"q\U0001f600": {"recall@1": 1.0}})
+
+    def test_swapped_files_say_the_order(self):
+        swapped = "the files look swapped: give them in the order QRELS RUN"
+        trec_run, trec_qrels = "q1 Q0 a 1 2.0 t\n", "q1 0 a 1\n"
+        cases = [("q.trec", trec_run, "r.json", self.GOOD_RUN,
+                  "q.trec:1: expected 4 fields (query_id iteration doc_id grade), got 6; "
+                  "this looks like a TREC run: " + swapped),
+                 ("q.json", self.GOOD_QRELS, "r.trec", "# c\n" + trec_qrels,
+                  "r.trec:2: expected 6 fields (query_id Q0 doc_id rank score tag), got 4; "
+                  "this looks like TREC qrels: " + swapped),
+                 ("q.json", self.GOOD_RUN, "r.json", self.GOOD_RUN,
+                  "q.json: query 'q1': judgments must be an object {doc_id: grade}, got list; "
+                  "a ranked list is a run: " + swapped),
+                 ("q.jsonl", '{"query_id": "q1", "docs": ["a"]}\n', "r.json", self.GOOD_RUN,
+                  "q.jsonl:1: a JSONL qrels line needs {\"query_id\": ..., \"grades\": {doc_id: "
+                  "grade, ...}}, got keys ['query_id', 'docs']; this looks like a run: " + swapped)]
+        for qname, qtext, rname, rtext, expect in cases:
+            with self.subTest(expect=expect):
+                code, out, err = run_cli(self.write(qname, qtext), self.write(rname, rtext))
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(err, "rag-eval: error: %s/%s\n" % (self.tmp, expect))
+        # only the first line can say so: later, a short line is just a bad line
+        code, out, err = run_cli(self.write("q.json", self.GOOD_QRELS),
+                                 self.write("r.trec", trec_run + trec_qrels))
+        self.assertEqual(code, 2)
+        self.assertNotIn("swapped", err)
+
+    def test_jsonl_without_its_key_says_what_a_line_needs(self):
+        run_form = ('a JSONL run line needs {"query_id": ..., "docs": [doc_id, ...]} or '
+                    '{"query_id": ..., "scores": {doc_id: score, ...}}')
+        lines = '{"qid": "q1", "docs": ["a"]}\n{"qid": "q2", "docs": ["b"]}\n'
+        for extra in ((), ("--run-format", "jsonl")):
+            with self.subTest(extra=extra):
+                err = self.assertBad(run=lines, extra=extra)
+                self.assertEqual(err, "rag-eval: error: %s/r.json:1: %s, got keys ['qid', 'docs']\n"
+                                 % (self.tmp, run_form))
+                self.assertNotIn("Extra data", err)
+        err = self.assertBad(run='{"query_id": "q1", "docs": ["a"]}\n[1]\n')
+        self.assertIn("r.json:2: %s, got list" % run_form, err)
+        err = self.assertBad(qrels='\n{"id": "q1", "grades": {"a": 1}}\n{"id": "q2"}\n')
+        self.assertIn('q.json:2: a JSONL qrels line needs {"query_id": ..., "grades": {doc_id: '
+                      "grade, ...}}, got keys ['id', 'grades']", err)
+
+    def test_csv_and_tsv_name_the_accepted_formats(self):
+        accepted = ("this looks like CSV or TSV, which is not read: accepted formats are JSON, "
+                    "JSONL and TREC (white-space columns)")
+        for name, text, fields in (("q.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\n", 3),
+                                   ("q.csv", "q1,a,1\n", 1)):
+            with self.subTest(name=name):
+                code, out, err = run_cli(self.write(name, text), self.write("r.json", self.GOOD_RUN))
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(err, "rag-eval: error: %s/%s:1: expected 4 fields (query_id "
+                                 "iteration doc_id grade), got %d; %s\n"
+                                 % (self.tmp, name, fields, accepted))
+        code, out, err = run_cli(self.write("q.json", self.GOOD_QRELS),
+                                 self.write("r.csv", "query_id,doc_id,score\n"))
+        self.assertIn("r.csv:1: expected 6 fields (query_id Q0 doc_id rank score tag), got 1; "
+                      + accepted, err)
+
     def test_not_utf8_and_bad_gzip(self):
         self.assertBad(qrels=b'{"q1": {"\xff": 1}}', expect="not UTF-8")
         self.assertBad(qrels=b"\x1f\x8bnot really gzip", expect="gzip")
@@ -1884,6 +2119,19 @@ class MalformedInputTest(TempDir, unittest.TestCase):
                 self.assertEqual(code, 0, err)
                 self.assertIn("1.0000", out)
 
+    def test_fields_after_the_run_tag_are_ignored(self):
+        # trec_eval 10: "Any field following run_id is ignored"; in every line or some.
+        for text in ("q1 Q0 d1 1 2.0 r extra\nq1 Q0 d2 2 1.0 r\n",
+                     "q1 Q0 d2 1 1.0 r x y\nq1 Q0 d1 2 2.0 r # 3\n"):
+            with self.subTest(text=text):
+                code, out, err = self.score(text, "--format", "json")
+                self.assertEqual(code, 0, err)
+                self.assertEqual(json.loads(out)["mean"], {"mrr@1": 1.0})
+                block = text.encode()
+                self.assertEqual(rag_eval._block_segments(block, "r", 0, 2),
+                                 [(b"q1", [b"d1", b"d2"], [2.0, 1.0])] if "extra" in text
+                                 else [(b"q1", [b"d2", b"d1"], [1.0, 2.0])])
+
     def test_fast_trec_reader_agrees_with_the_line_reader(self):
         # Seeded mutations of a regular block: the split-on-spaces reader must
         # give what the line-by-line reader gives (segments or the same error).
@@ -1906,7 +2154,10 @@ class MalformedInputTest(TempDir, unittest.TestCase):
             lambda t, i: t[:i] + "\n" + t[i:], lambda t, i: t[:i] + "1" + t[i:],
             lambda t, i: t[:i] + "." + t[i:], lambda t, i: t[:i] + "e" + t[i:],
             lambda t, i: t[:i] + "-" + t[i:], lambda t, i: t[:i] + "_" + t[i:],
-            lambda t, i: t.replace("\n", "\r\n"), lambda t, i: t.replace(" ", "  ", 1)]
+            lambda t, i: t.replace("\n", "\r\n"), lambda t, i: t.replace(" ", "  ", 1),
+            lambda t, i: t[:i] + random.Random(i).choice(["\u0662", "\x0b", "\x0c", "\xa0",
+                                                          "\x85", " \t", "\r ", "#"]) + t[i:],
+            lambda t, i: t.replace("\n", " extra 1\n", 1)]     # fields after the tag
         rng = random.Random(11)
         seen = {"fast": 0, "error": 0}
         for case in range(3000):
