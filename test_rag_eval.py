@@ -2608,7 +2608,8 @@ class FuzzTest(TempDir, unittest.TestCase):
 
     Each case is reproducible from (seed, case): RAG_EVAL_FUZZ_SEED picks the
     seed (default 0), RAG_EVAL_FUZZ_CASES the number of CLI cases (default
-    2500), RAG_EVAL_FUZZ_ONLY one case to rerun, RAG_EVAL_FUZZ_DUMP a folder
+    2500), RAG_EVAL_FUZZ_ONLY one case to rerun, RAG_EVAL_FUZZ_TIMEOUT seconds per
+    CLI case (default 10: a hang is a failure), RAG_EVAL_FUZZ_DUMP a folder
     where each distinct failure's files and argv are kept.  A failure report
     lists distinct failures (deduplicated by kind and message shape) with the
     first case that showed each.
@@ -2629,7 +2630,8 @@ class FuzzTest(TempDir, unittest.TestCase):
     PARALLEL_SHARE = float(os.environ.get("RAG_EVAL_FUZZ_PARALLEL_SHARE") or 0.02)
     ONLY = _fuzz_int("RAG_EVAL_FUZZ_ONLY", -1)
     DUMP = os.environ.get("RAG_EVAL_FUZZ_DUMP")
-    TIMEOUT = float(os.environ.get("RAG_EVAL_FUZZ_TIMEOUT") or 0)
+    TIMEOUT = float(os.environ.get("RAG_EVAL_FUZZ_TIMEOUT") or 10) \
+        if hasattr(signal, "setitimer") else 0    # a hang is a failure, not a stuck suite
 
     def setUp(self):
         super().setUp()
