@@ -379,8 +379,8 @@ def _gain(grade, gain):
     try:
         return float(grade) if gain == "linear" else 2.0 ** grade - 1.0
     except OverflowError:
-        raise EvalError("grade %d is too large for %s gain (a float overflows)"
-                        % (grade, gain)) from None
+        raise EvalError("grade %s is too large for %s gain (a float overflows)"
+                        % (_short_repr(grade, 40), gain)) from None
 
 
 _DISCOUNTS = [0.0, 1.0]   # _DISCOUNTS[rank] = 1 / log2(rank + 1), grown on demand
@@ -429,7 +429,7 @@ def _dcg(hits, k, gain):
         total += gains[g] * discounts[rank]
     if total == math.inf:
         raise EvalError("grades %s are too large for %s gain: their DCG overflows a float"
-                        % (_preview(sorted({g for _, g in hits}, reverse=True), 3), gain))
+                        % (_short_repr(sorted({g for _, g in hits}, reverse=True)[:3], 60), gain))
     return total
 
 
@@ -812,6 +812,17 @@ class _Input:
     """
 
     def __init__(self, source):
+        if isinstance(source, bytes):
+            source = os.fsdecode(source)
+        if not (isinstance(source, (str, os.PathLike)) or hasattr(source, "read")):
+            raise EvalError("an input must be a path, '-' or a file object, got %s"
+                            % _short_repr(source))
+        if isinstance(source, str):
+            try:
+                os.fsencode(source)
+            except UnicodeEncodeError:
+                raise EvalError("%r cannot be a file name (it holds a lone surrogate)"
+                                % source) from None
         self.source = source
         self.name = _source_name(source)
         self.digest = hashlib.sha256()
@@ -2066,7 +2077,10 @@ class _QueryScorer:
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
         if scored:
-            values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
+            try:
+                values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
+            except EvalError as exc:
+                raise EvalError("qrels: query %r: %s" % (qid, exc)) from None
         unlabelled = None if ranked.hits else _unlabelled(ranking, labels)
         return values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled
 
@@ -3074,10 +3088,10 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
                 alpha=DEFAULT_ALPHA):
     """:func:`compare` against several ``(name, report)`` references, with the
     Holm adjustment over every (reference, measure) pair."""
-    resamples = _checked_options(report, alpha, resamples)
+    resamples = _checked_options(report, alpha, resamples, seed)
     comparisons = []
     for name, reference in references:
-        _checked_options(reference, alpha, resamples)
+        _checked_options(reference, alpha, resamples, seed)
         if reference.rel != report.rel:
             raise EvalError("%s was scored with rel=%d and the run with rel=%d: not comparable"
                             % (name, reference.rel, report.rel))
@@ -3211,6 +3225,7 @@ def load_baseline(source):
     if not mean:
         raise EvalError("%s: the baseline holds no measures" % name)
     per_query = _checked_per_query(loaded.get("per_query"), name)
+    mean = _agreeing_means(mean, per_query, name)
     inputs = _checked_inputs(loaded.get("inputs"), name)
     rel = _positive_int(loaded.get("rel", 1), "%s: rel" % name)
     return Baseline(mean, per_query, inputs, name, rel)
@@ -3266,24 +3281,56 @@ def _checked_baseline(baseline):
     """A Baseline whose every number is a finite value in [0, 1] under a canonical
     name (a dict is taken as flat means); anything else is an EvalError."""
     if isinstance(baseline, dict):
+        if not baseline:
+            raise EvalError("baseline: the baseline holds no measures")
         return Baseline(_canonical_values(baseline, "baseline"))
     if not isinstance(baseline, Baseline):
         raise EvalError("baseline must be a Baseline or a dict, got %s" % type(baseline).__name__)
     source = str(baseline.source)
-    return baseline._replace(mean=_canonical_values(baseline.mean, source), source=source,
-                             per_query=_checked_per_query(baseline.per_query, source),
+    if not baseline.mean:
+        raise EvalError("%s: the baseline holds no measures" % source)
+    per_query = _checked_per_query(baseline.per_query, source)
+    mean = _agreeing_means(_canonical_values(baseline.mean, source), per_query, source)
+    return baseline._replace(mean=mean, source=source, per_query=per_query,
                              inputs=_checked_inputs(baseline.inputs, source),
                              rel=_positive_int(baseline.rel, "baseline rel"))
 
 
-def _checked_options(report, alpha, resamples):
-    """The library's check of what gate() and compare() are given besides a baseline."""
+def _agreeing_means(mean, per_query, where):
+    """``mean``, once each of its values is checked against the mean of the
+    per-query values: the significant gate reads the per-query values, the
+    tolerance rule the means, and an edited mean must not fool either."""
+    for measure, stated in mean.items():
+        values = [v[measure] for v in (per_query or {}).values() if measure in v]
+        if values and abs(_mean(values) - stated) > FLOAT_SLACK:
+            raise EvalError("%s: the mean of %s (%r) is not the mean of its per-query values "
+                            "(%r): the file was edited; write it again with --save-baseline"
+                            % (where, measure, stated, _mean(values)))
+    return mean
+
+
+MAX_RESAMPLES = 10 ** 6
+
+
+def _checked_options(report, alpha, resamples, seed=DEFAULT_SEED):
+    """The library's check of what gate() and compare() are given besides a
+    baseline; returns resamples as an int."""
     if not isinstance(report, Report):
         raise EvalError("expected a Report (from evaluate), got %s" % type(report).__name__)
     if (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
             or not 0 < alpha < 1):
         raise EvalError("alpha must be a number between 0 and 1, got %r" % (alpha,))
-    return _positive_int(resamples, "resamples")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise EvalError("seed must be an integer, got %s" % _short_repr(seed))
+    return _checked_resamples(resamples)
+
+
+def _checked_resamples(raw):
+    resamples = _positive_int(raw, "resamples")
+    if resamples > MAX_RESAMPLES:
+        raise EvalError("resamples must be at most %d (more would run for hours), got %s"
+                        % (MAX_RESAMPLES, _short_repr(raw)))
+    return resamples
 
 
 def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
@@ -3308,7 +3355,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     >>> result.passed, [(c.measure, c.status) for c in result.regressions]
     (False, [('mrr@2', 'regressed'), ('recall@2', 'missing')])
     """
-    resamples = _checked_options(report, alpha, resamples)
+    resamples = _checked_options(report, alpha, resamples, seed)
     baseline = _checked_baseline(baseline)
     if baseline.rel != report.rel:
         raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
@@ -3718,7 +3765,7 @@ def _check_paths(args):
 def _run_cli(args, stdout, stderr):
     _check_paths(args)
     options = {"alpha": _parse_alpha(args.alpha), "seed": _parse_seed(args.seed),
-               "resamples": _positive_int(args.resamples, "resamples")}
+               "resamples": _checked_resamples(args.resamples)}
     parse_tolerance(args.max_drop)   # reject bad options before any work
     baseline = load_baseline(args.baseline) if args.baseline else None
     metrics = list(resolve_measures(args.metrics, args.k or DEFAULT_K, rel=args.rel, gain=args.gain))
