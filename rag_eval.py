@@ -1328,8 +1328,8 @@ def _trec_qrels_fast(data):
                                                    itertools.repeat("\n"))):
         return None
     columns = "\n".join(glued).split("\n")       # "", qid, grade, qid, grade, ..., ""
-    if len(columns) != 2 * lines + 2:
-        return None
+    if len(columns) != 2 * lines + 2 or "" in columns[1:-1:2] or "" in tokens[2::3]:
+        return None     # a line that starts with a space has an empty query id
     grades = list(map(_SMALL_GRADES.get, columns[2:-1:2]))     # most grades are 0..3
     if None in grades:
         grades = columns[2:-1:2]

@@ -508,8 +508,8 @@ class LoaderTest(TempDir, unittest.TestCase):
             text = "".join(dict.fromkeys(text.splitlines(True)))    # no conflicting grade yet
             for _ in range(rng.randrange(4)):
                 i = rng.randrange(len(text))
-                if rng.random() < 0.2:
-                    text = text[:i] + text[i + 1:]
+                if rng.random() < 0.2:      # runs of 1-3: a query id is two characters
+                    text = text[:i] + text[i + rng.randrange(1, 4):]
                 else:
                     text = text[:i] + rng.choice(inserts) + text[i:]
             data = text.encode()
@@ -522,6 +522,11 @@ class LoaderTest(TempDir, unittest.TestCase):
                 self.assertEqual(fast, careful, data)
             seen["fast" if fast is not None else "error" if careful == "error" else "deferred"] += 1
         self.assertGreater(min(seen.values()), 200, seen)
+        # Found by review: a line that starts with a space has no query id.
+        data = b"q1 0 d1 1\n 0 d2 1\n"
+        self.assertIsNone(rag_eval._trec_qrels_fast(data))
+        with self.assertRaisesRegex(rag_eval.EvalError, ":2: expected 4 fields"):
+            rag_eval._trec_qrels_checked(rag_eval._Input(io.BytesIO(data)))
 
     def test_trec_qrels_white_space_is_any_run_of_blanks(self):
         # Fields are separated by runs of space, tab, CR, VT or FF (as trec_eval and
