@@ -70,7 +70,8 @@ __version__ = "0.1.0"
 
 EXIT_OK = 0          # scored; the gate (if any) passed
 EXIT_REGRESSION = 1  # the gate found a regression
-EXIT_ERROR = 2       # usage or input error (argparse uses 2 as well)
+EXIT_ERROR = 2       # usage or input error (argparse uses 2 as well); also a bug
+EXIT_INTERRUPTED = 130   # Ctrl-C, as a shell reports a SIGINT
 
 DEFAULT_METRICS = ("recall", "success", "mrr", "ndcg")
 DEFAULT_K = 5
@@ -153,8 +154,9 @@ class Report(NamedTuple):
     the run included, with zeros); ``unscored`` lists queries with no relevant
     id, excluded from ``mean``.  ``unlabelled`` lists the scored queries of the
     run whose top K (the deepest cutoff) holds no labelled id (grade >= 0);
-    ``unlabelled_run`` is ``(a retrieved id, a labelled id)`` when not one id
-    the run retrieved carries a label, else None (see :func:`evaluate`).
+    ``unlabelled_run`` says why, when not one id the run retrieved carries a
+    label (or it retrieved nothing), else it is None: every number would be 0
+    for a reason that has nothing to do with retrieval.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -176,7 +178,7 @@ class Report(NamedTuple):
     rel: int = 1
     inputs: Optional[Dict[str, dict]] = None
     unlabelled: Tuple[str, ...] = ()
-    unlabelled_run: Optional[Tuple[str, str]] = None
+    unlabelled_run: Optional[str] = None
 
     __bool__ = _no_truth_value
 
@@ -2067,6 +2069,7 @@ class _QueryScorer:
         self.names = tuple(str(m) for m in measures)
         self.depth, self.cutoffs = _plan(measures)
         self.calls = [(str(m),) + m._parts() for m in measures]
+        self.met_label = False      # once a ranking met a label, the run is not unlabelled
 
     def __call__(self, qid, ranking):
         labels = self.qrels.get(qid, _NO_LABELS)
@@ -2081,7 +2084,14 @@ class _QueryScorer:
                 values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
             except EvalError as exc:
                 raise EvalError("qrels: query %r: %s" % (qid, exc)) from None
-        unlabelled = None if ranked.hits else _unlabelled(ranking, labels)
+        if ranked.hits or not ranked.length:
+            unlabelled = None
+        elif self.met_label:
+            unlabelled = True       # the whole-ranking look is needed only until a label is met
+        else:
+            unlabelled = _unlabelled(ranking, labels)
+        if ranked.hits or unlabelled is True:
+            self.met_label = True
         return values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled
 
     def is_scored(self, judged):
@@ -2091,18 +2101,14 @@ class _QueryScorer:
 
 
 def _unlabelled(ranking, labels):
-    """For a ranking whose top K holds no labelled id: None when it retrieved
-    nothing, True when a deeper id carries a label (grade >= 0), else its first
-    id (an example for the message that the run meets no label at all).
+    """For a non-empty ranking whose top K holds no labelled id: True when a
+    deeper id carries a label (grade >= 0), else its first id (an example for
+    the message that the run meets no label at all).
 
     >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
     (True, 'x')
     """
-    if ranking is None:
-        return None
     docs = ranking.docs if type(ranking) is _Scored else ranking
-    if not docs:
-        return None
     if not labels.keys().isdisjoint(docs) and any(
             labels[doc] >= 0 for doc in set(docs).intersection(labels)):
         return True
@@ -2115,17 +2121,18 @@ def _judged(labels):
 
 
 _NO_LABELS = {}
+_STRAYS_KEPT = 1000     # retrieved ids kept to find why a run meets no label
 
 
 def _score(scorer, run_queries, skip_extra, run_name):
     """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
-    per_query, abstention, ties, extra, unlabelled = {}, {}, {}, [], []
+    per_query, abstention, ties, extra, unlabelled, empty = {}, {}, {}, [], [], []
     duplicate_queries = 0
-    labelled_run, stray = False, None   # stray: (qid, id) retrieved where no id has a label
+    labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
 
     def add(qid, result):
-        nonlocal duplicate_queries, labelled_run, stray
+        nonlocal duplicate_queries, labelled_run
         values, duplicates, straddling, returned, no_label = result
         if values is None:
             abstention[qid] = returned
@@ -2140,16 +2147,16 @@ def _score(scorer, run_queries, skip_extra, run_name):
             labelled_run = labelled_run or returned > 0
         elif no_label is True:
             labelled_run = True
-        elif stray is None:
-            stray = (qid, no_label)
+        elif len(strays) < _STRAYS_KEPT:
+            strays.append((qid, no_label))
+        return values is not None and returned == 0
 
     for qid, ranking in run_queries:    # a stream names each query once (the readers check)
         if qid not in qrels:
             extra.append(qid)
-        elif type(ranking) is tuple:        # already scored by a worker (see _score_range)
-            add(qid, ranking)
-        else:
-            add(qid, scorer(qid, ranking))
+        elif add(qid, ranking if type(ranking) is tuple     # scored by a worker (_score_range)
+                 else scorer(qid, ranking)):
+            empty.append(qid)
     absent = sorted(set(qrels).difference(per_query, abstention))
     missing = [qid for qid in absent if scorer.is_scored(_judged(qrels[qid]))]
     for qid in absent:
@@ -2167,6 +2174,9 @@ def _score(scorer, run_queries, skip_extra, run_name):
     if missing:
         warnings.append("%s in the qrels not in the run, scored 0: %s"
                         % (_plural(len(missing), "query", "queries"), _preview(missing)))
+    if empty:
+        warnings.append("%s retrieved nothing, scored 0: %s"
+                        % (_plural(len(empty), "query", "queries"), _preview(sorted(empty))))
     if duplicate_queries:
         warnings.append("%s repeat ids; each id counts once, at its best position"
                         % _plural(duplicate_queries, "query", "queries"))
@@ -2177,9 +2187,9 @@ def _score(scorer, run_queries, skip_extra, run_name):
         warnings.append("%s cross a cutoff (ties broken by doc id descending, as trec_eval)"
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
     unlabelled_run = None
-    if stray is not None and not labelled_run:
-        unlabelled_run = _unlabelled_example(qrels, *stray)
-        warnings.append(_unlabelled_run_message(run_name, *unlabelled_run))
+    if not labelled_run:
+        unlabelled_run = _no_label_reason(qrels, strays, extra)
+        warnings.append("%s: %s" % (run_name, unlabelled_run))
     elif unlabelled:
         unlabelled.sort()
         warnings.append("%s no labelled id (grade >= 0) in the top %d: %s; unlabelled ids "
@@ -2193,46 +2203,73 @@ def _score(scorer, run_queries, skip_extra, run_name):
                   tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run)
 
 
-def _unlabelled_example(qrels, qid, doc):
-    """(a retrieved id, a labelled id of the qrels) to show side by side: the
-    query's own best-graded label, else the first label of the qrels."""
-    if isinstance(doc, bytes):
-        doc = doc.decode("utf-8", "replace")
-    for labels in [qrels.get(qid, {})] + [qrels[q] for q in sorted(qrels)]:
-        graded = sorted((-grade, label) for label, grade in labels.items() if grade >= 0)
-        if graded:
-            return doc, graded[0][1]
-    return doc, ""
+def _no_label_reason(qrels, strays, extra):
+    """Why not one id the run retrieved carries a label, as one sentence: the
+    run retrieved nothing, or its ids and the qrels' differ in a telling way
+    (looked for over the kept retrieved ids and every label).
 
-
-def _unlabelled_run_message(run_name, retrieved, labelled):
-    """The line that says a run meets no label at all, with the likely cause.
-
-    >>> print(_unlabelled_run_message("run.json", "refund-policy#3", "refund-policy"))
-    run.json: not one retrieved id carries a label in the qrels (e.g. run 'refund-policy#3', qrels 'refund-policy'): the run names chunks and the qrels whole documents; label the chunk ids, or score documents once chunk-to-document mapping exists
+    >>> print(_no_label_reason({"q1": {"doc1": 2, "doc7": 1}}, [("q1", "doc7#2")], []))
+    not one retrieved id carries a label in the qrels (e.g. run 'doc7#2', qrels 'doc7'): the run names chunks and the qrels whole documents; label the chunk ids, or score documents once chunk-to-document mapping exists
     """
-    if not labelled:
-        cause = "the qrels hold no id with a grade >= 0"
-    elif _is_number(retrieved) and _is_number(labelled):
-        cause = "numbers are written differently (e.g. 101.0 against 101)"
-    elif (retrieved.startswith(labelled) and len(retrieved) > len(labelled)
-          and not retrieved[len(labelled)].isalnum()):
-        cause = ("the run names chunks and the qrels whole documents; label the chunk ids, "
-                 "or score documents once chunk-to-document mapping exists")
-    elif len(retrieved) > 80 or any(ch.isspace() for ch in retrieved.strip()):
-        cause = "the run holds text, not ids"
-    else:
-        cause = "the files name ids differently, or do not belong together"
-    return ("%s: not one retrieved id carries a label in the qrels (e.g. run %r, qrels %r): %s"
-            % (run_name, retrieved, labelled, cause))
+    if not strays:
+        if extra:
+            return ("no query of the run is in the qrels (run %s; qrels %s): the files do not "
+                    "belong together" % (_preview(extra, 3), _preview(sorted(qrels), 3)))
+        return "the run retrieved no id for any query in the qrels: every number would be 0"
+    strays = [(qid, doc.decode("utf-8", "replace") if isinstance(doc, bytes) else doc)
+              for qid, doc in strays]
+    graded = {doc for labels in qrels.values() for doc, grade in labels.items() if grade >= 0}
+    retrieved = {doc for _, doc in strays}
+    cause, pair = _no_label_cause(qrels, strays, graded, retrieved)
+    if pair is None:
+        qid, doc = strays[0]
+        own = sorted((-g, d) for d, g in qrels.get(qid, {}).items() if g >= 0)
+        pair = (doc, own[0][1] if own else min(graded, default=""))
+    return ("not one retrieved id carries a label in the qrels (e.g. run %r, qrels %r): %s"
+            % (pair[0], pair[1], cause))
 
 
-def _is_number(text):
+def _no_label_cause(qrels, strays, graded, retrieved):
+    """(cause, (run id, qrels id) that shows it, or None)."""
+    if not graded:
+        return "the qrels hold no id with a grade >= 0", None
+    for qid, doc in strays:
+        if qrels.get(qid, {}).get(doc, 0) < 0:
+            return ("the run's ids carry only negative grades (judged-unknown, as trec_eval "
+                    "reads -1)", (doc, doc))
+    numbers = {}
+    for label in graded:
+        numbers.setdefault(_as_number(label), label)
+    for doc in sorted(retrieved):
+        value = _as_number(doc)
+        if value is not None and value in numbers:
+            return "numbers are written differently", (doc, numbers[value])
+    for doc in sorted(retrieved):
+        for prefix in _id_prefixes(doc):
+            if prefix in graded:
+                return ("the run names chunks and the qrels whole documents; label the chunk "
+                        "ids, or score documents once chunk-to-document mapping exists",
+                        (doc, prefix))
+    for label in sorted(graded):
+        for prefix in _id_prefixes(label):
+            if prefix in retrieved:
+                return "the qrels name chunks and the run whole documents", (prefix, label)
+    if any(len(doc) > 80 or any(ch.isspace() for ch in doc.strip()) for doc in retrieved):
+        return "the run holds text, not ids", None
+    return "the files name ids differently, or do not belong together", None
+
+
+def _id_prefixes(doc):
+    """The parts of an id before each separator: 'a/b#3' -> ['a', 'a/b']."""
+    return [doc[:i] for i, ch in enumerate(doc) if i and not ch.isalnum()]
+
+
+def _as_number(text):
     try:
-        float(text)
+        value = float(text)
     except ValueError:
-        return False
-    return True
+        return None
+    return value if math.isfinite(value) else None
 
 
 # --- Runs on several cores ---------------------------------------------------
@@ -3405,12 +3442,10 @@ def _unscored_note(report, baseline):
     absent = sorted(set(baseline.mean) - set(report.mean))
     if not absent:
         return None
-    cutoffs = sorted({parse_measure(m).k for m in absent} - {parse_measure(m).k for m in report.mean})
-    hint = "; or --k %s" % ",".join(map(str, cutoffs)) if cutoffs else ""
-    return ("the report does not score %s of the baseline: ask for %s with --metrics %s%s "
-            "(with neither --metrics nor --k, the baseline's measures are scored)"
-            % (_plural(len(absent), "measure", "measures"), "it" if len(absent) == 1 else "them",
-               ",".join(absent), hint))
+    return ("the report does not score %s of the baseline (%s): add %s to --metrics, or "
+            "leave out --metrics and --k to score every baseline measure"
+            % (_plural(len(absent), "measure", "measures"), ", ".join(absent),
+               "it" if len(absent) == 1 else "them"))
 
 
 def _change(measure, before, now, allowed, p_value, alpha):
@@ -3756,9 +3791,30 @@ def _check_paths(args):
         raise EvalError("only one input can come from stdin")
     if args.save_baseline == "-":
         raise EvalError("--save-baseline needs a file name, not -")
+    _check_outputs(args)
     if args.accept and args.save_baseline is None:
         raise EvalError("--accept only applies with --save-baseline (it writes the baseline "
                         "even when the gate fails)")
+
+
+def _check_outputs(args):
+    """An output never replaces an input or the other output; only
+    --save-baseline may name the --baseline it updates."""
+    def same(a, b):
+        if a in (None, "-") or b in (None, "-"):
+            return False
+        try:
+            return os.path.realpath(a) == os.path.realpath(b)
+        except (OSError, ValueError):
+            return False
+    inputs = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline)]
+    inputs += [("--compare", path) for path in args.compare]
+    for output, path in (("-o", args.output), ("--save-baseline", args.save_baseline)):
+        for option, source in inputs:
+            if same(path, source) and (output, option) != ("--save-baseline", "--baseline"):
+                raise EvalError("%s %s would overwrite the %s input" % (output, path, option))
+    if same(args.output, args.save_baseline):
+        raise EvalError("%s: named for two outputs (--save-baseline and -o)" % args.output)
 
 
 @_gc_paused
@@ -3774,15 +3830,17 @@ def _run_cli(args, stdout, stderr):
         metrics += [m for m in map(parse_measure, baseline.mean) if m not in metrics]
 
     rel = _positive_int(args.rel, "rel")
+    # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
+    allow_unlabelled = args.allow_unlabelled_run or any(
+        parse_measure(m).name == "judged" for m in metrics)
     qrels, qrels_info = _read_qrels(args.qrels, args.qrels_format)
 
     def score(run):
         report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
                                args.run_format)
-        if report.unlabelled_run and not args.allow_unlabelled_run:
-            raise EvalError(_unlabelled_run_message(report.inputs["run"]["path"],
-                                                    *report.unlabelled_run)
-                            + " (--allow-unlabelled-run scores it anyway)")
+        if report.unlabelled_run and not allow_unlabelled:
+            raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
+                            % (report.inputs["run"]["path"], report.unlabelled_run))
         return report
     report = score(args.run)
     references = [(path, score(path)) for path in args.compare]
@@ -3818,11 +3876,37 @@ def _run_cli(args, stdout, stderr):
     return EXIT_OK if result is None or result.passed else EXIT_REGRESSION
 
 
+class _Tolerant:
+    """A stream whose failed writes are dropped: a closed pipe or file must not
+    turn an exit code into another (a failed write would otherwise escape as
+    an exception, and Python exits 1, the regression code)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        try:
+            self.stream.write(text)
+        except (OSError, ValueError):
+            pass
+
+    def flush(self):
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _one_line(text):
+    """An error message as one line, whatever a file name holds."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def main(argv=None, *, stdout=None, stderr=None):
     """Run the command line; return the exit code (0 ok, 1 regression, 2 error)."""
     # A closed stream is None: the report is then discarded, the exit code stands.
     stdout = stdout or sys.stdout or io.StringIO()
-    stderr = stderr or sys.stderr or io.StringIO()
+    stderr = _Tolerant(stderr or sys.stderr or io.StringIO())
     parser = build_parser()
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = stdout, stderr   # argparse prints --help and errors there
@@ -3835,16 +3919,16 @@ def main(argv=None, *, stdout=None, stderr=None):
     try:
         return _run_cli(args, stdout, stderr)
     except EvalError as exc:
-        stderr.write("rag-eval: error: %s\n" % exc)
+        stderr.write("rag-eval: error: %s\n" % _one_line(str(exc)))
         return EXIT_ERROR
     except KeyboardInterrupt:
         stderr.write("rag-eval: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:    # a bug: never exit 0 (a pass) or 1 (a regression)
         if args.debug or os.environ.get("RAG_EVAL_DEBUG", "") not in ("", "0"):
             import traceback
             traceback.print_exc(file=stderr)
-        detail = (str(exc).splitlines() or [""])[0][:200]
+        detail = _one_line((str(exc).splitlines() or [""])[0][:200])
         stderr.write("rag-eval: internal error (a bug in rag_eval, please report it): %s%s; "
                      "rerun with --debug or RAG_EVAL_DEBUG=1 to see the traceback\n"
                      % (type(exc).__name__, ": " + detail if detail else ""))
@@ -3856,7 +3940,12 @@ def _command():
     heap object by object (the process ends anyway; a large run leaves
     millions of objects, and a final collection of them costs time)."""
     gc.disable()    # for good: the process makes no cycles worth collecting
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except BaseException:       # noqa: B036 - whatever escapes must not read as a pass or a regression
+        code = EXIT_ERROR
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:

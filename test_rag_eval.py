@@ -554,8 +554,11 @@ class LoaderTest(TempDir, unittest.TestCase):
         self.assertIsNone(rag_eval._trec_qrels_fast(qrels))
         self.assertEqual(rag_eval.load_qrels(io.BytesIO(qrels)), {"q1": {"d1": 1, "d2": 0}})
         run = b"#q1 Q0 d2 1 9.0 t\nq1 Q0 d2 1 2.0 t\n# c\nq1 Q0 d1 2 3.0 t\n"
-        self.assertEqual(rag_eval._block_segments(run, "r", 0, 4),
-                         rag_eval._block_segments_checked(run, "r", 0))
+        def read(block, lines):         # scores as floats: the fast path keeps byte tokens
+            return [(q, d, list(map(float, s)))
+                    for q, d, s in rag_eval._block_segments(block, "r", 0, lines)]
+        self.assertEqual(read(run, 4), read(b"q1 Q0 d2 1 2.0 t\nq1 Q0 d1 2 3.0 t\n", 2))
+        self.assertEqual(read(run, 4), [(b"q1", [b"d2", b"d1"], [2.0, 3.0])])
         self.assertEqual(rag_eval._block_segments(b"# only a comment\n", "r", 0, 1), [])
         q, r = self.write("q.trec", qrels), self.write("r.trec", b"#\n" * 3 + run)
         code, out, err = run_cli(q, r, "--metrics", "mrr@1", "--format", "json")
@@ -769,7 +772,19 @@ class ParallelTest(TempDir, unittest.TestCase):
         self.assertEqual(parallel.ties, sequential.ties)
         self.assertEqual(parallel.abstention, sequential.abstention)
         self.assertEqual(parallel.inputs, sequential.inputs)
+        self.assertEqual(parallel.warnings, sequential.warnings)
+        self.assertEqual(parallel.unlabelled, sequential.unlabelled)
         self.assertGreater(len(parallel.ties), 0)
+        self.assertGreater(len(parallel.unlabelled), 0)
+
+    def test_a_run_meeting_no_label_says_the_same_on_every_core(self):
+        lines = [line.replace(" d", " x", 1) for line in self.lines()]    # no id is labelled
+        parallel = self.evaluate(lines)
+        rag_eval._PARALLEL_MIN_BYTES = 1 << 62
+        sequential = self.evaluate(lines)
+        self.assertIn("not one retrieved id carries a label", parallel.unlabelled_run)
+        self.assertEqual(parallel.unlabelled_run, sequential.unlabelled_run)
+        self.assertEqual(parallel.warnings, sequential.warnings)
 
     def test_an_error_after_the_merge_leaves_no_pipe_open(self):
         # The run's hash is computed by another process while results merge; an
@@ -2510,7 +2525,9 @@ class NeverPassByAccidentTest(TempDir, unittest.TestCase):
         base = self.write("b.json", '{"recall@10": 0.5, "mrr@5": 0.4}')
         code, out, err = run_cli(*self.ARGS, "--baseline", base, "--k", "5")
         self.assertEqual(code, 1)
-        self.assertIn("ask for it with --metrics recall@10; or --k 10", out)
+        self.assertIn("the report does not score 1 measure of the baseline (recall@10): add it "
+                      "to --metrics, or leave out --metrics and --k to score every baseline "
+                      "measure", out)
 
     def test_missing_baseline_says_how_to_make_one(self):
         missing = os.path.join(self.tmp, "none.json")
@@ -2577,6 +2594,35 @@ class NeverPassByAccidentTest(TempDir, unittest.TestCase):
         self.assertEqual(json.loads(out)["mean"]["ndcg(gain=linear)@5"], 1 / math.log2(3))
 
 
+    def test_an_output_never_replaces_an_input(self):
+        base = self.write("b.json", '{"recall@5": 0.9}')
+        qrels = self.write("q.json", self.read(example("qrels.json")))
+        cases = [("--baseline", base, "-o", base), ("-o", qrels),
+                 ("--save-baseline", qrels), ("--compare", example("run.json"), "-o",
+                                              os.path.join(self.tmp, ".", "..",
+                                                           os.path.basename(self.tmp), "b.json"),
+                                              "--baseline", base)]
+        for argv in cases:
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(qrels, example("run.json"), *argv)
+                self.assertEqual(code, 2)
+                self.assertIn("would overwrite the", err)
+                self.assertEqual(self.read(base), '{"recall@5": 0.9}')
+        # The one allowed overlap: --save-baseline updating the --baseline it gates on.
+        code, out, err = run_cli(qrels, example("run.json"), "--baseline", base,
+                                 "--save-baseline", base, "--accept")
+        self.assertEqual(code, 1)
+        code, out, err = run_cli(qrels, example("run.json"), "-o", base, "--save-baseline", base)
+        self.assertEqual(code, 2)
+        self.assertIn("named for two outputs", err)
+
+    def test_file_names_with_newlines_stay_on_one_line(self):
+        code, out, err = run_cli(*self.ARGS, "--baseline", os.path.join(self.tmp, "no\nsuch"))
+        self.assertEqual(code, 2)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("no\\nsuch: no such baseline file", err)
+
+
 class InternalErrorTest(TempDir, unittest.TestCase):
     """A bug exits 2 with one line, never 0 (a pass) or 1 (a regression)."""
 
@@ -2615,6 +2661,26 @@ class InternalErrorTest(TempDir, unittest.TestCase):
                 self.assertEqual(code, 2)
                 self.assertIn("Traceback (most recent call last)", err)
                 self.assertTrue(err.endswith("to see the traceback\n"))
+
+    def test_a_closed_stderr_keeps_the_exit_code(self):
+        # Writing to a pipe nobody reads raises; that must not turn exit 2 (or 0)
+        # into Python's exit 1, the regression code.
+        bad = os.path.join(self.tmp, "bad.json")
+        with open(bad, "w") as handle:
+            handle.write("{")
+        for argv, expected in (((bad, example("run.json")), 2),
+                               ((example("qrels.json"), example("run.json")), 0),
+                               (self.ARGS, 1)):
+            with self.subTest(expected=expected):
+                read_end, write_end = os.pipe()
+                os.close(read_end)
+                try:
+                    done = subprocess.run([sys.executable, example("rag_eval.py"), *argv],
+                                          stdout=subprocess.DEVNULL, stderr=write_end,
+                                          timeout=60)
+                finally:
+                    os.close(write_end)
+                self.assertEqual(done.returncode, expected)
 
     def test_usage_error_is_one_line(self):
         for argv, message in ((("--bogus",), "unrecognized arguments: --bogus"),
@@ -2667,7 +2733,9 @@ class UnlabelledRunTest(TempDir, unittest.TestCase):
 
     def test_library_warns_and_returns_the_report(self):
         report = rag_eval.evaluate(self.QRELS, {"q1": ["x"], "q2": ["y"]})
-        self.assertEqual(report.unlabelled_run, ("x", "refund-policy"))
+        self.assertEqual(report.unlabelled_run, "not one retrieved id carries a label in the "
+                         "qrels (e.g. run 'x', qrels 'refund-policy'): the files name ids "
+                         "differently, or do not belong together")
         self.assertTrue(any("not one retrieved id" in w for w in report.warnings))
 
     def test_grade_zero_or_a_label_below_the_cutoff_counts(self):
@@ -2685,12 +2753,48 @@ class UnlabelledRunTest(TempDir, unittest.TestCase):
         code, out, err = run_cli(self.write("q.json", '{"q1": {"a": 1, "b": -1}}'),
                                  self.write("r.json", '{"q1": ["b"]}'))
         self.assertEqual(code, 2)
-        self.assertIn("e.g. run 'b', qrels 'a'", err)
+        self.assertIn("e.g. run 'b', qrels 'b'): the run's ids carry only negative grades", err)
 
-    def test_empty_run_is_not_unlabelled(self):
-        # Nothing retrieved: every query scores 0, which the missing-query warning covers.
-        code, out, err = self.cli({"q1": [], "q2": []})
+    def test_a_run_that_retrieved_nothing(self):
+        # Every number 0, and a baseline saved from it could never fail again.
+        for run in ({"q1": [], "q2": []}, {}):
+            with self.subTest(run=run):
+                code, out, err = self.cli(run, "--save-baseline", os.path.join(self.tmp, "b.json"))
+                self.assertEqual(code, 2)
+                self.assertIn("r.json: the run retrieved no id for any query in the qrels: "
+                              "every number would be 0 (--allow-unlabelled-run", err)
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, "b.json")))
+        code, out, err = self.cli({"q1": ["refund-policy"], "q2": []})
         self.assertEqual(code, 0, err)
+        self.assertIn("warning: 1 query retrieved nothing, scored 0: 'q2'", err)
+
+    def test_no_query_of_the_run_in_the_qrels(self):
+        code, out, err = self.cli({"1": ["refund-policy"], "2": ["sla"]}, "--skip-extra-queries")
+        self.assertEqual(code, 2)
+        self.assertIn("no query of the run is in the qrels (run '1', '2'; qrels 'q1', 'q2'): "
+                      "the files do not belong together", err)
+
+    def test_causes_are_found_over_the_whole_run(self):
+        # Found by review: the first id of the first query rarely shows the cause.
+        cases = [({"q1": {"doc1": 2, "doc7": 1}}, {"q1": ["doc7#2", "doc1#1"]},
+                  "(e.g. run 'doc7#2', qrels 'doc7'): the run names chunks"),
+                 ({"q1": {"doc1#2": 1}}, {"q1": ["doc1"]},
+                  "(e.g. run 'doc1', qrels 'doc1#2'): the qrels name chunks"),
+                 ({"q1": {"205": 1}}, {"q1": ["7"]}, "the files name ids differently"),
+                 ({"q1": {"7": 1}, "q2": {"8": 1}}, {"q1": ["x"], "q2": ["8.0"]},
+                  "(e.g. run '8.0', qrels '8'): numbers are written differently")]
+        for qrels, run, cause in cases:
+            with self.subTest(run=run):
+                code, out, err = self.cli(run, qrels=qrels)
+                self.assertEqual(code, 2)
+                self.assertIn(cause, err)
+
+    def test_judged_asks_to_score_an_unlabelled_run(self):
+        code, out, err = self.cli({"q1": ["x"], "q2": ["y"]}, "--metrics", "judged@5,recall@5",
+                                  "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"judged@5": 0.0, "recall@5": 0.0})
+        self.assertIn("warning: ", err)
 
     def test_some_queries_without_a_label_in_the_top_k(self):
         code, out, err = self.cli({"q1": ["refund-policy"], "q2": ["x", "y"]}, "--k", "1,2")
