@@ -6,7 +6,9 @@ line for CI.  It reads relevance judgments (*qrels*) and a retriever's output (a
 *run*), computes per-query measures over the first k distinct ids, averages them,
 and compares the means with a baseline so that a regression fails the build.
 
-Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential)::
+Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential;
+``name@all`` takes a measure over the whole ranking; ``rag-eval
+--list-measures`` prints the registry)::
 
     recall@k             relevant ids in the top k / all relevant ids
     success@k            1 if any relevant id is in the top k, else 0
@@ -18,6 +20,13 @@ Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential)::
     context_precision@k  sum of precision@i at relevant ranks i <= k /
                          relevant ids in the top k (0 when none)
     judged@k             labelled ids in the top k / min(k, ids returned)
+    rprec                relevant ids in the top R / R, R = all relevant (no cutoff)
+    bpref                trec_eval's bpref: judged non-relevant ids ranked above
+                         each relevant one, unjudged ids skipped (no cutoff)
+
+To add a measure: one ``@measure(...)`` declaration (see :func:`measure`), one
+hand-worked row in tests/data/hand_worked.json, peer data if a peer has it
+(README.md, "How to add a measure").
 
 Quick start:
 
@@ -94,25 +103,41 @@ class EvalError(ValueError):
 # Records
 # ---------------------------------------------------------------------------
 
+class _All:
+    """The cutoff "the whole ranking": ``Measure.k`` of ``map@all`` (see :data:`ALL`)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "ALL"
+
+    def __reduce__(self):
+        return "ALL"   # pickles as the module's one instance
+
+
+ALL = _All()   # Measure.k of a measure taken over the whole ranking, written @all
+
+
 class Measure(NamedTuple):
     """One measure at one cutoff, e.g. ``ndcg(gain=linear)@10``.
 
-    ``params`` holds only the values that differ from the measure's defaults,
-    as sorted ``(name, value)`` pairs, so equal measures have equal names.
+    ``k`` is the cutoff: an int, :data:`ALL` for the whole ranking (``map@all``),
+    or None for a measure that takes no cutoff (``rprec``).  ``params`` holds
+    only the values that differ from the measure's defaults, as sorted
+    ``(name, value)`` pairs, so equal measures have equal names.
 
     >>> m = parse_measure("ndcg(gain=linear)@10")
     >>> m.name, m.k, m.params
     ('ndcg', 10, (('gain', 'linear'),))
-    >>> str(m)
-    'ndcg(gain=linear)@10'
+    >>> str(m), str(parse_measure("mrr@all")), str(parse_measure("bpref(rel=2)"))
+    ('ndcg(gain=linear)@10', 'mrr@all', 'bpref(rel=2)')
     """
     name: str
-    k: int
+    k: object          # int, ALL or None
     params: Tuple[Tuple[str, object], ...] = ()
 
     def __str__(self):
-        inner = ",".join("%s=%s" % pair for pair in self.params)
-        return "%s%s@%d" % (self.name, "(%s)" % inner if inner else "", self.k)
+        inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in self.params)
+        return "%s%s%s" % (self.name, "(%s)" % inner if inner else "", _cutoff_text(self.k))
 
     def value(self, grades, judged):
         """Score one query from the grades of its top ids, best first (UNJUDGED
@@ -136,10 +161,28 @@ class Measure(NamedTuple):
 
     def _parts(self):
         """(func, args): the measure is ``func(ranked, judged, *args)``, args
-        being k and the parameters, positionally (a call builds no keyword dict)."""
+        being the cutoff (for a measure that takes one; the whole ranking for
+        ALL) and the parameters, positionally (a call builds no keyword dict)."""
         spec = _REGISTRY[self.name]
-        params = dict(spec.defaults, **dict(self.params))
-        return spec.func, (self.k,) + tuple(params[name] for name in _parameter_names(spec.func))
+        given = dict(self.params)
+        args = tuple(given.get(key, param.default) for key, param in spec.params.items())
+        if spec.cutoff:
+            args = (_WHOLE_RANKING if self.k is ALL else self.k,) + args
+        return spec.func, args
+
+
+def _cutoff_text(k):
+    """How a cutoff is written: ``@5``, ``@all``, or nothing (no cutoff)."""
+    return "" if k is None else "@all" if k is ALL else "@%d" % k
+
+
+def _value_text(value):
+    """A parameter value as written: numbers as their shortest repr.
+
+    >>> _value_text(0.5), _value_text(2), _value_text("linear")
+    ('0.5', '2', 'linear')
+    """
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def _no_truth_value(self):
@@ -322,42 +365,180 @@ def _hits(grades):
     return [(rank, g) for rank, g in enumerate(grades, 1) if g is not None and g >= 0]
 
 
+class Param(NamedTuple):
+    """One measure parameter, declared once in :func:`measure`: parsing,
+    rendering, ``--list-measures`` and the README all read this declaration.
+
+    ``kind`` is int, float or str; a str parameter allows only ``choices``, a
+    number nothing below ``minimum``.  ``peer_values`` maps a peer's
+    ``key=value`` spelling to our value (ir_measures' ``dcg=log2`` is
+    ``gain=linear``).
+    """
+    kind: type
+    default: object
+    meaning: str
+    choices: Tuple[str, ...] = ()
+    minimum: object = None
+    peer_values: Tuple[Tuple[str, object], ...] = ()
+
+    def rule(self):
+        """What a value must be, in words.
+
+        >>> REL.rule(), GAIN.rule()
+        ('a positive integer', 'one of exponential, linear')
+        """
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        noun = "integer" if self.kind is int else "number"
+        if self.minimum is None:
+            return "a finite " + noun if self.kind is float else "an integer"
+        if self.minimum == 1 and self.kind is int:
+            return "a positive integer"
+        return "a%s %s >= %s" % ("n" if noun == "integer" else "", noun, _value_text(self.minimum))
+
+
+class Spelling(NamedTuple):
+    """A peer tool's name for a measure, accepted as input: ``text`` as the
+    peer writes it (a trailing ``_K`` stands for a cutoff, as in trec_eval's
+    ``P_5``), and the parameter values it implies, ``k`` included (trec_eval's
+    ``recip_rank`` is ``mrr@all``)."""
+    tool: str                                   # trec_eval, ir_measures, ranx or other
+    text: str
+    implies: Tuple[Tuple[str, object], ...] = ()
+
+
+def peer(tool, text, **implies):
+    """A :class:`Spelling`: ``peer("ir_measures", "nDCG", gain="linear")``."""
+    return Spelling(tool, text, tuple(sorted(implies.items())))
+
+
+# Shared parameters.
+REL = Param(int, 1, "lowest grade that counts as relevant", minimum=1)
+GAIN = Param(str, "exponential", "gain of grade g: 2^g - 1 (exponential, Burges) or g "
+             "(linear, Jarvelin; trec_eval, ir_measures)", choices=("exponential", "linear"),
+             peer_values=(("dcg=exp-log2", "exponential"), ("dcg=log2", "linear")))
+
+# Which queries a measure averages over (its ``population``).
+POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel"}
+
+_WHOLE_RANKING = sys.maxsize   # the cutoff a measure function gets for @all
+_MEASURE_NAME = re.compile(r"[a-z][a-z0-9_]*$")
+
+
 class _Spec(NamedTuple):
     name: str
     func: object
-    defaults: Dict[str, object]
+    params: Dict[str, Param]        # in the order of the function's parameters
     summary: str
-    aliases: Tuple[str, ...]
+    peers: Tuple[Spelling, ...]
+    population: str
+    cutoff: bool                    # takes a cutoff (@k, @all); else none at all
+
+    @property
+    def defaults(self):
+        return {key: param.default for key, param in self.params.items()}
 
 
 _REGISTRY: Dict[str, _Spec] = {}
-_PARAM_CHOICES = {"gain": ("exponential", "linear")}
+_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # name as written -> (measure, implied values)
+_CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measure, implied)
 
 
-def measure(name, *, summary, defaults=None, aliases=()):
-    """Register a per-query measure function under ``name`` (a decorator):
-    ``func(ranked, judged, k, <params>)``, its parameters those of ``defaults``."""
+def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True):
+    """Register a per-query measure under ``name`` (a decorator).  The
+    declaration is the single source of truth about the measure:
+
+    ``summary``     one line, shown by ``--list-measures``;
+    ``params``      ``{name: Param}``, the function's parameters after
+                    ``(ranked, judged[, k])``, with the same defaults;
+    ``peers``       :func:`peer` spellings accepted as input;
+    ``population``  which queries the mean is over (a key of POPULATIONS);
+    ``cutoff``      False for a measure without one (``rprec``): its function
+                    takes no ``k``.
+    """
+    params = dict(params or {})
+
     def register(func):
-        if set(_parameter_names(func)) != set(defaults or {}):
-            raise TypeError("measure %r: parameters must be %s" % (name, sorted(defaults or {})))
-        _REGISTRY[name] = _Spec(name, func, dict(defaults or {}), summary, tuple(aliases))
+        names = _parameter_names(func, cutoff)
+        if not _MEASURE_NAME.match(name) or name in _REGISTRY:
+            raise TypeError("measure %r: a new name of a-z, 0-9 and _ is needed" % name)
+        if list(names) != list(params) or list(func.__defaults__ or ()) != [
+                p.default for p in params.values()]:
+            raise TypeError("measure %r: the function's parameters must be %s with the "
+                            "declared defaults" % (name, list(params)))
+        if population not in POPULATIONS:
+            raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
+        spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff)
+        entries = [(_SPELLINGS, name, ())]
+        for spelling in spec.peers:
+            table, text = _SPELLINGS, spelling.text
+            if text.endswith("_K"):
+                table, text = _CUTOFF_SPELLINGS, text[:-1]
+            entries.append((table, text, spelling.implies))
+        for table, text, implies in entries:
+            if table.get(text, (name, implies)) != (name, implies):
+                raise TypeError("measure %r: the spelling %r already means %s"
+                                % (name, text, table[text][0]))
+        for table, text, implies in entries:
+            table[text] = (name, implies)
+        _REGISTRY[name] = spec
         return func
     return register
 
 
-def _parameter_names(func):
-    """The names of a measure function's parameters after (ranked, judged, k)."""
+def _parameter_names(func, cutoff=True):
+    """The names of a measure function's parameters after (ranked, judged[, k])."""
     code = func.__code__
-    return code.co_varnames[3:code.co_argcount]
+    return code.co_varnames[3 if cutoff else 2:code.co_argcount]
 
 
 def available_measures():
     """Names of the registered measures, sorted.
 
     >>> available_measures()[:3]
-    ['context_precision', 'judged', 'map']
+    ['bpref', 'context_precision', 'judged']
     """
     return sorted(_REGISTRY)
+
+
+def describe_measures():
+    """The registry as text, one block per measure: what ``rag-eval
+    --list-measures`` prints.
+
+    >>> print(describe_measures().split("\\n\\n")[1])
+    bpref (no cutoff)
+      how rarely judged non-relevant ids rank above the relevant ones; unjudged ids are skipped
+      parameter rel: int, default 1, a positive integer: lowest grade that counts as relevant
+      mean over: scored (the scored queries: those with an id graded >= rel)
+      peer names: trec_eval bpref; ir_measures Bpref
+    """
+    blocks = ["rag_eval %s: %d measures. Write name@k for one cutoff, name@all for the whole "
+              "ranking, name alone for every --k; parameters as name(param=value,...)@k, "
+              "defaults left out." % (__version__, len(_REGISTRY))]
+    for name in available_measures():
+        spec = _REGISTRY[name]
+        lines = ["%s%s" % (name, "@k" if spec.cutoff else " (no cutoff)"), "  " + spec.summary]
+        for key, param in spec.params.items():
+            aliases = ["%s means %s" % pair for pair in param.peer_values]
+            lines.append("  parameter %s: %s, default %s, %s%s: %s"
+                         % (key, param.kind.__name__, _value_text(param.default), param.rule(),
+                            " (%s)" % ", ".join(aliases) if aliases else "", param.meaning))
+        lines.append("  mean over: %s (%s)" % (spec.population, POPULATIONS[spec.population]))
+        if spec.peers:
+            lines.append("  peer names: " + "; ".join(
+                "%s %s%s" % (s.tool, s.text, _spelling_meaning(spec, s)) for s in spec.peers))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def _spelling_meaning(spec, spelling):
+    """`` (= ndcg(gain=linear)@K)`` when a peer's name implies more than ours."""
+    implies = dict(spelling.implies)
+    if not implies:
+        return ""
+    cutoff = "@K" if spelling.text.endswith("_K") else _cutoff_text(implies.pop("k", None))
+    inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in sorted(implies.items()))
+    return " (= %s%s%s)" % (spec.name, "(%s)" % inner if inner else "", cutoff)
 
 
 @functools.lru_cache(maxsize=1 << 12)   # queries share few distinct grade lists
@@ -411,7 +592,7 @@ class _GainTable(dict):
         return value
 
 
-_GAIN_TABLES = {kind: _GainTable(kind) for kind in _PARAM_CHOICES["gain"]}
+_GAIN_TABLES = {kind: _GainTable(kind) for kind in GAIN.choices}
 
 
 def _dcg(hits, k, gain):
@@ -441,7 +622,8 @@ def _ideal_dcg(judged, k, gain):
     return _dcg(list(enumerate(judged[:k], 1)), k, gain)
 
 
-@measure("recall", defaults={"rel": 1}, aliases=("R", "recall_"),
+@measure("recall", params={"rel": REL},
+         peers=(peer("trec_eval", "recall_K"), peer("ir_measures", "R"), peer("ranx", "recall")),
          summary="relevant ids in the top k / all relevant ids in the qrels")
 def recall(ranked, judged, k, rel=1):
     """Share of the query's relevant ids found in the top k (trec_eval recall_k, ir_measures R@k).
@@ -458,7 +640,9 @@ def recall(ranked, judged, k, rel=1):
     return _relevant_in_top(ranked, k, rel) / relevant
 
 
-@measure("success", defaults={"rel": 1}, aliases=("Success", "success_", "hit_rate", "hits"),
+@measure("success", params={"rel": REL},
+         peers=(peer("trec_eval", "success_K"), peer("ir_measures", "Success"),
+                peer("ranx", "hit_rate")),
          summary="1 if any relevant id is in the top k, else 0 (not recall)")
 def success(ranked, judged, k, rel=1):
     """1.0 when a relevant id is in the top k (trec_eval success_k, ir_measures Success@k, ranx hit_rate@k).
@@ -470,12 +654,14 @@ def success(ranked, judged, k, rel=1):
     return 1.0 if mrr(ranked, judged, k, rel) else 0.0
 
 
-@measure("mrr", defaults={"rel": 1}, aliases=("RR", "MRR"),
+@measure("mrr", params={"rel": REL},
+         peers=(peer("trec_eval", "recip_rank", k=ALL), peer("ir_measures", "RR"),
+                peer("ranx", "mrr"), peer("other", "MRR")),
          summary="1 / rank of the first relevant id in the top k, else 0")
 def mrr(ranked, judged, k, rel=1):
     """Reciprocal rank of the first relevant id within the top k (ir_measures RR@k).
 
-    trec_eval's recip_rank has no cutoff: it equals mrr@k with k the run depth.
+    trec_eval's recip_rank has no cutoff: it is mrr@all.
 
     >>> mrr(_from_grades([0, -1, 2, 1]), (2, 1, 0), 5), mrr(_from_grades([0, -1, 2]), (2, 0), 2)
     (0.3333333333333333, 0.0)
@@ -488,7 +674,9 @@ def mrr(ranked, judged, k, rel=1):
     return 0.0
 
 
-@measure("ndcg", defaults={"gain": "exponential"}, aliases=("nDCG", "ndcg_cut_"),
+@measure("ndcg", params={"gain": GAIN},
+         peers=(peer("trec_eval", "ndcg_cut_K", gain="linear"),
+                peer("ir_measures", "nDCG", gain="linear"), peer("ranx", "ndcg_burges")),
          summary="DCG@k / ideal DCG@k of all judged grades; gain 2^g-1 (or g)")
 def ndcg(ranked, judged, k, gain="exponential"):
     """Normalised DCG: sum gain(g_i) / log2(i + 1) over ranks i <= k, over the ideal.
@@ -510,7 +698,9 @@ def ndcg(ranked, judged, k, gain="exponential"):
     return _dcg(ranked.hits, k, gain) / ideal
 
 
-@measure("map", defaults={"rel": 1}, aliases=("AP", "MAP", "map_cut_"),
+@measure("map", params={"rel": REL},
+         peers=(peer("trec_eval", "map_cut_K"), peer("ir_measures", "AP"), peer("ranx", "map"),
+                peer("other", "MAP")),
          summary="sum of precision@i at relevant ranks i <= k / all relevant ids")
 def average_precision(ranked, judged, k, rel=1):
     """Average precision cut at k (trec_eval map_cut_k, ir_measures AP@k).
@@ -537,19 +727,28 @@ def _precision_sum(ranked, k, rel):
     return math.fsum(total), found
 
 
-@measure("precision", defaults={"rel": 1}, aliases=("P", "P_"),
-         summary="relevant ids in the top k / k (missing slots count as misses)")
+@measure("precision", params={"rel": REL},
+         peers=(peer("trec_eval", "P_K"), peer("ir_measures", "P"), peer("ranx", "precision")),
+         summary="relevant ids in the top k / k (missing slots count as misses); "
+                 "@all: / ids returned")
 def precision(ranked, judged, k, rel=1):
     """Relevant ids in the top k divided by k, even when fewer than k were returned
     (trec_eval P_k, ir_measures P@k).  Unstable across queries: report, do not gate.
+    Over the whole ranking (precision@all) it is divided by the ids returned
+    (trec_eval set_P); an empty ranking scores 0.
 
-    >>> precision(_from_grades([1, -1]), (1, 1), 5)
-    0.2
+    >>> ranked = _from_grades([1, -1])
+    >>> precision(ranked, (1, 1), 5), precision(ranked, (1, 1), _WHOLE_RANKING)
+    (0.2, 0.5)
     """
+    if k == _WHOLE_RANKING:
+        k = ranked.length
+        if not k:
+            return 0.0
     return _relevant_in_top(ranked, k, rel) / k
 
 
-@measure("context_precision", defaults={"rel": 1},
+@measure("context_precision", params={"rel": REL},
          summary="sum of precision@i at relevant ranks i <= k / relevant ids in the top k")
 def context_precision(ranked, judged, k, rel=1):
     """The label-based context precision of Ragas and DeepEval: rank-aware
@@ -563,7 +762,7 @@ def context_precision(ranked, judged, k, rel=1):
     return total / found if found else 0.0
 
 
-@measure("judged", aliases=("Judged",),
+@measure("judged", peers=(peer("ir_measures", "Judged"),),
          summary="labelled ids in the top k / min(k, ids returned)")
 def judged(ranked, judged, k):
     """Share of the top k that carry a label, grade 0 included, negative grades not
@@ -577,40 +776,181 @@ def judged(ranked, judged, k):
     return _relevant_in_top(ranked, k, 0) / top if top else 0.0
 
 
+@measure("rprec", cutoff=False, params={"rel": REL},
+         peers=(peer("trec_eval", "Rprec"), peer("ir_measures", "Rprec"),
+                peer("ranx", "r-precision")),
+         summary="precision at rank R, R = relevant ids in the qrels (equals recall at R)")
+def r_precision(ranked, judged, rel=1):
+    """R-precision: the relevant ids among the first R, divided by R, where R
+    is the query's number of relevant ids in the qrels (trec_eval Rprec,
+    ir_measures Rprec, ranx r-precision).  Precision and recall are equal at
+    rank R.  A ranking shorter than R still divides by R.
+
+    >>> r_precision(_from_grades([1, -1, 1, 1]), (2, 1, 1, 0))   # R = 3: 2 of the top 3
+    0.6666666666666666
+    """
+    relevant = _count_relevant(tuple(judged), rel)
+    if relevant == 0:
+        return 0.0
+    return _relevant_in_top(ranked, relevant, rel) / relevant
+
+
+@measure("bpref", cutoff=False, params={"rel": REL},
+         peers=(peer("trec_eval", "bpref"), peer("ir_measures", "Bpref")),
+         summary="how rarely judged non-relevant ids rank above the relevant ones; "
+                 "unjudged ids are skipped")
+def bpref(ranked, judged, rel=1):
+    """Binary preference (Buckley and Voorhees 2004), as trec_eval's bpref:
+    only judged ids count.  With R relevant ids (grade >= rel) and N judged
+    non-relevant ones (0 <= grade < rel) in the qrels, each relevant id
+    retrieved adds 1 - min(n, R) / min(N, R), n being the judged non-relevant
+    ids ranked above it (1 when n = 0); the sum is divided by R.  Unlabelled
+    ids and negative grades (pooled, not judged) are skipped, so they neither
+    help nor hurt.  The whole ranking is read.
+
+    >>> bpref(_from_grades([0, 1, None, 0, 1]), (1, 1, 1, 0, 0))   # (1 - 1/2 + 1 - 2/2) / 3
+    0.16666666666666666
+    """
+    relevant = _count_relevant(tuple(judged), rel)
+    if relevant == 0:
+        return 0.0
+    nonrelevant = _count_relevant(tuple(judged), 0) - relevant
+    worst = min(nonrelevant, relevant)
+    above, total = 0, []
+    for _, g in ranked.hits:
+        if g < rel:
+            above += 1
+        else:
+            total.append(1.0 - min(above, relevant) / worst if above else 1.0)
+    return math.fsum(total) / relevant
+
+
 # --- measure names ----------------------------------------------------------
+#
+# Every name is read from the registry: our names and the peers' spellings
+# (see Spelling), the parameters with their types, choices and peer values.
 
-_NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z_]*?)\s*(?:\(([^()]*)\))?\s*(?:@\s*(\S+))?\s*$")
-_TREC_RE = re.compile(r"^(recall|P|map_cut|ndcg_cut|success)_(\d+)$")
-_TREC_NAMES = {"recall": "recall", "P": "precision", "map_cut": "map",
-               "ndcg_cut": "ndcg", "success": "success"}
-# ir_measures' nDCG and trec_eval's ndcg_cut use linear gain; ours defaults to exponential.
-_LINEAR_ALIASES = {"nDCG", "ndcg_cut"}
-# ir_measures writes the gain as nDCG(dcg=exp-log2) (Burges) or dcg=log2 (Jarvelin).
-_PARAM_ALIASES = {("dcg", "exp-log2"): ("gain", "exponential"), ("dcg", "log2"): ("gain", "linear")}
+_NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*?)\s*(?:\(([^()]*)\))?\s*(?:@\s*(\S+))?\s*$")
+_TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
 
 
-def _alias_table():
-    table = {}
-    for spec in _REGISTRY.values():
-        table[spec.name] = spec.name
-        for alias in spec.aliases:
-            if not alias.endswith("_"):
-                table[alias] = spec.name
-    return table
+class _Name(NamedTuple):
+    """A measure name as written, read but not yet completed (see _complete)."""
+    text: str
+    measure: str
+    params: Dict[str, object]        # the parameters written, parsed
+    implies: Dict[str, object]       # what the spelling implies (nDCG: gain=linear)
+    cutoff: object                   # as written: None, ALL or an int
 
 
-def _parse_param(measure_name, key, raw, text):
-    spec = _REGISTRY[measure_name]
-    if key not in spec.defaults:
-        allowed = ", ".join(sorted(spec.defaults)) or "none"
-        raise EvalError("measure %r: unknown parameter %r for %s (allowed: %s)"
-                        % (text, key, measure_name, allowed))
-    if key == "rel":
-        return _positive_int(raw, "measure %r: rel" % text)
-    if raw not in _PARAM_CHOICES[key]:
-        raise EvalError("measure %r: %s must be one of %s, got %r"
-                        % (text, key, ", ".join(_PARAM_CHOICES[key]), raw))
-    return raw
+def _lookup(word, text):
+    """(measure, implied values) of a name as written, e.g. ``P_5`` ->
+    ('precision', {'k': 5}); ``nDCG`` -> ('ndcg', {'gain': 'linear'})."""
+    if word in _SPELLINGS:
+        name, implies = _SPELLINGS[word]
+        return name, dict(implies)
+    match = _TRAILING_DIGITS.match(word)
+    if match and match.group(1) in _CUTOFF_SPELLINGS:
+        name, implies = _CUTOFF_SPELLINGS[match.group(1)]
+        return name, dict(implies, k=_positive_int(match.group(2), "measure %r: the cutoff k"
+                                                   % text))
+    raise _unknown_measure(word, text)
+
+
+def _read_name(text):
+    """Parse the text of a measure name into a _Name."""
+    if not isinstance(text, str):
+        raise EvalError("a measure name must be a string, got %r" % (text,))
+    match = _NAME_RE.match(text)
+    if not match:
+        raise EvalError("cannot parse measure %r: expected name(param=value,...)@k, "
+                        "e.g. ndcg(gain=linear)@10" % text)
+    word, inner, cutoff = match.groups()
+    name, implies = _lookup(word, text)
+    spec = _REGISTRY[name]
+    params = {}
+    for item in filter(None, (p.strip() for p in (inner or "").split(","))):
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise EvalError("measure %r: parameter %r must look like name=value" % (text, item))
+        key, raw = _our_param(spec, key.strip(), raw.strip())
+        if key not in spec.params:
+            raise EvalError("measure %r: unknown parameter %r for %s (allowed: %s)"
+                            % (text, key, name, ", ".join(spec.params) or "none"))
+        if key in params:
+            raise EvalError("measure %r: parameter %r is given twice" % (text, key))
+        params[key] = _param_value(spec, key, raw, "measure %r: %s" % (text, key))
+    if cutoff is not None:
+        if "k" in implies:
+            raise EvalError("measure %r: %s already says its cutoff (%s%s); write %s@K for "
+                            "another" % (text, word, name, _cutoff_text(implies["k"]), name))
+        if not spec.cutoff:
+            raise EvalError("measure %r: %s takes no cutoff; write %s" % (text, name, name))
+        cutoff = ALL if cutoff == "all" else _positive_int(cutoff, "measure %r: the cutoff k"
+                                                           % text)
+    return _Name(text, name, params, implies, cutoff)
+
+
+def _our_param(spec, key, raw):
+    """(key, raw value) in our terms: a peer's ``dcg=log2`` is ``gain``'s ``linear``."""
+    for our_key, param in spec.params.items():
+        for spelling, value in param.peer_values:
+            if spelling == "%s=%s" % (key, raw):
+                return our_key, value
+    return key, raw
+
+
+def _param_value(spec, key, raw, what):
+    """The value of parameter ``key`` of measure ``spec`` from text (or from a
+    library value), checked against its declaration."""
+    param = spec.params[key]
+    if param.choices:
+        if not isinstance(raw, str) or raw not in param.choices:
+            raise EvalError("%s must be %s, got %r" % (what, param.rule(), raw))
+        return raw
+    accepted = (str, int) if param.kind is int else (str, int, float)
+    try:
+        if isinstance(raw, bool) or not isinstance(raw, accepted):
+            raise ValueError(raw)
+        value = _number(raw, param.kind) if isinstance(raw, str) else param.kind(raw)
+        if param.kind is float and not math.isfinite(value):
+            raise ValueError(raw)
+    except (ValueError, OverflowError):
+        raise EvalError("%s must be %s, got %r" % (what, param.rule(), raw)) from None
+    if param.minimum is not None and value < param.minimum:
+        raise EvalError("%s must be %s, got %r" % (what, param.rule(), raw))
+    return value
+
+
+def _complete(name, k, overrides):
+    """The Measure of a _Name: the parameters written, else what the spelling
+    implies, else ``overrides`` (the report's rel and gain), else the defaults;
+    the cutoff written, else implied, else ``k``."""
+    spec = _REGISTRY[name.measure]
+    params = dict(name.params)
+    for key, value in name.implies.items():
+        if key != "k":
+            params.setdefault(key, value)
+    for key, value in overrides.items():
+        if key in spec.params and key not in params:
+            params[key] = _param_value(spec, key, value, "measure %r: %s" % (name.text, key))
+    cutoff = None
+    if spec.cutoff:
+        cutoff = name.implies.get("k", name.cutoff if name.cutoff is not None else k)
+        if cutoff is None:
+            raise EvalError("measure %r has no cutoff: write it as %s@K or %s@all, or give k"
+                            % (name.text, name.measure, name.measure))
+        if cutoff is not ALL:
+            cutoff = _positive_int(cutoff, "measure %r: the cutoff k" % name.text)
+    kept = tuple(sorted((key, v) for key, v in params.items() if v != spec.params[key].default))
+    return Measure(name.measure, cutoff, kept)
+
+
+def _expands(name):
+    """True when a name is taken at every cutoff of ``k``: it takes a cutoff and
+    neither its text nor its spelling gives one."""
+    return (_REGISTRY[name.measure].cutoff and name.cutoff is None
+            and "k" not in name.implies)
 
 
 def _number(raw, kind):
@@ -636,7 +976,7 @@ def _positive_int(raw, what):
 
 def _unknown_measure(name, text):
     import difflib   # only on this error path: keeps start-up fast
-    close = difflib.get_close_matches(name, list(_alias_table()), n=1, cutoff=0.5)
+    close = difflib.get_close_matches(name, list(_SPELLINGS), n=1, cutoff=0.5)
     hint = "; did you mean %r?" % close[0] if close else ""
     return EvalError("unknown measure %r%s (known: %s)"
                      % (text, hint, ", ".join(available_measures())))
@@ -646,59 +986,26 @@ def parse_measure(text, *, k=None, rel=1, gain="exponential"):
     """Parse a measure name into a :class:`Measure`; the inverse of ``str(Measure)``.
 
     Accepts our canonical names (``recall@5``, ``ndcg(gain=linear)@10``,
-    ``success(rel=2)@1``), ir_measures spellings (``nDCG@10``, ``R@100``,
-    ``RR@10``, ``P(rel=2)@5``, ``AP@10``, ``Success@5``, ``Judged@10``) and
+    ``success(rel=2)@1``, ``map@all``, ``rprec``) and the peers' spellings that
+    the registry declares: ir_measures' (``nDCG@10``, ``R@100``, ``RR@10``,
+    ``P(rel=2)@5``, ``AP@10``, ``Success@5``, ``Judged@10``, ``Rprec``) and
     trec_eval's (``ndcg_cut_10``, ``recall_100``, ``P_5``, ``map_cut_10``,
-    ``success_10``).  ``k``, ``rel`` and ``gain`` fill in what the text leaves
-    out.  ir_measures' nDCG and trec_eval's ndcg_cut mean linear gain.
+    ``success_10``, ``recip_rank``, ``Rprec``, ``bpref``).  ``k``, ``rel`` and
+    ``gain`` fill in what the text leaves out.  ir_measures' nDCG and
+    trec_eval's ndcg_cut mean linear gain.
 
     >>> str(parse_measure("nDCG@10")), str(parse_measure("P(rel=2)@5"))
     ('ndcg(gain=linear)@10', 'precision(rel=2)@5')
     >>> str(parse_measure("ndcg_cut_10")), str(parse_measure("mrr", k=3, rel=2))
     ('ndcg(gain=linear)@10', 'mrr(rel=2)@3')
-    >>> str(parse_measure("nDCG(dcg=exp-log2)@10"))
-    'ndcg@10'
-
+    >>> str(parse_measure("nDCG(dcg=exp-log2)@10")), str(parse_measure("recip_rank"))
+    ('ndcg@10', 'mrr@all')
+    >>> parse_measure("Rprec"), parse_measure("map@all")
+    (Measure(name='rprec', k=None, params=()), Measure(name='map', k=ALL, params=()))
     """
     if isinstance(text, Measure):
         return text
-    if not isinstance(text, str):
-        raise EvalError("a measure name must be a string, got %r" % (text,))
-    trec = _TREC_RE.match(text.strip())
-    if trec:
-        name, params, cutoff = _TREC_NAMES[trec.group(1)], {}, trec.group(2)
-        alias = trec.group(1) + "_"
-    else:
-        match = _NAME_RE.match(text)
-        if not match:
-            raise EvalError("cannot parse measure %r: expected name(param=value,...)@k, "
-                            "e.g. ndcg(gain=linear)@10" % text)
-        alias, inner, cutoff = match.groups()
-        name = _alias_table().get(alias)
-        if name is None:
-            raise _unknown_measure(alias, text)
-        params = {}
-        for item in filter(None, (p.strip() for p in (inner or "").split(","))):
-            key, sep, raw = item.partition("=")
-            if not sep:
-                raise EvalError("measure %r: parameter %r must look like name=value" % (text, item))
-            key, raw = _PARAM_ALIASES.get((key.strip(), raw.strip()), (key.strip(), raw.strip()))
-            if key in params:
-                raise EvalError("measure %r: parameter %r is given twice" % (text, key))
-            params[key] = _parse_param(name, key, raw, text)
-    spec = _REGISTRY[name]
-    if alias.rstrip("_") in _LINEAR_ALIASES and "gain" not in params:
-        params["gain"] = "linear"
-    for key, value in (("rel", rel), ("gain", gain)):
-        if key in spec.defaults and key not in params:
-            params[key] = _parse_param(name, key, value, text)
-    if cutoff is None:
-        if k is None:
-            raise EvalError("measure %r has no cutoff: write it as %s@K or give k" % (text, name))
-        cutoff = k
-    cutoff = _positive_int(cutoff, "measure %r: the cutoff k" % text)
-    kept = tuple(sorted((key, v) for key, v in params.items() if v != spec.defaults[key]))
-    return Measure(name, cutoff, kept)
+    return _complete(_read_name(text), k, {"rel": rel, "gain": gain})
 
 
 def _split_top_level(text):
@@ -736,11 +1043,12 @@ def parse_cutoffs(k):
 def resolve_measures(metrics=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
     """Measures from names (a list, or one comma-separated string) and cutoffs.
 
-    A name without ``@k`` is taken at every cutoff in ``k``; the order is the
+    A name without ``@k`` is taken at every cutoff in ``k`` (``@all`` is the
+    whole ranking; a measure without a cutoff is taken once); the order is the
     order of the names, then of the cutoffs; duplicates are dropped.
 
-    >>> [str(m) for m in resolve_measures("recall,ndcg@3", k="1,5")]
-    ['recall@1', 'recall@5', 'ndcg@3']
+    >>> [str(m) for m in resolve_measures("recall,ndcg@3,map@all,rprec", k="1,5")]
+    ['recall@1', 'recall@5', 'ndcg@3', 'map@all', 'rprec']
     """
     if metrics is None:
         metrics = DEFAULT_METRICS
@@ -754,14 +1062,17 @@ def resolve_measures(metrics=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
             raise EvalError("a measure name must be a string, got %r" % (item,))
     cutoffs = parse_cutoffs(k)
     rel = _positive_int(rel, "rel")
-    if gain not in _PARAM_CHOICES["gain"]:
-        raise EvalError("gain must be one of exponential, linear, got %r" % (gain,))
+    if gain not in GAIN.choices:
+        raise EvalError("gain must be %s, got %r" % (GAIN.rule(), gain))
+    overrides = {"rel": rel, "gain": gain}
     out = []
     for item in metrics:
-        if isinstance(item, Measure) or "@" in item or _TREC_RE.match(item.strip()):
-            found = [parse_measure(item, rel=rel, gain=gain)]
+        if isinstance(item, Measure):
+            found = [item]
         else:
-            found = [parse_measure(item, k=c, rel=rel, gain=gain) for c in cutoffs]
+            name = _read_name(item)
+            found = [_complete(name, c, overrides)
+                     for c in (cutoffs if _expands(name) else (None,))]
         out.extend(m for m in found if m not in out)
     if not out:
         raise EvalError("no measures requested")
@@ -1934,8 +2245,17 @@ def _bytes_labels(labels):
 
 
 def _plan(measures):
-    """(depth, cutoffs): how deep to rank, and the cutoffs ties are counted at."""
-    return max(m.k for m in measures), tuple(sorted({m.k for m in measures}))
+    """(depth, cutoffs): how deep to rank, and the cutoffs ties are counted at.
+    A measure at @all or without a cutoff reads the whole ranking.
+
+    >>> _plan([parse_measure("recall@5"), parse_measure("mrr@10")])
+    (10, (5, 10))
+    >>> _plan([parse_measure("recall@5"), parse_measure("rprec")]) == (_WHOLE_RANKING, (5,))
+    True
+    """
+    cutoffs = tuple(sorted({m.k for m in measures if isinstance(m.k, int)}))
+    whole = any(not isinstance(m.k, int) for m in measures)
+    return max(cutoffs + ((_WHOLE_RANKING,) if whole else ())), cutoffs
 
 
 def _mean(values):
@@ -2192,10 +2512,11 @@ def _score(scorer, run_queries, skip_extra, run_name):
         warnings.append("%s: %s" % (run_name, unlabelled_run))
     elif unlabelled:
         unlabelled.sort()
-        warnings.append("%s no labelled id (grade >= 0) in the top %d: %s; unlabelled ids "
+        warnings.append("%s no labelled id (grade >= 0) in the %s: %s; unlabelled ids "
                         "count as non-relevant, so label them before trusting a drop"
-                        % (_plural(len(unlabelled), "query has", "queries have"), scorer.depth,
-                           _preview(unlabelled)))
+                        % (_plural(len(unlabelled), "query has", "queries have"),
+                           "ranking" if scorer.depth == _WHOLE_RANKING else
+                           "top %d" % scorer.depth, _preview(unlabelled)))
     per_query = dict(sorted(per_query.items()))
     mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
     return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
@@ -3679,7 +4000,7 @@ def build_parser():
                         % ",".join(DEFAULT_METRICS))
     parser.add_argument("--rel", default="1", metavar="N",
                         help="lowest grade that counts as relevant (default 1; nDCG ignores it)")
-    parser.add_argument("--gain", choices=_PARAM_CHOICES["gain"], default="exponential",
+    parser.add_argument("--gain", choices=GAIN.choices, default="exponential",
                         help="nDCG gain: 2^g-1 (exponential, default) or g (linear, trec_eval)")
     parser.add_argument("--qrels-format", choices=FORMATS, default=None, help="override detection")
     parser.add_argument("--run-format", choices=FORMATS, default=None, help="override detection")
@@ -3716,8 +4037,21 @@ def build_parser():
                         help="write the report to FILE (atomically) instead of stdout")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an internal error (also RAG_EVAL_DEBUG=1)")
+    parser.add_argument("--list-measures", action=_ListMeasures,
+                        help="list every measure (cutoff, parameters, peer names) and exit")
     parser.add_argument("--version", action="version", version="rag_eval " + __version__)
     return parser
+
+
+class _ListMeasures(argparse.Action):
+    """--list-measures: print the registry and exit 0, like --version (no QRELS or RUN)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(describe_measures())
+        parser.exit(EXIT_OK)
 
 
 def _write_atomic(outputs):

@@ -169,9 +169,13 @@ class MeasureInvariantsTest(unittest.TestCase):
            "q3": ["h", "i"]}
 
     def measures(self):
+        """(metric, k) for every registered measure at several cutoffs and,
+        for those that take one, @all."""
         for name in rag_eval.available_measures():
             for k in (1, 2, 3, 10):
                 yield name, k
+            if rag_eval._REGISTRY[name].cutoff:
+                yield name + "@all", 1
 
     def test_a_huge_cutoff_costs_what_the_ranking_costs(self):
         # k = 10**7 means "no cutoff" to some users: the discount table grows with
@@ -233,15 +237,16 @@ class MeasureInvariantsTest(unittest.TestCase):
                 self.assertEqual(set(report.mean.values()), {0.0})
 
     def test_perfect_run_scores_one_where_defined(self):
-        # Every relevant id first, in grade order: recall, success, mrr, ndcg, map,
-        # context_precision reach 1.0 at a k that covers them.
+        # Every relevant id first, in grade order: every measure reaches 1.0 at
+        # a k that covers them, and over the whole ranking.
         qrels = {"q": {"a": 3, "b": 2, "c": 1}}
         run = {"q": ["a", "b", "c"]}
-        for name in ("recall", "success", "mrr", "ndcg", "map", "context_precision",
-                     "judged", "precision"):
-            with self.subTest(measure=name):
-                report = rag_eval.evaluate(qrels, run, k=3, metrics=[name])
-                self.assertAlmostEqual(report.mean[name + "@3"], 1.0, places=15)
+        for name in rag_eval.available_measures():
+            for metric in ([name + "@3", name + "@all"] if rag_eval._REGISTRY[name].cutoff
+                           else [name]):
+                with self.subTest(measure=metric):
+                    report = rag_eval.evaluate(qrels, run, metrics=[metric])
+                    self.assertAlmostEqual(report.mean[metric], 1.0, places=15)
 
     def test_success_is_not_recall(self):
         report = rag_eval.evaluate({"q": {"a": 1, "b": 1}}, {"q": ["a"]}, k=5,
@@ -255,14 +260,121 @@ class MeasureInvariantsTest(unittest.TestCase):
 
 class MeasureNamesTest(unittest.TestCase):
 
+    @staticmethod
+    def every_name():
+        """Canonical names of every registered measure: each cutoff state it
+        allows, with its defaults and with every parameter at a non-default."""
+        for name, spec in sorted(rag_eval._REGISTRY.items()):
+            cutoffs = ("@1", "@10", "@all") if spec.cutoff else ("",)
+            others = {"": ""}
+            for key, param in spec.params.items():
+                value = next((c for c in param.choices if c != param.default),
+                             param.default + 2 if not param.choices else None)
+                others[key] = "(%s=%s)" % (key, rag_eval._value_text(value))
+            for cutoff in cutoffs:
+                for inner in others.values():
+                    yield name + inner + cutoff
+
     def test_round_trip(self):
-        for text in ("recall@5", "ndcg@10", "ndcg(gain=linear)@10", "success(rel=2)@1",
-                     "map(rel=3)@100", "judged@10", "context_precision(rel=2)@3",
-                     "precision@5", "mrr@10"):
+        names = list(self.every_name())
+        self.assertIn("ndcg(gain=linear)@all", names)
+        self.assertIn("bpref(rel=3)", names)
+        for text in names + ["map(rel=3)@100", "context_precision(rel=2)@3"]:
             with self.subTest(text=text):
                 self.assertEqual(str(rag_eval.parse_measure(text)), text)
                 m = rag_eval.parse_measure(text)
                 self.assertEqual(rag_eval.parse_measure(str(m)), m)
+
+    def test_all_and_no_cutoff_are_two_states(self):
+        at_all, none = rag_eval.parse_measure("map@all"), rag_eval.parse_measure("rprec")
+        self.assertIs(at_all.k, rag_eval.ALL)
+        self.assertIsNone(none.k)
+        self.assertNotEqual(rag_eval.parse_measure("mrr@all"), rag_eval.Measure("mrr", None))
+        with self.assertRaisesRegex(rag_eval.EvalError, "takes no cutoff"):
+            rag_eval.parse_measure("rprec@all")
+        self.assertEqual(str(rag_eval.Measure("mrr", rag_eval.ALL)), "mrr@all")
+
+    def test_bare_names_expand_but_all_and_cutoff_free_do_not(self):
+        names = [str(m) for m in rag_eval.resolve_measures(
+            "map,map@all,recip_rank,Rprec,bpref,bpref", k="1,5")]
+        self.assertEqual(names, ["map@1", "map@5", "map@all", "mrr@all", "rprec", "bpref"])
+
+    def test_numeric_parameters_render_their_shortest_repr(self):
+        # A float parameter (none is registered yet: declared here) parses to a
+        # float and renders as repr: 0.50 and .5 are both 0.5.
+        spec = rag_eval._REGISTRY["recall"]
+        cover = rag_eval.Param(float, 1.0, "test only", minimum=0.0)
+        patched = spec._replace(params=dict(spec.params, cover=cover))
+        rag_eval._REGISTRY["recall"] = patched
+        try:
+            for text in ("recall(cover=0.50)@5", "recall(cover=.5)@5"):
+                self.assertEqual(str(rag_eval.parse_measure(text)), "recall(cover=0.5)@5")
+            self.assertEqual(str(rag_eval.parse_measure("recall(cover=1)@5")), "recall@5")
+            for bad in ("recall(cover=nan)@5", "recall(cover=-1)@5", "recall(cover=1_0)@5"):
+                with self.assertRaises(rag_eval.EvalError):
+                    rag_eval.parse_measure(bad)
+        finally:
+            rag_eval._REGISTRY["recall"] = spec
+
+    def test_registry_declares_everything(self):
+        for name, spec in rag_eval._REGISTRY.items():
+            with self.subTest(measure=name):
+                self.assertRegex(name, r"^[a-z][a-z0-9_]*$")
+                self.assertIn(spec.population, rag_eval.POPULATIONS)
+                self.assertTrue(spec.summary)
+                for key, param in spec.params.items():
+                    self.assertTrue(param.meaning, key)
+                    self.assertIsInstance(param.default, param.kind)
+        self.assertFalse(hasattr(rag_eval, "_TREC_NAMES") or hasattr(rag_eval, "_PARAM_CHOICES"))
+
+    def test_a_name_may_hold_digits_after_its_first_character(self):
+        @rag_eval.measure("f1_test", summary="test only", cutoff=False)
+        def f1_test(ranked, judged):
+            return 1.0
+        try:
+            self.assertEqual(rag_eval.parse_measure("f1_test"), rag_eval.Measure("f1_test", None))
+        finally:
+            del rag_eval._REGISTRY["f1_test"], rag_eval._SPELLINGS["f1_test"]
+
+    def test_list_measures_prints_the_registry(self):
+        code, out, err = run_cli("--list-measures")
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(out, rag_eval.describe_measures())
+        self.assertEqual(run_cli("--list-measures")[1], out)     # deterministic
+        for name, spec in rag_eval._REGISTRY.items():
+            self.assertIn("\n%s%s\n  %s\n" % (name, "@k" if spec.cutoff else " (no cutoff)",
+                                                spec.summary), out)
+            for spelling in spec.peers:
+                self.assertIn("%s %s" % (spelling.tool, spelling.text), out)
+            for key, param in spec.params.items():
+                self.assertIn("%s: %s, default %s" % (key, param.kind.__name__, param.default), out)
+        self.assertIn("recip_rank (= mrr@all)", out)
+
+    def test_readme_and_docstring_list_every_measure(self):
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
+            readme = handle.read()
+        section = readme.split("\n## Measures\n", 1)[1].split("\n### ", 1)[0]
+        listed = set(re.findall(r"^\| `([a-z][a-z0-9_]*)[@(`]", section, re.M))
+        self.assertEqual(listed, set(rag_eval.available_measures()))
+        docstring = rag_eval.__doc__.split("Measures", 1)[1].split("Quick start", 1)[0]
+        listed = set(re.findall(r"^    ([a-z][a-z0-9_]*)(?:@k| )", docstring, re.M))
+        self.assertEqual(listed, set(rag_eval.available_measures()))
+
+    def test_how_to_add_a_measure_is_written_down(self):
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
+            readme = handle.read()
+        self.assertIn("### How to add a measure", readme)
+        for step in ("@measure(", "hand_worked.json", "gen_peers.py"):
+            self.assertIn(step, readme.split("### How to add a measure", 1)[1].split("\n## ")[0])
+
+    def test_a_clashing_spelling_is_refused(self):
+        with self.assertRaisesRegex(TypeError, "already means"):
+            @rag_eval.measure("clash_test", summary="test only",
+                              peers=[rag_eval.peer("ranx", "hit_rate")])
+            def clash_test(ranked, judged, k):
+                return 0.0
+        self.assertNotIn("clash_test", rag_eval._REGISTRY)
+        rag_eval._SPELLINGS.pop("clash_test", None)
 
     def test_defaults_left_out(self):
         self.assertEqual(str(rag_eval.parse_measure("ndcg(gain=exponential)@5")), "ndcg@5")
@@ -276,8 +388,11 @@ class MeasureNamesTest(unittest.TestCase):
             "ndcg_cut_10": "ndcg(gain=linear)@10", "recall_100": "recall@100",
             "P_5": "precision@5", "map_cut_10": "map@10", "success_10": "success@10",
             "nDCG(dcg=exp-log2)@10": "ndcg@10", "nDCG(dcg=log2)@5": "ndcg(gain=linear)@5",
-            "hit_rate@3": "success@3", "MRR@10": "mrr@10", "recip_rank": None,
-            "nDCG(dcg=cubic)@10": None,
+            "hit_rate@3": "success@3", "MRR@10": "mrr@10", "recip_rank": "mrr@all",
+            "nDCG(dcg=cubic)@10": None, "Rprec": "rprec", "r-precision": "rprec",
+            "bpref": "bpref", "Bpref(rel=2)": "bpref(rel=2)", "ndcg_burges@3": "ndcg@3",
+            "recip_rank@5": None, "Rprec@5": None, "P_5@5": None, "hits@5": None,
+            "map": None, "ndcg": None,
         }
         for text, canonical in table.items():
             with self.subTest(text=text):
@@ -1005,11 +1120,14 @@ class PeerDifferentialTest(unittest.TestCase):
         self.assertIn("run.trec.gz", os.listdir(os.path.join(PEERS, "gz_input")))
         self.assertEqual(cases["rel2"]["rel"], 2)
         for expected in cases.values():
-            for measure in rag_eval.available_measures():
-                if measure == "context_precision":
-                    continue   # no peer computes it; hand-worked values cover it
-                self.assertTrue(any(rag_eval.parse_measure(m).name == measure
-                                    for m in expected["values"]), measure)
+            measures = [rag_eval.parse_measure(m) for m in expected["values"]]
+            for name, spec in rag_eval._REGISTRY.items():
+                if not spec.peers:
+                    continue   # no peer computes it (context_precision): hand-worked values
+                self.assertTrue(any(m.name == name for m in measures), name)
+                if spec.cutoff:     # the whole ranking too (trec_eval's uncut forms)
+                    self.assertTrue(any(m.name == name and m.k is rag_eval.ALL
+                                        for m in measures), name)
 
 
 # ---------------------------------------------------------------------------

@@ -43,6 +43,9 @@ V_PTE = version("pytrec-eval-terrier")
 V_IRM = version("ir-measures")
 V_RANX = version("ranx")
 
+# trec_eval's measures over the whole ranking: the @all forms and rprec, bpref.
+PTE_WHOLE = ("set_recall", "set_P", "map", "recip_rank", "ndcg", "Rprec", "bpref")
+
 MEAN_NOTE = ("per-query values from the peer; qrels queries missing from the run "
              "filled with 0.0 by the generator; mean = math.fsum/len over scored "
              "queries, computed by the generator from the peer per-query values")
@@ -91,6 +94,31 @@ def ref_values(grades, ranking, k, rel):
         out[name] = dcg / idcg if idcg > 0 else 0.0
     labelled = sum(1 for d in top if d in grades and grades[d] >= 0)
     out["judged"] = labelled / min(k, len(ranking)) if ranking else 0.0
+    return out
+
+
+def ref_whole(grades, ranking, rel):
+    """The @all forms (the whole ranking) and the measures without a cutoff."""
+    # a cutoff deeper than any ranking: the nDCG ideal then holds every judged grade
+    out = {name + "@all": v for name, v in ref_values(grades, ranking, 10 ** 9, rel).items()}
+    nrel = sum(1 for g in grades.values() if g >= rel)
+    out["precision@all"] = (sum(1 for d in ranking if grades.get(d, -1) >= rel) / len(ranking)
+                            if ranking else 0.0)
+    out["judged@all"] = (sum(1 for d in ranking if grades.get(d, -1) >= 0) / len(ranking)
+                         if ranking else 0.0)
+    out["rprec"] = sum(1 for d in ranking[:nrel] if grades.get(d, -1) >= rel) / nrel
+    # bpref, from trec_eval's definition: judged ids only (grade >= 0)
+    nonrel = sum(1 for g in grades.values() if 0 <= g < rel)
+    above, total = 0, 0.0
+    for d in ranking:
+        g = grades.get(d, -1)
+        if g < 0:
+            continue
+        if g < rel:
+            above += 1
+        else:
+            total += 1.0 - min(above, nrel) / min(nonrel, nrel) if above else 1.0
+    out["bpref"] = total / nrel
     return out
 
 
@@ -143,6 +171,7 @@ def evaluate_case(case):
     pte_measures = set()
     for k in cutoffs:
         pte_measures |= {f"recall_{k}", f"P_{k}", f"map_cut_{k}", f"ndcg_cut_{k}", f"success_{k}"}
+    pte_measures |= set(PTE_WHOLE)
     ev = pytrec_eval.RelevanceEvaluator(qrels, pte_measures, relevance_level=rel)
     pte_input = {q: (resolved[q] if is_list_run else run[q]) for q in in_run}
     pte = ev.evaluate(pte_input)
@@ -160,6 +189,8 @@ def evaluate_case(case):
         ranx_metrics += [f"recall@{k}-l{rel}", f"precision@{k}-l{rel}", f"map@{k}-l{rel}",
                          f"hit_rate@{k}-l{rel}", f"mrr@{k}-l{rel}",
                          f"ndcg@{k}", f"ndcg_burges@{k}"]  # nDCG: no threshold (rel 1)
+    ranx_metrics += [f"recall-l{rel}", f"precision-l{rel}", f"map-l{rel}", f"hit_rate-l{rel}",
+                     f"mrr-l{rel}", "ndcg", "ndcg_burges", f"r-precision-l{rel}"]
     rx = ranx_per_query(rq, rr, ranx_metrics) if in_run else {m: {} for m in ranx_metrics}
 
     # ---- ir_measures: tie-resolved run ----
@@ -168,9 +199,10 @@ def evaluate_case(case):
     irm_m = []
     for k in cutoffs:
         irm_m += [RR(rel=rel) @ k, nDCG(gains=gains) @ k]
+    irm_m += [nDCG(gains=gains)]
     irm = irm_per_query(irm_m, rq, rr) if in_run else {m: {} for m in irm_m}
     qrels_nonneg = {q: {d: g for d, g in gr.items() if g >= 0} for q, gr in rq.items()}
-    judged_m = [Judged @ k for k in cutoffs]
+    judged_m = [Judged @ k for k in cutoffs] + [Judged]
     irm_j = irm_per_query(judged_m, qrels_nonneg, rr) if in_run else {m: {} for m in judged_m}
     irm_j_raw = irm_per_query(judged_m, rq, rr) if in_run else {m: {} for m in judged_m}
 
@@ -198,7 +230,8 @@ def evaluate_case(case):
             v = primary[q]
             for label, other in crosses:
                 check(f"{name} {q} {peer} vs {label}", v, other[q])
-            ref = ref_values(qrels[q], ranking[q], k, rel)[refkey]
+            ref = (ref_values(qrels[q], ranking[q], k, rel) if k is not None
+                   else ref_whole(qrels[q], ranking[q], rel))[refkey]
             check(f"{name} {q} {peer} vs generator reference", v, ref)
             per_query[q] = v
         vals = [per_query[q] for q in scored]
@@ -249,6 +282,37 @@ def evaluate_case(case):
             if abs(irm_j_raw[Judged @ k][q] - irm_j[Judged @ k][q]) > TOL:
                 tallies["judged_raw_diff"].append(
                     (q, k, irm_j_raw[Judged @ k][q], irm_j[Judged @ k][q]))
+
+    # ---- the whole ranking (@all) and the measures without a cutoff ----
+    whole = [
+        (f"recall{rel_tag}@all", "set_recall", f"recall-l{rel}", "recall@all"),
+        (f"precision{rel_tag}@all", "set_P", f"precision-l{rel}", "precision@all"),
+        (f"map{rel_tag}@all", "map", f"map-l{rel}", "map@all"),
+        (f"mrr{rel_tag}@all", "recip_rank", f"mrr-l{rel}", "mrr@all"),
+        ("ndcg(gain=linear)@all", "ndcg", "ndcg", "ndcg_lin@all"),
+        (f"rprec{rel_tag}", "Rprec", f"r-precision-l{rel}", "rprec"),
+    ]
+    for name, pte_name, rx_name, refkey in whole:
+        record(name, f"pytrec_eval {V_PTE} {pte_name} (relevance_level={rel}; no cutoff); "
+               f"cross-checked with ranx {V_RANX} {rx_name} and the generator reference",
+               col(pte, pte_name), [("ranx", rx[rx_name])], refkey, None)
+    record(f"bpref{rel_tag}",
+           f"pytrec_eval {V_PTE} bpref (relevance_level={rel}); cross-checked with the generator "
+           f"reference (trec_eval's m_bpref.c: judged ids only, min(N, R) denominator)",
+           col(pte, "bpref"), [], "bpref", None)
+    record(f"success{rel_tag}@all",
+           f"ranx {V_RANX} hit_rate-l{rel} (no cutoff; trec_eval has no uncut success); "
+           f"cross-checked with the generator reference",
+           rx[f"hit_rate-l{rel}"], [], "success@all", None)
+    record("ndcg@all",
+           f"ranx {V_RANX} ndcg_burges (no cutoff; exponential gain 2^g-1); cross-checked with "
+           f"ir_measures {V_IRM} nDCG(gains={{g: 2**g-1}}) and the generator reference",
+           rx["ndcg_burges"], [("ir_measures", irm[nDCG(gains=gains)])], "ndcg@all", None)
+    record("judged@all",
+           f"ir_measures {V_IRM} Judged (no cutoff)"
+           + (" computed on the qrels with negative-grade entries removed" if has_neg else "")
+           + "; cross-checked with the generator reference (domain.md definition)",
+           irm_j[Judged], [], "judged@all", None)
 
     # ---- tie sensitivity: what ranx / ir_measures give on the RAW tied run ----
     tie_diffs = {}
