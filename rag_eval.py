@@ -1422,20 +1422,16 @@ def _check_not_comment_like(qid, where):
                         "column 0 is '#' is a comment" % (where, qid.decode("utf-8", "replace")))
 
 
-# --- TREC runs: the fast path ------------------------------------------------
+# --- TREC runs -----------------------------------------------------------------
 #
-# A 7M-line run is cut into blocks of whole lines, and each block is split on
-# single spaces at C speed: 5 tokens a line, because the tag and the next
-# line's query id stay glued by the newline ("tag\nqid").  That glued token is
-# the grouping key, and it also proves the layout: when every key holds exactly
-# one newline, every line has exactly six fields.  Scores go through
-# map(float).  A block that is not plain single-space TREC (tabs, blank lines,
-# a bad line) takes the per-line path, which names the line of any error.
-# Lines of one query are expected to be contiguous, as every tool writes them;
-# when they are not, _NotGrouped makes the caller gather whole queries instead.
+# A run line is ``query_id Q0 doc_id rank score tag`` (see _parse_run_line).
+# The rank column is not read: the order comes from the scores (see _rank).
+# _trec_run_queries_plain below is the definition; Part II reads the same
+# queries block by block (_trec_run_queries_fast).
 
 class _Scored(NamedTuple):
-    """One query of a TREC run: doc ids (bytes) and their scores, in file order."""
+    """One query of a TREC run: doc ids and their scores, in file order (text
+    and floats here; Part II's reader keeps the bytes of both)."""
     docs: list
     scores: list
 
@@ -1463,203 +1459,65 @@ def _parse_run_line(line, where):
     return parts[0], parts[2], score
 
 
-def _trec_blocks(inp):
-    """Yield (lines before it, block of whole lines, its line count) over an input."""
-    number = 0
-    for block in _whole_lines(inp.blocks()):
-        lines = block.count(b"\n")
-        if not block.isspace():
-            yield number, block, lines
-        number += lines
+def _trec_run_queries_plain(inp, grouped=True):
+    """Yield (qid, _Scored) per query of a TREC run, reading line by line: the
+    definition of a TREC run.
 
+    Blank lines and comment lines (see _is_comment) are skipped; any other
+    line must read as _parse_run_line says, and an error on the file's first
+    run line says what the file looks like instead (see _first_line_error).
+    A query's ids and scores are kept in file order; ranking them is _rank's
+    job.  With ``grouped``, the lines of each query must be contiguous (as
+    every tool writes them: memory follows one query) and _NotGrouped is
+    raised when a query comes back; without, every query is gathered first,
+    in order of first appearance.
 
-def _block_segments(block, name, number, lines):
-    """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a
-    block (none when it holds only comments)."""
-    if _has_comments(block):
-        return _block_segments_checked(block, name, number)
-    first_end = block.find(b"\n")
-    tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
-    tokens = (tag + b"\n" + block).split(b" ")
-    last = tokens[-1]      # the last line's tag and newline
-    if len(tokens) == 5 * lines + 1 and last.count(b"\n") == 1 and last not in (b"\n", b"\r\n"):
-        if _plain_spaces(block):
-            segments = _keyed_segments(tokens[0:5 * lines:5], tokens[2::5], tokens[4::5])
-            if segments is not None:
-                return segments
-    return _block_segments_checked(block, name, number)
-
-
-_TWO_SPACES = re.compile(rb"  ")    # the regex engine finds it faster than bytes.find
-
-
-def _plain_spaces(block):
-    """True when fields are separated by single spaces (lines ending in \\n or
-    \\r\\n), so splitting on spaces finds what str.split() finds: no empty field
-    between two spaces (a space at either end of a line shows in the glued keys)."""
-    if b"\t" in block or b"\x0b" in block or b"\x0c" in block or _TWO_SPACES.search(block):
-        return False
-    return b"\r" not in block or block.count(b"\r") == block.count(b"\r\n")
-
-
-def _keyed_segments(keys, docs, raw_scores):
-    """Segments from the glued "tag\\nqid" keys, or None when the block is irregular."""
-    segments = []
-    decimal = _decimal_tokens(raw_scores)   # one check for the block, usually enough
-    for start, end in _runs_of_equal(keys):
-        key = keys[start]
-        # "tag\nqid": an empty tag (or only the CR of a CRLF) or qid is a missing field
-        if (key.count(b"\n") != 1 or key.startswith((b"\n", b"\r\n")) or key[-1:] == b"\n"
-                or keys[start:end].count(key) != end - start):
-            return None
-        scores = raw_scores[start:end]
-        if not decimal:
-            scores = _checked_scores(scores)
-            if scores is None:
-                return None
-        segments.append((key[key.index(b"\n") + 1:], docs[start:end], scores))
-    return segments
-
-
-_DIGITS = b"0123456789"
-
-
-def _decimal_tokens(raw):
-    """True when score tokens compare as numbers byte by byte: one width, at most
-    15 digits, the point in one column (or none).  With at most 15 digits,
-    distinct tokens are distinct doubles, so bytes order is numeric order; such
-    tokens need no float() until they reach a query's top ids.
-
-    >>> _decimal_tokens([b"21.5", b"09.0"]), _decimal_tokens([b"9.5", b"10.0"])
-    (True, False)
-    >>> _decimal_tokens([b"9007199254740993"]), _decimal_tokens([b"900719925474099"])
-    (False, True)
+    >>> list(_trec_run_queries_plain(_Input(io.BytesIO(b"q1 Q0 a 1 0.5 t\\nq1 Q0 b 2 0.7 t\\n"))))
+    [('q1', _Scored(docs=['a', 'b'], scores=[0.5, 0.7]))]
     """
-    width = len(raw[0])
-    point = raw[0].find(b".")
-    if not 0 < width - (point >= 0) <= 15:
-        return False
-    # Tokens hold no space: when the spaces of the joined text fall every
-    # width + 1 bytes, every token is ``width`` bytes long.
-    n, joined = len(raw), b" ".join(raw)
-    spaces = b" " * (n - 1)
-    if len(joined) != n * (width + 1) - 1 or joined[width::width + 1] != spaces:
-        return False
-    if point < 0:
-        return joined.translate(None, _DIGITS) == spaces
-    return (joined.translate(None, _DIGITS) == b". " * (n - 1) + b"."
-            and joined[point::width + 1] == b"." * n)
-
-
-def _checked_scores(raw):
-    """Score tokens as they are when _decimal_tokens, else floats; None when one
-    is not a finite number (the per-line path then names its line)."""
-    if _decimal_tokens(raw):
-        return raw
-    if any(b"_" in token for token in raw):
-        return None
-    try:
-        scores = list(map(float, raw))
-    except ValueError:
-        return None
-    return scores if math.isfinite(sum(scores)) else None
-
-
-def _joined(parts):
-    """_Scored of one query from its (docs, scores) segments in file order; the
-    scores stay decimal tokens when every segment has one layout, else floats."""
-    if len(parts) == 1:
-        return _Scored(*parts[0])
-    docs = list(itertools.chain.from_iterable(docs for docs, _ in parts))
-    layouts = {(len(scores[0]), scores[0].find(b".")) if type(scores[0]) is bytes else None
-               for _, scores in parts}
-    if len(layouts) == 1 and None not in layouts:
-        return _Scored(docs, list(itertools.chain.from_iterable(s for _, s in parts)))
-    return _Scored(docs, [float(x) for _, scores in parts for x in scores])
-
-
-def _block_segments_checked(block, name, number):
-    segments = []
-    for offset, line in enumerate(block.split(b"\n")[:-1], 1):
+    queries = {}            # raw query id -> _Scored, in order of first appearance
+    current, first = None, True
+    for number, line in _lines(inp):
         if not line.strip() or _is_comment(line):
             continue
         try:
-            qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
+            qid, doc, score = _parse_run_line(line, "%s:%d" % (inp.name, number))
         except EvalError as exc:
-            first = number == 0 and not segments    # the file's first run line
             raise (_first_line_error(exc, line, "run") if first else exc) from None
-        if segments and segments[-1][0] == qid:
-            segments[-1][1].append(doc)
-            segments[-1][2].append(score)
-        else:
-            segments.append((qid, [doc], [score]))
-    return segments
-
-
-def _runs_of_equal(items):
-    """Yield (start, end) of the runs of equal items, assuming equal items are
-    contiguous: try the previous run's length (queries are often equally
-    deep), else gallop and bisect; a few comparisons a run.  Callers check the
-    assumption (see _keyed_segments).
-
-    >>> list(_runs_of_equal([b"a", b"a", b"b", b"c", b"c", b"c"]))
-    [(0, 2), (2, 3), (3, 6)]
-    """
-    n, start, length = len(items), 0, 0
-    while start < n:
-        first = items[start]
-        guess = start + length
-        if start < guess < n and items[guess - 1] == first and items[guess] != first:
-            yield start, guess
-            start = guess
-            continue
-        low, high, step = start, start + 1, 1
-        while high < n and items[high] == first:
-            low, step = high, step * 2
-            high = min(n, start + step)
-        while high - low > 1:
-            middle = (low + high) // 2
-            if items[middle] == first:
-                low = middle
-            else:
-                high = middle
-        yield start, high
-        start, length = high, high - start
-
-
-def _trec_run_queries(inp, grouped=True):
-    """Yield (qid, _Scored) per query of a TREC run.
-
-    With ``grouped``, each query's lines must be contiguous (memory: one query;
-    raises _NotGrouped otherwise); without, every query is gathered first.
-    """
-    if not grouped:
-        yield from _gathered_queries(inp)
-        return
-    finished, current, parts = set(), None, []
-    for number, block, lines in _trec_blocks(inp):
-        segments = _block_segments(block, inp.name, number, lines)
-        if not segments:
-            continue
-        if len({qid for qid, _, _ in segments}) < len(segments):
-            segments = _merge_neighbours(segments)
-        if segments[0][0] == current:       # the previous block's last query goes on
-            parts.append(segments[0][1:])
-            del segments[0]
-            if not segments:
-                continue
-        if current is not None:
-            yield _decode_qid(current, inp.name), _joined(parts)
-        known = len(finished)
-        finished.update([qid for qid, _, _ in segments])
-        if len(finished) != known + len(segments):
-            raise _NotGrouped()             # a query met before, or twice in this block
-        for qid, docs, scores in segments[:-1]:
-            yield _decode_qid(qid, inp.name), _Scored(docs, scores)
-        current, parts = segments[-1][0], [segments[-1][1:]]
+        first = False
+        if qid != current:
+            if grouped and current is not None:
+                yield _decode_qid(current, inp.name), queries.pop(current)
+                queries[current] = None         # finished: it may not come back
+            if grouped and qid in queries:
+                raise _NotGrouped()
+            current = qid
+            if qid not in queries:
+                queries[qid] = _Scored([], [])
+        queries[qid].docs.append(_doc_text(doc))
+        queries[qid].scores.append(score)
     if current is None:
         raise EvalError("%s: no run lines found" % inp.name)
-    yield _decode_qid(current, inp.name), _joined(parts)
+    for qid, scored in queries.items():
+        if scored is not None:
+            yield _decode_qid(qid, inp.name), scored
+
+
+_trec_run_queries = _trec_run_queries_plain     # hook: Part II installs _trec_run_queries_fast
+
+
+def _doc_text(raw):
+    """A doc id of a TREC run (bytes) as text.  Bytes that are not UTF-8 are
+    kept as surrogates (os.fsdecode's way): such an id labels nothing, but
+    stays distinct and ties by its bytes (see _id_order)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _utf8_id(doc, name):
+    """A doc id of a TREC run as UTF-8 text, or the error _decode gives (a
+    loaded run holds text only); Part II's reader hands over bytes."""
+    raw = doc if isinstance(doc, bytes) else doc.encode("utf-8", "surrogateescape")
+    return _decode(raw, name)
 
 
 def _decode_qid(qid, name):
@@ -1667,31 +1525,6 @@ def _decode_qid(qid, name):
         return qid.decode("utf-8")
     except UnicodeDecodeError:
         raise EvalError("%s: query id %r is not UTF-8 text" % (name, qid)) from None
-
-
-def _merge_neighbours(segments):
-    """Segments with neighbours of one query joined: the fast reader keys
-    lines by the previous line's tag and the query id, so a change of run
-    tag cuts a query in two."""
-    merged = []
-    for qid, docs, scores in segments:
-        if merged and merged[-1][0] == qid:
-            merged[-1][1].append((docs, scores))
-        else:
-            merged.append((qid, [(docs, scores)]))
-    return [(qid, *_joined(parts)) for qid, parts in merged]
-
-
-def _gathered_queries(inp):
-    """(qid, _Scored) of a TREC run whose queries are scattered: all in memory."""
-    gathered = {}
-    for number, block, lines in _trec_blocks(inp):
-        for qid, docs, scores in _block_segments(block, inp.name, number, lines):
-            gathered.setdefault(qid, []).append((docs, scores))
-    if not gathered:
-        raise EvalError("%s: no run lines found" % inp.name)
-    for qid, parts in gathered.items():
-        yield _decode_qid(qid, inp.name), _joined(parts)
 
 
 def _run_queries(inp, fmt, grouped=True):
@@ -1748,7 +1581,7 @@ def load_run(source, *, format=None):
         if isinstance(ranking, _Scored):
             best = {}
             for doc, score in zip(ranking.docs, map(float, ranking.scores)):
-                doc = _decode(doc, inp.name)
+                doc = _utf8_id(doc, inp.name)
                 best[doc] = max(score, best.get(doc, score))
             ranking = best
         run[qid] = ranking
@@ -1926,11 +1759,6 @@ def _repeats_read(ranked_ids, depth):
 _second = operator.itemgetter(1)
 
 
-def _bytes_labels(labels):
-    """The labels keyed by UTF-8 bytes, like the ids of a TREC run."""
-    return dict(zip(map(str.encode, labels), labels.values()))
-
-
 def _plan(measures):
     """(depth, cutoffs): how deep to rank, and the cutoffs ties are counted at."""
     return max(m.k for m in measures), tuple(sorted({m.k for m in measures}))
@@ -2072,8 +1900,7 @@ class _QueryScorer:
         labels = self.qrels.get(qid, _NO_LABELS)
         judged = _judged(labels)
         scored = self.is_scored(judged)
-        if type(ranking) is _Scored:
-            labels = _bytes_labels(labels)
+        labels = _labels_for_ranking(ranking, labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
         if scored:
@@ -2107,6 +1934,14 @@ def _unlabelled(ranking, labels):
             labels[doc] >= 0 for doc in set(docs).intersection(labels)):
         return True
     return next(iter(docs))
+
+
+def _labels_for(ranking, labels):
+    """The labels keyed like the ranking's ids: text, as here."""
+    return labels
+
+
+_labels_for_ranking = _labels_for   # hook: Part II's TREC reader keys ids as bytes
 
 
 def _judged(labels):
@@ -2196,8 +2031,13 @@ def _score(scorer, run_queries, skip_extra, run_name):
 def _unlabelled_example(qrels, qid, doc):
     """(a retrieved id, a labelled id of the qrels) to show side by side: the
     query's own best-graded label, else the first label of the qrels."""
-    if isinstance(doc, bytes):
+    if isinstance(doc, bytes):      # an id of Part II's TREC reader
         doc = doc.decode("utf-8", "replace")
+    elif any("\udc80" <= ch <= "\udcff" for ch in doc):     # see _doc_text
+        try:
+            doc = doc.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:
+            pass
     for labels in [qrels.get(qid, {})] + [qrels[q] for q in sorted(qrels)]:
         graded = sorted((-grade, label) for label, grade in labels.items() if grade >= 0)
         if graded:
@@ -3864,6 +3704,295 @@ def _command():
         except OSError:
             pass    # a closed pager must not change the exit code
     os._exit(code)
+
+
+
+# ===========================================================================
+# Part II: Accelerations
+#
+# Everything below exists only for speed.  Each acceleration has a plain twin
+# in Part I, which defines what it computes, and replaces it through a
+# one-line hook (the stdlib's ``scanstring = c_scanstring or py_scanstring``):
+# Part I calls the hook's name, and _accelerate() at the end of this part binds
+# it to the fast function.  RAG_EVAL_PLAIN=1 in the environment at import time
+# keeps every plain twin; _accelerate(False) does the same in a running
+# process.  A differential test pins each pair (AccelerationTwinsTest):
+# seeded random inputs by the thousand, fast == plain, byte-identical reports.
+#
+#   hook in Part I        acceleration              plain twin (Part I)
+#   _trec_run_queries     _trec_run_queries_fast    _trec_run_queries_plain
+#   _labels_for_ranking   _labels_for_fast          _labels_for
+#
+# A reader who wants to know what a number means never needs this part.
+# ===========================================================================
+
+# --- TREC runs, block by block ------------------------------------------------
+#
+# A 7M-line run is cut into blocks of whole lines, and each block is split on
+# single spaces at C speed: 5 tokens a line, because the tag and the next
+# line's query id stay glued by the newline ("tag\nqid").  That glued token is
+# the grouping key, and it also proves the layout: when every key holds exactly
+# one newline, every line has exactly six fields.  Scores go through
+# map(float).  A block that is not plain single-space TREC (tabs, blank lines,
+# a bad line) takes the per-line path, which names the line of any error.
+# Lines of one query are expected to be contiguous, as every tool writes them;
+# when they are not, _NotGrouped makes the caller gather whole queries instead.
+
+def _trec_blocks(inp):
+    """Yield (lines before it, block of whole lines, its line count) over an input."""
+    number = 0
+    for block in _whole_lines(inp.blocks()):
+        lines = block.count(b"\n")
+        if not block.isspace():
+            yield number, block, lines
+        number += lines
+
+
+def _block_segments(block, name, number, lines):
+    """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a
+    block (none when it holds only comments)."""
+    if _has_comments(block):
+        return _block_segments_checked(block, name, number)
+    first_end = block.find(b"\n")
+    tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
+    tokens = (tag + b"\n" + block).split(b" ")
+    last = tokens[-1]      # the last line's tag and newline
+    if len(tokens) == 5 * lines + 1 and last.count(b"\n") == 1 and last not in (b"\n", b"\r\n"):
+        if _plain_spaces(block):
+            segments = _keyed_segments(tokens[0:5 * lines:5], tokens[2::5], tokens[4::5])
+            if segments is not None:
+                return segments
+    return _block_segments_checked(block, name, number)
+
+
+_TWO_SPACES = re.compile(rb"  ")    # the regex engine finds it faster than bytes.find
+
+
+def _plain_spaces(block):
+    """True when fields are separated by single spaces (lines ending in \\n or
+    \\r\\n), so splitting on spaces finds what str.split() finds: no empty field
+    between two spaces (a space at either end of a line shows in the glued keys)."""
+    if b"\t" in block or b"\x0b" in block or b"\x0c" in block or _TWO_SPACES.search(block):
+        return False
+    return b"\r" not in block or block.count(b"\r") == block.count(b"\r\n")
+
+
+def _keyed_segments(keys, docs, raw_scores):
+    """Segments from the glued "tag\\nqid" keys, or None when the block is irregular."""
+    segments = []
+    decimal = _decimal_tokens(raw_scores)   # one check for the block, usually enough
+    for start, end in _runs_of_equal(keys):
+        key = keys[start]
+        # "tag\nqid": an empty tag (or only the CR of a CRLF) or qid is a missing field
+        if (key.count(b"\n") != 1 or key.startswith((b"\n", b"\r\n")) or key[-1:] == b"\n"
+                or keys[start:end].count(key) != end - start):
+            return None
+        scores = raw_scores[start:end]
+        if not decimal:
+            scores = _checked_scores(scores)
+            if scores is None:
+                return None
+        segments.append((key[key.index(b"\n") + 1:], docs[start:end], scores))
+    return segments
+
+
+_DIGITS = b"0123456789"
+
+
+def _decimal_tokens(raw):
+    """True when score tokens compare as numbers byte by byte: one width, at most
+    15 digits, the point in one column (or none).  With at most 15 digits,
+    distinct tokens are distinct doubles, so bytes order is numeric order; such
+    tokens need no float() until they reach a query's top ids.
+
+    >>> _decimal_tokens([b"21.5", b"09.0"]), _decimal_tokens([b"9.5", b"10.0"])
+    (True, False)
+    >>> _decimal_tokens([b"9007199254740993"]), _decimal_tokens([b"900719925474099"])
+    (False, True)
+    """
+    width = len(raw[0])
+    point = raw[0].find(b".")
+    if not 0 < width - (point >= 0) <= 15:
+        return False
+    # Tokens hold no space: when the spaces of the joined text fall every
+    # width + 1 bytes, every token is ``width`` bytes long.
+    n, joined = len(raw), b" ".join(raw)
+    spaces = b" " * (n - 1)
+    if len(joined) != n * (width + 1) - 1 or joined[width::width + 1] != spaces:
+        return False
+    if point < 0:
+        return joined.translate(None, _DIGITS) == spaces
+    return (joined.translate(None, _DIGITS) == b". " * (n - 1) + b"."
+            and joined[point::width + 1] == b"." * n)
+
+
+def _checked_scores(raw):
+    """Score tokens as they are when _decimal_tokens, else floats; None when one
+    is not a finite number (the per-line path then names its line)."""
+    if _decimal_tokens(raw):
+        return raw
+    if any(b"_" in token for token in raw):
+        return None
+    try:
+        scores = list(map(float, raw))
+    except ValueError:
+        return None
+    return scores if math.isfinite(sum(scores)) else None
+
+
+def _joined(parts):
+    """_Scored of one query from its (docs, scores) segments in file order; the
+    scores stay decimal tokens when every segment has one layout, else floats."""
+    if len(parts) == 1:
+        return _Scored(*parts[0])
+    docs = list(itertools.chain.from_iterable(docs for docs, _ in parts))
+    layouts = {(len(scores[0]), scores[0].find(b".")) if type(scores[0]) is bytes else None
+               for _, scores in parts}
+    if len(layouts) == 1 and None not in layouts:
+        return _Scored(docs, list(itertools.chain.from_iterable(s for _, s in parts)))
+    return _Scored(docs, [float(x) for _, scores in parts for x in scores])
+
+
+def _block_segments_checked(block, name, number):
+    segments = []
+    for offset, line in enumerate(block.split(b"\n")[:-1], 1):
+        if not line.strip() or _is_comment(line):
+            continue
+        try:
+            qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
+        except EvalError as exc:
+            first = number == 0 and not segments    # the file's first run line
+            raise (_first_line_error(exc, line, "run") if first else exc) from None
+        if segments and segments[-1][0] == qid:
+            segments[-1][1].append(doc)
+            segments[-1][2].append(score)
+        else:
+            segments.append((qid, [doc], [score]))
+    return segments
+
+
+def _runs_of_equal(items):
+    """Yield (start, end) of the runs of equal items, assuming equal items are
+    contiguous: try the previous run's length (queries are often equally
+    deep), else gallop and bisect; a few comparisons a run.  Callers check the
+    assumption (see _keyed_segments).
+
+    >>> list(_runs_of_equal([b"a", b"a", b"b", b"c", b"c", b"c"]))
+    [(0, 2), (2, 3), (3, 6)]
+    """
+    n, start, length = len(items), 0, 0
+    while start < n:
+        first = items[start]
+        guess = start + length
+        if start < guess < n and items[guess - 1] == first and items[guess] != first:
+            yield start, guess
+            start = guess
+            continue
+        low, high, step = start, start + 1, 1
+        while high < n and items[high] == first:
+            low, step = high, step * 2
+            high = min(n, start + step)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if items[middle] == first:
+                low = middle
+            else:
+                high = middle
+        yield start, high
+        start, length = high, high - start
+
+
+def _trec_run_queries_fast(inp, grouped=True):
+    """_trec_run_queries_plain, block by block.
+
+    With ``grouped``, each query's lines must be contiguous (memory: one query;
+    raises _NotGrouped otherwise); without, every query is gathered first.
+    """
+    if not grouped:
+        yield from _gathered_queries(inp)
+        return
+    finished, current, parts = set(), None, []
+    for number, block, lines in _trec_blocks(inp):
+        segments = _block_segments(block, inp.name, number, lines)
+        if not segments:
+            continue
+        if len({qid for qid, _, _ in segments}) < len(segments):
+            segments = _merge_neighbours(segments)
+        if segments[0][0] == current:       # the previous block's last query goes on
+            parts.append(segments[0][1:])
+            del segments[0]
+            if not segments:
+                continue
+        if current is not None:
+            yield _decode_qid(current, inp.name), _joined(parts)
+        known = len(finished)
+        finished.update([qid for qid, _, _ in segments])
+        if len(finished) != known + len(segments):
+            raise _NotGrouped()             # a query met before, or twice in this block
+        for qid, docs, scores in segments[:-1]:
+            yield _decode_qid(qid, inp.name), _Scored(docs, scores)
+        current, parts = segments[-1][0], [segments[-1][1:]]
+    if current is None:
+        raise EvalError("%s: no run lines found" % inp.name)
+    yield _decode_qid(current, inp.name), _joined(parts)
+
+
+def _merge_neighbours(segments):
+    """Segments with neighbours of one query joined: the fast reader keys
+    lines by the previous line's tag and the query id, so a change of run
+    tag cuts a query in two."""
+    merged = []
+    for qid, docs, scores in segments:
+        if merged and merged[-1][0] == qid:
+            merged[-1][1].append((docs, scores))
+        else:
+            merged.append((qid, [(docs, scores)]))
+    return [(qid, *_joined(parts)) for qid, parts in merged]
+
+
+def _gathered_queries(inp):
+    """(qid, _Scored) of a TREC run whose queries are scattered: all in memory."""
+    gathered = {}
+    for number, block, lines in _trec_blocks(inp):
+        for qid, docs, scores in _block_segments(block, inp.name, number, lines):
+            gathered.setdefault(qid, []).append((docs, scores))
+    if not gathered:
+        raise EvalError("%s: no run lines found" % inp.name)
+    for qid, parts in gathered.items():
+        yield _decode_qid(qid, inp.name), _joined(parts)
+
+
+def _bytes_labels(labels):
+    """The labels keyed by UTF-8 bytes, like the ids of a TREC run."""
+    return dict(zip(map(str.encode, labels), labels.values()))
+
+
+def _labels_for_fast(ranking, labels):
+    """_labels_for, keyed by bytes for the _Scored this reader yields."""
+    if type(ranking) is _Scored and ranking.docs and type(ranking.docs[0]) is bytes:
+        return _bytes_labels(labels)
+    return labels
+
+
+# --- Hooks -------------------------------------------------------------------
+
+# hook name in Part I -> (acceleration, plain twin)
+_HOOKS = {
+    "_trec_run_queries": (_trec_run_queries_fast, _trec_run_queries_plain),
+    "_labels_for_ranking": (_labels_for_fast, _labels_for),
+}
+_ACCELERATED = False
+
+
+def _accelerate(on=True):
+    """Bind every hook to its acceleration (``on``) or to its plain twin."""
+    global _ACCELERATED
+    for hook, (fast, plain) in _HOOKS.items():
+        globals()[hook] = fast if on else plain
+    _ACCELERATED = bool(on)
+
+
+_accelerate(os.environ.get("RAG_EVAL_PLAIN", "") in ("", "0"))
 
 
 if __name__ == "__main__":
