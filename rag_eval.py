@@ -1296,61 +1296,9 @@ def _jsonl_queries(inp, kind):
         raise EvalError("%s: no JSONL records found" % inp.name)
 
 
-def _trec_qrels(inp):
-    """TREC qrels lines ``query_id iteration doc_id grade``."""
-    qrels = _trec_qrels_fast(b"".join(inp.blocks()))
-    return qrels if qrels is not None else _trec_qrels_checked(inp)
-
-
-_SMALL_GRADES = {str(g): g for g in range(-9, 10)}
-
-
-def _trec_qrels_fast(data):
-    """The qrels of plain single-space TREC, or None for anything else (then
-    the per-line reader takes over and names any bad line).  Split on single
-    spaces, a line's grade and the next line's query id stay glued by the
-    newline; one newline in every glued token proves four fields a line, and
-    joining the glued tokens and splitting on newlines yields both columns.
-    Whatever it returns, _trec_qrels_checked returns too (a differential test
-    pins it): other white space, such as a tab next to a space, goes there."""
-    if not _plain_spaces(data) or _has_comments(data):
-        return None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not text.endswith("\n"):
-        text += "\n"
-    lines = text.count("\n")
-    tokens = ("\n" + text).split(" ")
-    glued = tokens[0::3]
-    if len(tokens) != 3 * lines + 1 or not all(map(operator.contains, glued,
-                                                   itertools.repeat("\n"))):
-        return None
-    columns = "\n".join(glued).split("\n")       # "", qid, grade, qid, grade, ..., ""
-    if len(columns) != 2 * lines + 2:
-        return None
-    grades = list(map(_SMALL_GRADES.get, columns[2:-1:2]))     # most grades are 0..3
-    if None in grades:
-        grades = columns[2:-1:2]
-        joined = "".join(grades)
-        if "_" in joined or not joined.isascii():
-            return None     # int() reads 1_0 as 10 and "\u0662" as 2; the per-line reader refuses
-        try:
-            grades = list(map(int, grades))
-        except ValueError:
-            return None
-    out = {}
-    for qid, doc, grade in zip(columns[1:-1:2], tokens[2::3], grades):
-        judged = out.get(qid)
-        if judged is None:
-            out[qid] = judged = {}
-        if judged.setdefault(doc, grade) != grade:
-            return None
-    return out or None
-
-
 def _trec_qrels_checked(inp):
+    """TREC qrels lines ``query_id iteration doc_id grade``, read line by line
+    (see _parse_qrels_line); blank and comment lines are skipped."""
     out = {}
     for number, line in _lines(inp):
         parts = line.split()
@@ -1370,6 +1318,9 @@ def _trec_qrels_checked(inp):
     if not out:
         raise EvalError("%s: no qrels lines found" % inp.name)
     return out
+
+
+_trec_qrels = _trec_qrels_checked   # hook: Part II installs _trec_qrels_whole
 
 
 def _parse_qrels_line(parts, where):
@@ -1407,11 +1358,6 @@ def _first_line_error(exc, line, kind):
 def _is_comment(line):
     """A TREC line whose column 0 is "#" is a comment (trec_eval 10 skips them)."""
     return line[:1] == b"#"
-
-
-def _has_comments(data):
-    """True when some line of ``data`` (bytes) is a comment."""
-    return data[:1] == b"#" or b"\n#" in data
 
 
 def _check_not_comment_like(qid, where):
@@ -3722,6 +3668,7 @@ def _command():
 #   hook in Part I        acceleration              plain twin (Part I)
 #   _trec_run_queries     _trec_run_queries_fast    _trec_run_queries_plain
 #   _labels_for_ranking   _labels_for_fast          _labels_for
+#   _trec_qrels           _trec_qrels_whole         _trec_qrels_checked
 #
 # A reader who wants to know what a number means never needs this part.
 # ===========================================================================
@@ -3974,12 +3921,74 @@ def _labels_for_fast(ranking, labels):
     return labels
 
 
+# --- TREC qrels, whole ---------------------------------------------------------
+
+def _trec_qrels_whole(inp):
+    """_trec_qrels_checked, split on spaces at C speed when the file is plain."""
+    qrels = _trec_qrels_fast(b"".join(inp.blocks()))
+    return qrels if qrels is not None else _trec_qrels_checked(inp)
+
+
+_SMALL_GRADES = {str(g): g for g in range(-9, 10)}
+
+
+def _trec_qrels_fast(data):
+    """The qrels of plain single-space TREC, or None for anything else (then
+    the per-line reader takes over and names any bad line).  Split on single
+    spaces, a line's grade and the next line's query id stay glued by the
+    newline; one newline in every glued token proves four fields a line, and
+    joining the glued tokens and splitting on newlines yields both columns.
+    Whatever it returns, _trec_qrels_checked returns too (a differential test
+    pins it): other white space, such as a tab next to a space, goes there."""
+    if not _plain_spaces(data) or _has_comments(data):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text.endswith("\n"):
+        text += "\n"
+    lines = text.count("\n")
+    tokens = ("\n" + text).split(" ")
+    glued = tokens[0::3]
+    if len(tokens) != 3 * lines + 1 or not all(map(operator.contains, glued,
+                                                   itertools.repeat("\n"))):
+        return None
+    columns = "\n".join(glued).split("\n")       # "", qid, grade, qid, grade, ..., ""
+    if len(columns) != 2 * lines + 2:
+        return None
+    grades = list(map(_SMALL_GRADES.get, columns[2:-1:2]))     # most grades are 0..3
+    if None in grades:
+        grades = columns[2:-1:2]
+        joined = "".join(grades)
+        if "_" in joined or not joined.isascii():
+            return None     # int() reads 1_0 as 10 and "\u0662" as 2; the per-line reader refuses
+        try:
+            grades = list(map(int, grades))
+        except ValueError:
+            return None
+    out = {}
+    for qid, doc, grade in zip(columns[1:-1:2], tokens[2::3], grades):
+        judged = out.get(qid)
+        if judged is None:
+            out[qid] = judged = {}
+        if judged.setdefault(doc, grade) != grade:
+            return None
+    return out or None
+
+
+def _has_comments(data):
+    """True when some line of ``data`` (bytes) is a comment."""
+    return data[:1] == b"#" or b"\n#" in data
+
+
 # --- Hooks -------------------------------------------------------------------
 
 # hook name in Part I -> (acceleration, plain twin)
 _HOOKS = {
     "_trec_run_queries": (_trec_run_queries_fast, _trec_run_queries_plain),
     "_labels_for_ranking": (_labels_for_fast, _labels_for),
+    "_trec_qrels": (_trec_qrels_whole, _trec_qrels_checked),
 }
 _ACCELERATED = False
 
