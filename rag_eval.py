@@ -1541,168 +1541,64 @@ def load_run(source, *, format=None):
 # their ranks (_rank); every measure then reads those few hits.
 # ---------------------------------------------------------------------------
 
-class _Top(NamedTuple):
-    docs: list         # the first K distinct ids, best first
-    duplicates: int    # repeated ids seen while ranking
-    straddling: int    # tied score groups that cross a cutoff
-    returned: int      # distinct ids in the ranking (exact when asked for)
+def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
+    """Rank one query once and place the ids that ``labels`` grades: the rule
+    for ties and repeats, for every input form.
 
+    A ranked list (best first) keeps its order.  A score map or a _Scored
+    orders by score descending, then doc id descending (trec_eval's rule; ids
+    compare as _id_order says).  An id given more than once counts once, at its
+    best position (with scores: at its best score).  The top is the first
+    ``depth`` distinct ids; ``duplicates`` counts the repeats read to fill it
+    (a repeat below the deepest cutoff changes no number); ``straddling``
+    counts the groups of tied scores that cross one of ``cutoffs`` (their order
+    is the tie rule's, not the file's); ``returned`` counts the distinct ids
+    (Part II's twin counts them exactly only when ``exact_returned``).
 
-def _rank(ranking, labels, depth, cutoffs, exact_returned):
-    """Rank one query once (a ranked list, a score map or _Scored) and place
-    the ids that ``labels`` grades (keyed like the ranking's ids: bytes for
-    TREC runs).
-
-    >>> _rank({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1, "c": 0}, 2, (1, 2), False)
+    >>> _rank_plain({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1, "c": 0}, 2, (1, 2), False)
     _Ranked(hits=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
+    >>> _rank_plain(["x", "x", "a"], {"a": 1}, 5, (5,))
+    _Ranked(hits=[(2, 1)], length=2, duplicates=1, straddling=0, returned=2)
     """
     if ranking is None:
         return _Ranked([], 0)
-    if isinstance(ranking, dict):
-        ranking = _Scored(list(ranking), list(map(float, ranking.values())))
-    if type(ranking) is _Scored:
-        ranked = _rank_in_order(*ranking, labels, depth, cutoffs, exact_returned)
-        if ranked is not None:
-            return ranked
-    top = _top(ranking, depth, cutoffs, exact_returned)
-    return _Ranked(_hits(map(labels.get, top.docs)), len(top.docs), top.duplicates,
-                   top.straddling, top.returned)
+    if isinstance(ranking, list):
+        entries = [(doc, None) for doc in ranking]
+    else:
+        pairs = ranking.items() if isinstance(ranking, dict) else zip(*ranking)
+        entries = sorted(((doc, float(score)) for doc, score in pairs),
+                         key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
+    top, scores, seen, read = [], [], set(), 0
+    for doc, score in entries:
+        read += len(top) < depth            # entries read until the top is full
+        if doc not in seen:
+            seen.add(doc)
+            top.append(doc)
+            scores.append(score)
+            if len(top) > depth:            # one past the deepest cutoff shows a straddling tie
+                break
+    length = min(len(top), depth)
+    straddling = 0 if isinstance(ranking, list) else _straddling(scores, cutoffs, len(scores))
+    return _Ranked(_hits(map(labels.get, top[:depth])), length, read - length, straddling,
+                   len({doc for doc, _ in entries}))
 
 
-def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
-    """_rank for scores already in descending order with no id repeated near
-    the top (the common case), else None.  Only labelled ids are placed: a
-    tie reorders its group by doc id, which moves such an id within the group.
-
-    >>> _rank_in_order(["a", "b", "c"], [3.0, 2.0, 2.0], {"b": 1, "c": 2}, 2, (1, 2), False)
-    _Ranked(hits=[(2, 2)], length=2, duplicates=0, straddling=1, returned=3)
-    """
-    n = len(scores)
-    if not all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
-        return None
-    end = min(depth + 1, n)   # one past the deepest cutoff shows a tie that straddles it
-    while end < n and scores[end] == scores[end - 1]:
-        end += 1
-    window = docs[:end]
-    distinct = set(window)
-    if len(distinct) < end:
-        return None
-    hits = []
-    for doc in distinct.intersection(labels):
-        grade = labels[doc]
-        if grade >= 0:
-            i = window.index(doc)
-            score = scores[i]
-            if (i and scores[i - 1] == score) or (i + 1 < end and scores[i + 1] == score):
-                rank = _rank_among_ties(window, scores, i)
-            else:
-                rank = i + 1
-            if rank <= depth:
-                hits.append((rank, grade))
-    if len(hits) > 1:
-        hits.sort()
-    return _Ranked(hits, min(depth, n), 0, _straddling(scores, cutoffs, end),
-                   len(set(docs)) if exact_returned else n)
+_rank = _rank_plain     # hook: Part II installs _rank_fast
 
 
-def _rank_among_ties(window, scores, i):
-    """The rank of window[i] once each group of equal scores is put in doc id
-    descending order (trec_eval's tie rule); the window ends with a whole group.
-
-    >>> [_rank_among_ties(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 1.0], i) for i in range(4)]
-    [1, 3, 2, 4]
-    """
-    score = scores[i]
-    low, high = i, i + 1
-    while low and scores[low - 1] == score:
-        low -= 1
-    while high < len(window) and scores[high] == score:
-        high += 1
-    if high - low == 1:
-        return i + 1
-    doc = window[i]
-    return low + 1 + sum(1 for other in window[low:high] if other > doc)
+def _id_order(doc):
+    """How two ids with equal scores compare: by their UTF-8 bytes, as
+    trec_eval's strcmp (for text, code point order); an id of a TREC run that
+    is not UTF-8 by its own bytes (see _doc_text)."""
+    try:
+        return doc.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:      # a lone surrogate handed to evaluate()
+        return doc.encode("utf-8", "surrogatepass")
 
 
 def _straddling(scores, cutoffs, end):
     """How many tied groups of scores[:end] (in score order) cross a cutoff."""
     return len({scores[c - 1] for c in cutoffs if c < end and scores[c - 1] == scores[c]})
-
-
-def _top(ranking, depth, cutoffs, exact_returned=False):
-    """The first ``depth`` distinct ids of one query, best first: the general
-    case (unsorted scores, repeated ids).
-
-    A ranked list keeps its order; each id counts at its first position.  Scores
-    order by score descending, then doc id descending (trec_eval's rule); an id
-    given twice keeps its best score.  Tied groups that straddle a cutoff are counted.
-
-    >>> _top(_Scored(["a", "b", "c"], [1.0, 0.5, 1.0]), 2, (1, 2))
-    _Top(docs=['c', 'a'], duplicates=0, straddling=1, returned=3)
-    >>> _top(["x", "x", "y"], 5, (5,), exact_returned=True)
-    _Top(docs=['x', 'y'], duplicates=1, straddling=0, returned=2)
-    """
-    if isinstance(ranking, list):
-        return _top_of_list(ranking, depth, exact_returned)
-    return _top_of_scores(ranking.docs, ranking.scores, depth, cutoffs, exact_returned)
-
-
-def _top_of_list(ranking, depth, exact_returned):
-    top = ranking[:depth]
-    if len(set(top)) == len(top):       # no repeat (the common case)
-        return _Top(top, 0, 0, len(set(ranking)) if exact_returned else len(ranking))
-    seen, top = set(), []
-    read = 0
-    for read, doc in enumerate(ranking, 1):
-        if doc not in seen:
-            seen.add(doc)
-            top.append(doc)
-            if len(top) == depth:
-                break
-    # Repeats are counted among the ids read to fill the top: deeper ones change no number.
-    duplicates = read - len(top)
-    returned = len(set(ranking)) if exact_returned else len(ranking) - duplicates
-    return _Top(top, duplicates, 0, returned)
-
-
-def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
-    want = depth + 1   # one past the deepest cutoff shows a tie that straddles it
-    n = len(scores)
-    window = heapq.nlargest(want, zip(map(float, scores), docs))
-    repeats = duplicates = 0
-    if len(set(map(_second, window))) < len(window):
-        best = {}
-        for score, doc in zip(map(float, scores), docs):
-            if doc not in best or score > best[doc]:
-                best[doc] = score
-        repeats = n - len(best)
-        # at most depth + repeats entries, in rank order, fill the top
-        ranked = heapq.nlargest(depth + repeats, zip(map(float, scores), docs))
-        duplicates = _repeats_read(map(_second, ranked), depth)
-        window = heapq.nlargest(want, zip(best.values(), best.keys()))
-    returned = len(set(docs)) if exact_returned else n - repeats
-    window_scores = [score for score, _ in window]
-    return _Top(list(map(_second, window[:depth])), duplicates,
-                _straddling(window_scores, cutoffs, len(window_scores)), returned)
-
-
-def _repeats_read(ranked_ids, depth):
-    """How many repeated ids are read, in rank order, until ``depth`` distinct
-    ones fill the top: a repeat below the deepest cutoff changes no number, so
-    it is not counted (the rule _top_of_list follows too).
-
-    >>> _repeats_read(["a", "b", "a"], 2), _repeats_read(["a", "a", "b"], 2)
-    (0, 1)
-    """
-    seen, read = set(), 0
-    for read, doc in enumerate(ranked_ids, 1):
-        seen.add(doc)
-        if len(seen) == depth:
-            break
-    return read - len(seen)
-
-
-_second = operator.itemgetter(1)
 
 
 def _plan(measures):
@@ -3669,6 +3565,7 @@ def _command():
 #   _trec_run_queries     _trec_run_queries_fast    _trec_run_queries_plain
 #   _labels_for_ranking   _labels_for_fast          _labels_for
 #   _trec_qrels           _trec_qrels_whole         _trec_qrels_checked
+#   _rank                 _rank_fast                _rank_plain
 #
 # A reader who wants to know what a number means never needs this part.
 # ===========================================================================
@@ -3982,6 +3879,169 @@ def _has_comments(data):
     return data[:1] == b"#" or b"\n#" in data
 
 
+# --- Ranking without sorting -----------------------------------------------------
+
+class _Top(NamedTuple):
+    docs: list         # the first K distinct ids, best first
+    duplicates: int    # repeated ids seen while ranking
+    straddling: int    # tied score groups that cross a cutoff
+    returned: int      # distinct ids in the ranking (exact when asked for)
+
+
+def _rank_fast(ranking, labels, depth, cutoffs, exact_returned):
+    """_rank_plain without sorting: scores already in descending order (the
+    usual file) place only the labelled ids (_rank_in_order), others take a
+    partial sort of the top (heapq.nlargest over (score, id) pairs: the tie
+    rule again).  Ids may be bytes and scores decimal byte tokens (the fast
+    TREC reader's); ``returned`` is exact only when asked for.
+
+    >>> _rank_fast({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1, "c": 0}, 2, (1, 2), False)
+    _Ranked(hits=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
+    """
+    if ranking is None:
+        return _Ranked([], 0)
+    if isinstance(ranking, dict):
+        ranking = _Scored(list(ranking), list(map(float, ranking.values())))
+    if type(ranking) is _Scored:
+        ranked = _rank_in_order(*ranking, labels, depth, cutoffs, exact_returned)
+        if ranked is not None:
+            return ranked
+    top = _top(ranking, depth, cutoffs, exact_returned)
+    return _Ranked(_hits(map(labels.get, top.docs)), len(top.docs), top.duplicates,
+                   top.straddling, top.returned)
+
+
+def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
+    """_rank for scores already in descending order with no id repeated near
+    the top (the common case), else None.  Only labelled ids are placed: a
+    tie reorders its group by doc id, which moves such an id within the group.
+
+    >>> _rank_in_order(["a", "b", "c"], [3.0, 2.0, 2.0], {"b": 1, "c": 2}, 2, (1, 2), False)
+    _Ranked(hits=[(2, 2)], length=2, duplicates=0, straddling=1, returned=3)
+    """
+    n = len(scores)
+    if not all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
+        return None
+    end = min(depth + 1, n)   # one past the deepest cutoff shows a tie that straddles it
+    while end < n and scores[end] == scores[end - 1]:
+        end += 1
+    window = docs[:end]
+    distinct = set(window)
+    if len(distinct) < end:
+        return None
+    hits = []
+    for doc in distinct.intersection(labels):
+        grade = labels[doc]
+        if grade >= 0:
+            i = window.index(doc)
+            score = scores[i]
+            if (i and scores[i - 1] == score) or (i + 1 < end and scores[i + 1] == score):
+                rank = _rank_among_ties(window, scores, i)
+            else:
+                rank = i + 1
+            if rank <= depth:
+                hits.append((rank, grade))
+    if len(hits) > 1:
+        hits.sort()
+    return _Ranked(hits, min(depth, n), 0, _straddling(scores, cutoffs, end),
+                   len(set(docs)) if exact_returned else n)
+
+
+def _rank_among_ties(window, scores, i):
+    """The rank of window[i] once each group of equal scores is put in doc id
+    descending order (trec_eval's tie rule); the window ends with a whole group.
+
+    >>> [_rank_among_ties(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 1.0], i) for i in range(4)]
+    [1, 3, 2, 4]
+    """
+    score = scores[i]
+    low, high = i, i + 1
+    while low and scores[low - 1] == score:
+        low -= 1
+    while high < len(window) and scores[high] == score:
+        high += 1
+    if high - low == 1:
+        return i + 1
+    doc = window[i]
+    return low + 1 + sum(1 for other in window[low:high] if other > doc)
+
+
+def _top(ranking, depth, cutoffs, exact_returned=False):
+    """The first ``depth`` distinct ids of one query, best first: the general
+    case (unsorted scores, repeated ids).
+
+    A ranked list keeps its order; each id counts at its first position.  Scores
+    order by score descending, then doc id descending (trec_eval's rule); an id
+    given twice keeps its best score.  Tied groups that straddle a cutoff are counted.
+
+    >>> _top(_Scored(["a", "b", "c"], [1.0, 0.5, 1.0]), 2, (1, 2))
+    _Top(docs=['c', 'a'], duplicates=0, straddling=1, returned=3)
+    >>> _top(["x", "x", "y"], 5, (5,), exact_returned=True)
+    _Top(docs=['x', 'y'], duplicates=1, straddling=0, returned=2)
+    """
+    if isinstance(ranking, list):
+        return _top_of_list(ranking, depth, exact_returned)
+    return _top_of_scores(ranking.docs, ranking.scores, depth, cutoffs, exact_returned)
+
+
+def _top_of_list(ranking, depth, exact_returned):
+    top = ranking[:depth]
+    if len(set(top)) == len(top):       # no repeat (the common case)
+        return _Top(top, 0, 0, len(set(ranking)) if exact_returned else len(ranking))
+    seen, top = set(), []
+    read = 0
+    for read, doc in enumerate(ranking, 1):
+        if doc not in seen:
+            seen.add(doc)
+            top.append(doc)
+            if len(top) == depth:
+                break
+    # Repeats are counted among the ids read to fill the top: deeper ones change no number.
+    duplicates = read - len(top)
+    returned = len(set(ranking)) if exact_returned else len(ranking) - duplicates
+    return _Top(top, duplicates, 0, returned)
+
+
+def _top_of_scores(docs, scores, depth, cutoffs, exact_returned):
+    want = depth + 1   # one past the deepest cutoff shows a tie that straddles it
+    n = len(scores)
+    window = heapq.nlargest(want, zip(map(float, scores), docs))
+    repeats = duplicates = 0
+    if len(set(map(_second, window))) < len(window):
+        best = {}
+        for score, doc in zip(map(float, scores), docs):
+            if doc not in best or score > best[doc]:
+                best[doc] = score
+        repeats = n - len(best)
+        # at most depth + repeats entries, in rank order, fill the top
+        ranked = heapq.nlargest(depth + repeats, zip(map(float, scores), docs))
+        duplicates = _repeats_read(map(_second, ranked), depth)
+        window = heapq.nlargest(want, zip(best.values(), best.keys()))
+    returned = len(set(docs)) if exact_returned else n - repeats
+    window_scores = [score for score, _ in window]
+    return _Top(list(map(_second, window[:depth])), duplicates,
+                _straddling(window_scores, cutoffs, len(window_scores)), returned)
+
+
+def _repeats_read(ranked_ids, depth):
+    """How many repeated ids are read, in rank order, until ``depth`` distinct
+    ones fill the top: a repeat below the deepest cutoff changes no number, so
+    it is not counted (the rule _top_of_list follows too).
+
+    >>> _repeats_read(["a", "b", "a"], 2), _repeats_read(["a", "a", "b"], 2)
+    (0, 1)
+    """
+    seen, read = set(), 0
+    for read, doc in enumerate(ranked_ids, 1):
+        seen.add(doc)
+        if len(seen) == depth:
+            break
+    return read - len(seen)
+
+
+_second = operator.itemgetter(1)
+
+
 # --- Hooks -------------------------------------------------------------------
 
 # hook name in Part I -> (acceleration, plain twin)
@@ -3989,6 +4049,7 @@ _HOOKS = {
     "_trec_run_queries": (_trec_run_queries_fast, _trec_run_queries_plain),
     "_labels_for_ranking": (_labels_for_fast, _labels_for),
     "_trec_qrels": (_trec_qrels_whole, _trec_qrels_checked),
+    "_rank": (_rank_fast, _rank_plain),
 }
 _ACCELERATED = False
 
