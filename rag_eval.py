@@ -808,7 +808,8 @@ class _Input:
     Blocks are gunzipped when the bytes say gzip, and a leading UTF-8 BOM is
     dropped; ``sha256`` is the hash of the bytes as stored.  Stdin, pipes and
     file objects are buffered on first read so that they can be read twice
-    (format detection, then loading; see also _NotGrouped).
+    (format detection, then loading; see also _NotGrouped).  Part II's
+    _HashingInput can hash a file in another process instead.
     """
 
     def __init__(self, source):
@@ -827,41 +828,12 @@ class _Input:
         self.name = _source_name(source)
         self.digest = hashlib.sha256()
         self._buffered = None
-        self._hashing = None    # (pid, pipe) of a process hashing the file
-        self._sha256 = None
 
     def info(self, fmt):
-        self._wait_for_hash()
-        sha256 = self._sha256 or self.digest.hexdigest()
-        return {"path": self.name, "sha256": sha256, "format": fmt}
-
-    def hash_in_background(self):
-        """Hash a regular file in a forked process while this one goes on (it
-        has the sha256 ready when info() asks); hash here if no process starts."""
-        self._wait_for_hash()
-        try:
-            self._hashing = _start_child(_sha256_of_file, (self.source, self.name))
-        except _Retry:
-            all(True for _ in self.blocks())
+        return {"path": self.name, "sha256": self.digest.hexdigest(), "format": fmt}
 
     def stop_hashing(self):
-        """Forget a hash still being computed (an error came first)."""
-        if self._hashing is not None:
-            pid, reader = self._hashing
-            self._hashing = None
-            os.close(reader)        # the hashing process's write fails; it exits anyway
-            _reap([pid])
-
-    def _wait_for_hash(self):
-        if self._hashing is not None:
-            pid, reader = self._hashing
-            self._hashing = None
-            try:
-                self._sha256 = _collect(reader)
-            except _Retry:                  # the hashing process died: hash here
-                all(True for _ in self.blocks())
-            finally:
-                _reap([pid])
+        """Nothing to stop here (Part II's _HashingInput hashes in another process)."""
 
     def _raw_blocks(self):
         if _is_regular_file(self.source):
@@ -885,8 +857,7 @@ class _Input:
 
     def blocks(self):
         """Yield the decompressed content in blocks, hashing the stored bytes."""
-        self._wait_for_hash()
-        self.digest, self._sha256 = hashlib.sha256(), None
+        self.digest = hashlib.sha256()
         try:
             raw = self._hashed(self._raw_blocks())
             first = next(raw, b"")
@@ -907,6 +878,9 @@ class _Input:
     def text(self):
         """The whole content as text (UTF-8)."""
         return _decode(b"".join(self.blocks()), self.name)
+
+
+_input_of = _Input      # hook: Part II installs _HashingInput
 
 
 def _sha256_of_file(path, name):
@@ -1480,7 +1454,7 @@ def _run_queries(inp, fmt, grouped=True):
 
 
 def _open_input(source, format, kind):
-    inp = _Input(source)
+    inp = _input_of(source)
     fmt = format or _detect_format(inp, kind)
     if fmt not in FORMATS:
         raise EvalError("%s: unknown format %r (choose from %s)"
@@ -1659,8 +1633,8 @@ def evaluate(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential"
     measures = resolve_measures(metrics, k, rel=rel, gain=gain)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     run = _validated(run, "run", _check_run_query)
-    return _score(_QueryScorer(qrels, measures, _positive_int(rel, "rel")), run.items(),
-                  skip_extra_queries, "run")
+    scorer = _QueryScorer(qrels, measures, _positive_int(rel, "rel"))
+    return _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run")
 
 
 @_gc_paused
@@ -1692,22 +1666,33 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
 
 
 def _score_run(inp, fmt, scorer, skip_extra_queries):
-    """The report of one run: on every core when it pays, else (or when a worker
-    meets a surprise) sequentially; a run whose queries are scattered is read
-    whole."""
+    """The report of one run, read one query at a time; a run whose queries
+    are scattered is read whole."""
     try:
-        try:
-            queries = (_parallel_queries(inp, fmt, scorer)
-                       if _parallel_ok(inp, fmt) else _run_queries(inp, fmt))
-            return _score(scorer, queries, skip_extra_queries, inp.name)
-        except _Retry:
-            return _score(scorer, _run_queries(inp, fmt), skip_extra_queries, inp.name)
+        return _score(scorer, _scored_run(inp, fmt, scorer), skip_extra_queries, inp.name)
     except _NotGrouped:
-        report = _score(scorer, _run_queries(inp, fmt, grouped=False), skip_extra_queries,
-                        inp.name)
+        report = _score(scorer, _scored_run_plain(inp, fmt, scorer, grouped=False),
+                        skip_extra_queries, inp.name)
         note = ("%s: the lines of a query are not contiguous; read the whole run into memory"
                 % inp.name)
         return report._replace(warnings=(note,) + report.warnings)
+
+
+def _scored_run_plain(inp, fmt, scorer, grouped=True):
+    """(qid, scored tuple, or None for a query not in the qrels) per query of
+    a run file, in file order, one query at a time."""
+    return _scored_queries(scorer, _run_queries(inp, fmt, grouped))
+
+
+_scored_run = _scored_run_plain     # hook: Part II installs _scored_run_forked
+
+
+def _scored_queries(scorer, queries):
+    """(qid, scorer(qid, ranking)) per (qid, ranking); None for a query the
+    qrels do not have (it is not scored)."""
+    qrels = scorer.qrels
+    for qid, ranking in queries:
+        yield qid, (scorer(qid, ranking) if qid in qrels else None)
 
 
 def _validated(data, what, check):
@@ -1794,8 +1779,9 @@ def _judged(labels):
 _NO_LABELS = {}
 
 
-def _score(scorer, run_queries, skip_extra, run_name):
-    """The report over a stream of (qid, ranking); qrels queries absent from it score 0."""
+def _score(scorer, scored, skip_extra, run_name):
+    """The report over a stream of (qid, scored tuple or None: not in the
+    qrels), see _scored_queries; qrels queries absent from it score 0."""
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
     per_query, abstention, ties, extra, unlabelled = {}, {}, {}, [], []
     duplicate_queries = 0
@@ -1820,13 +1806,11 @@ def _score(scorer, run_queries, skip_extra, run_name):
         elif stray is None:
             stray = (qid, no_label)
 
-    for qid, ranking in run_queries:    # a stream names each query once (the readers check)
-        if qid not in qrels:
+    for qid, result in scored:      # a stream names each query once (the readers check)
+        if result is None:
             extra.append(qid)
-        elif type(ranking) is tuple:        # already scored by a worker (see _score_range)
-            add(qid, ranking)
         else:
-            add(qid, scorer(qid, ranking))
+            add(qid, result)
     absent = sorted(set(qrels).difference(per_query, abstention))
     missing = [qid for qid in absent if scorer.is_scored(_judged(qrels[qid]))]
     for qid in absent:
@@ -1915,275 +1899,6 @@ def _is_number(text):
     except ValueError:
         return False
     return True
-
-
-# --- Runs on several cores ---------------------------------------------------
-#
-# A large plain run file is cut into one byte range per core: at line starts
-# for TREC and JSONL, between top-level members for JSON.  Each worker (a
-# forked process) reads, ranks and scores the queries of its range and hands
-# back only their values.  In TREC the first and last query of a range may
-# continue next door, so they come back raw and are joined here.  This process
-# takes the first range, then starts another process hashing the whole file
-# while it collects and merges the workers' results.  Any surprise in a worker
-# (a bad line, a query seen twice) sends the caller back to the sequential
-# path, which reports it exactly.
-
-_PARALLEL_MIN_BYTES = 16 << 20
-_MEMBER_GAP = re.compile(rb'[\]}][ \t\r\n]*(,)[ \t\r\n]*"')
-
-
-class _Retry(Exception):
-    """A worker met something the sequential path must handle."""
-
-
-class _RangeInput(_Input):
-    """Bytes [start, end) of a plain file, read like any input (not hashed)."""
-
-    def __init__(self, path, name, start, end):
-        super().__init__(path)
-        self.name, self.start, self.end = name, start, end
-
-    def blocks(self):
-        with open(self.source, "rb") as handle:
-            handle.seek(self.start)
-            left = self.end - self.start
-            while left > 0:
-                block = handle.read(min(_BLOCK_SIZE, left))
-                if not block:
-                    return
-                left -= len(block)
-                yield block
-
-    def text(self):
-        with open(self.source, "rb") as handle:     # one read: no joining copy
-            handle.seek(self.start)
-            return _decode(handle.read(self.end - self.start), self.name)
-
-
-def _targets(size, parts):
-    """Where to cut ``size`` bytes into ``parts`` equal ranges.
-
-    >>> _targets(1000, 2)
-    [500, 1000]
-    """
-    return [size * i // parts for i in range(1, parts + 1)]
-
-
-def _line_ranges(path, parts):
-    """(start, end) byte ranges cutting a file into ``parts`` at line starts."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        cuts = [3 if handle.read(3) == b"\xef\xbb\xbf" else 0]
-        for target in _targets(size, parts)[:-1]:
-            handle.seek(max(target, cuts[-1]))
-            handle.readline()
-            cuts.append(max(handle.tell(), cuts[-1]))
-    cuts.append(size)
-    return list(zip(cuts, cuts[1:]))
-
-
-def _member_ranges(path, parts):
-    """(start, end) byte ranges of a JSON object's top-level members: from after
-    the first "{" to the last "}", cut at the commas between a "]" or "}" and
-    the next key (the commas themselves are in no range).  A cut inside a
-    string leaves an unterminated string, which the worker's parse rejects
-    (then the sequential path runs)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        head = handle.read(4096)
-        handle.seek(max(0, size - 4096))
-        tail = handle.read()
-        first = len(head) - len(head.lstrip())
-        last = size - (len(tail) - len(tail.rstrip())) - 1
-        if head[first:first + 1] != b"{" or tail.rstrip()[-1:] != b"}":
-            return []
-        ranges = [[first + 1, last]]
-        for target in _targets(size, parts)[:-1]:
-            start = max(target, ranges[-1][0])
-            handle.seek(start)
-            gap = _MEMBER_GAP.search(handle.read(1 << 20))
-            if gap and start + gap.start(1) < last:
-                ranges[-1][1] = start + gap.start(1)
-                ranges.append([start + gap.start(1) + 1, last])
-    return [tuple(r) for r in ranges]
-
-
-def _json_members(inp):
-    """(qid, ranking) from a range of top-level JSON members."""
-    data = _json_loads("{%s}" % inp.text(), inp.name)
-    for qid, value in data.items():
-        yield qid, _check_run_query(qid, value, inp.name)
-
-
-_FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
-
-
-def _score_range(fmt, path, name, start, end):
-    """Worker: [(qid, scored tuple | _Scored)] for one byte range of a run."""
-    scorer = _FORKED_SCORER
-    inp = _RangeInput(path, name, start, end)
-    out = []
-    try:
-        if fmt != "trec":
-            queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
-            return [(qid, scorer(qid, ranking)) for qid, ranking in queries]
-        for qid, scored in _trec_run_queries(inp):
-            if len(out) > 1:    # the first and last stay raw: they may continue next door
-                out[-1] = (out[-1][0], scorer(*out[-1]))
-            out.append((qid, scored))
-    except (EvalError, _NotGrouped):
-        raise _Retry() from None
-    return out
-
-
-def _single_threaded():
-    """True when forking is safe: no other Python thread (a notebook kernel has
-    several, and a lock one of them holds would stay held in the child)."""
-    threading = sys.modules.get("threading")
-    return threading is None or threading.active_count() == 1
-
-
-def _fork_map(func, tasks, then):
-    """[func(*task) for task in tasks], every task but the first in a forked
-    child, the first here, followed by ``then()`` (here: starting to hash the
-    file in another child) while the children finish.  A child that dies, or
-    cannot be started, makes the caller retry sequentially."""
-    children = []       # [pid, reader fd], the fd set to None once read
-    try:
-        for task in tasks[1:]:
-            children.append(list(_start_child(func, task, [fd for _, fd in children])))
-        results = [func(*tasks[0])]
-        then()
-        for child in children:
-            reader, child[1] = child[1], None
-            results.append(_collect(reader))
-        return results
-    finally:
-        for pid, reader in children:
-            if reader is not None:
-                os.close(reader)    # a child still writing gets EPIPE and exits
-        _reap([pid for pid, _ in children])
-
-
-def _start_child(func, args, inherited=()):
-    """(pid, reader fd): func(*args) running in a forked child, which sends
-    its result or exception, pickled, through the pipe (see _collect).  The
-    child closes the ``inherited`` descriptors.  _Retry when no child can start
-    (out of descriptors or processes)."""
-    reader = writer = None
-    try:
-        reader, writer = os.pipe()
-        pid = os.fork()
-    except OSError:
-        for fd in (reader, writer):
-            if fd is not None:
-                os.close(fd)
-        raise _Retry() from None
-    if pid == 0:
-        _run_child(func, args, writer, [reader, *inherited])
-    os.close(writer)
-    return pid, reader
-
-
-def _collect(reader):
-    """What a child started by _start_child sent: its result, or its exception
-    raised here; _Retry when it died without a word.  Closes the descriptor."""
-    import pickle
-    with os.fdopen(reader, "rb") as pipe:
-        try:
-            ok, value = pickle.load(pipe)
-        except Exception:
-            raise _Retry() from None
-    if not ok:
-        raise value
-    return value
-
-
-_EXITING = set()        # forked children not yet collected
-_REAP_AT_EXIT = False
-
-
-def _reap(pids):
-    """Collect children that have exited; the others (a large one takes a few
-    milliseconds to exit) are collected on a later call, or when we exit."""
-    global _REAP_AT_EXIT
-    _EXITING.update(pids)
-    for pid in list(_EXITING):
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                continue
-        except ChildProcessError:
-            pass
-        _EXITING.discard(pid)
-    if _EXITING and not _REAP_AT_EXIT:
-        import atexit
-        atexit.register(_reap_all)
-        _REAP_AT_EXIT = True
-
-
-def _reap_all():
-    for pid in sorted(_EXITING):
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-    _EXITING.clear()
-
-
-def _run_child(func, task, writer, inherited):
-    """In a forked child: run the task, send its outcome, and exit whatever happens."""
-    import pickle
-    try:
-        for fd in inherited:
-            os.close(fd)
-        try:
-            outcome = (True, func(*task))
-        except BaseException as exc:                       # handed to the parent
-            outcome = (False, exc)
-        with os.fdopen(writer, "wb") as pipe:
-            pickle.dump(outcome, pipe, pickle.HIGHEST_PROTOCOL)
-    finally:
-        os._exit(0)
-
-
-def _parallel_ok(inp, fmt):
-    if not (_is_regular_file(inp.source) and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
-            and _single_threaded() and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES):
-        return False
-    with open(inp.source, "rb") as handle:
-        return handle.read(2) != b"\x1f\x8b"
-
-
-def _parallel_queries(inp, fmt, scorer):
-    """[(qid, ranking)] like _run_queries, scored on every core."""
-    global _FORKED_SCORER
-    workers = min(os.cpu_count() or 1, 8)
-    ranges = (_member_ranges if fmt == "json" else _line_ranges)(inp.source, workers)
-    tasks = [(fmt, inp.source, inp.name, lo, hi) for lo, hi in ranges if hi > lo]
-    if len(tasks) < 2:
-        raise _Retry()
-    _FORKED_SCORER = scorer
-    try:
-        parts = _fork_map(_score_range, tasks, then=inp.hash_in_background)
-    finally:
-        _FORKED_SCORER = None
-    queries = []
-    for part in parts:      # a query cut by a range end comes back raw from both sides
-        if (queries and part and queries[-1][0] == part[0][0]
-                and type(queries[-1][1]) is _Scored and type(part[0][1]) is _Scored):
-            queries[-1] = (part[0][0], _joined([queries[-1][1], part[0][1]]))
-            queries.extend(itertools.islice(part, 1, None))
-        else:
-            queries.extend(part)
-    if not queries:
-        raise _Retry()
-    if len(set(map(_first, queries))) < len(queries):      # a query in two places
-        raise _NotGrouped() if fmt == "trec" else _Retry()
-    return queries
-
-
-_first = operator.itemgetter(0)
 
 
 # ---------------------------------------------------------------------------
@@ -3566,6 +3281,8 @@ def _command():
 #   _labels_for_ranking   _labels_for_fast          _labels_for
 #   _trec_qrels           _trec_qrels_whole         _trec_qrels_checked
 #   _rank                 _rank_fast                _rank_plain
+#   _scored_run           _scored_run_forked        _scored_run_plain
+#   _input_of             _HashingInput             _Input
 #
 # A reader who wants to know what a number means never needs this part.
 # ===========================================================================
@@ -4042,6 +3759,346 @@ def _repeats_read(ranked_ids, depth):
 _second = operator.itemgetter(1)
 
 
+# --- Runs on several cores ---------------------------------------------------
+#
+# A large plain run file is cut into one byte range per core: at line starts
+# for TREC and JSONL, between top-level members for JSON.  Each worker (a
+# forked process) reads, ranks and scores the queries of its range and hands
+# back only their values.  In TREC the first and last query of a range may
+# continue next door, so they come back raw and are joined here.  This process
+# takes the first range, then starts another process hashing the whole file
+# while it collects and merges the workers' results.  Any surprise in a worker
+# (a bad line, a query seen twice) sends the caller back to the sequential
+# path, which reports it exactly.
+
+_PARALLEL_MIN_BYTES = 16 << 20
+_MEMBER_GAP = re.compile(rb'[\]}][ \t\r\n]*(,)[ \t\r\n]*"')
+
+
+class _Retry(Exception):
+    """A worker met something the sequential path must handle."""
+
+
+class _RangeInput(_Input):
+    """Bytes [start, end) of a plain file, read like any input (not hashed)."""
+
+    def __init__(self, path, name, start, end):
+        super().__init__(path)
+        self.name, self.start, self.end = name, start, end
+
+    def blocks(self):
+        with open(self.source, "rb") as handle:
+            handle.seek(self.start)
+            left = self.end - self.start
+            while left > 0:
+                block = handle.read(min(_BLOCK_SIZE, left))
+                if not block:
+                    return
+                left -= len(block)
+                yield block
+
+    def text(self):
+        with open(self.source, "rb") as handle:     # one read: no joining copy
+            handle.seek(self.start)
+            return _decode(handle.read(self.end - self.start), self.name)
+
+
+def _targets(size, parts):
+    """Where to cut ``size`` bytes into ``parts`` equal ranges.
+
+    >>> _targets(1000, 2)
+    [500, 1000]
+    """
+    return [size * i // parts for i in range(1, parts + 1)]
+
+
+def _line_ranges(path, parts):
+    """(start, end) byte ranges cutting a file into ``parts`` at line starts."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        cuts = [3 if handle.read(3) == b"\xef\xbb\xbf" else 0]
+        for target in _targets(size, parts)[:-1]:
+            handle.seek(max(target, cuts[-1]))
+            handle.readline()
+            cuts.append(max(handle.tell(), cuts[-1]))
+    cuts.append(size)
+    return list(zip(cuts, cuts[1:]))
+
+
+def _member_ranges(path, parts):
+    """(start, end) byte ranges of a JSON object's top-level members: from after
+    the first "{" to the last "}", cut at the commas between a "]" or "}" and
+    the next key (the commas themselves are in no range).  A cut inside a
+    string leaves an unterminated string, which the worker's parse rejects
+    (then the sequential path runs)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+        handle.seek(max(0, size - 4096))
+        tail = handle.read()
+        first = len(head) - len(head.lstrip())
+        last = size - (len(tail) - len(tail.rstrip())) - 1
+        if head[first:first + 1] != b"{" or tail.rstrip()[-1:] != b"}":
+            return []
+        ranges = [[first + 1, last]]
+        for target in _targets(size, parts)[:-1]:
+            start = max(target, ranges[-1][0])
+            handle.seek(start)
+            gap = _MEMBER_GAP.search(handle.read(1 << 20))
+            if gap and start + gap.start(1) < last:
+                ranges[-1][1] = start + gap.start(1)
+                ranges.append([start + gap.start(1) + 1, last])
+    return [tuple(r) for r in ranges]
+
+
+def _json_members(inp):
+    """(qid, ranking) from a range of top-level JSON members."""
+    data = _json_loads("{%s}" % inp.text(), inp.name)
+    for qid, value in data.items():
+        yield qid, _check_run_query(qid, value, inp.name)
+
+
+_FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
+
+
+def _score_range(fmt, path, name, start, end):
+    """Worker: [(qid, scored tuple | _Scored)] for one byte range of a run."""
+    scorer = _FORKED_SCORER
+    inp = _RangeInput(path, name, start, end)
+    out = []
+    try:
+        if fmt != "trec":
+            queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
+            return [(qid, scorer(qid, ranking)) for qid, ranking in queries]
+        for qid, scored in _trec_run_queries(inp):
+            if len(out) > 1:    # the first and last stay raw: they may continue next door
+                out[-1] = (out[-1][0], scorer(*out[-1]))
+            out.append((qid, scored))
+    except (EvalError, _NotGrouped):
+        raise _Retry() from None
+    return out
+
+
+def _single_threaded():
+    """True when forking is safe: no other Python thread (a notebook kernel has
+    several, and a lock one of them holds would stay held in the child)."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
+
+
+def _fork_map(func, tasks, then):
+    """[func(*task) for task in tasks], every task but the first in a forked
+    child, the first here, followed by ``then()`` (here: starting to hash the
+    file in another child) while the children finish.  A child that dies, or
+    cannot be started, makes the caller retry sequentially."""
+    children = []       # [pid, reader fd], the fd set to None once read
+    try:
+        for task in tasks[1:]:
+            children.append(list(_start_child(func, task, [fd for _, fd in children])))
+        results = [func(*tasks[0])]
+        then()
+        for child in children:
+            reader, child[1] = child[1], None
+            results.append(_collect(reader))
+        return results
+    finally:
+        for pid, reader in children:
+            if reader is not None:
+                os.close(reader)    # a child still writing gets EPIPE and exits
+        _reap([pid for pid, _ in children])
+
+
+def _start_child(func, args, inherited=()):
+    """(pid, reader fd): func(*args) running in a forked child, which sends
+    its result or exception, pickled, through the pipe (see _collect).  The
+    child closes the ``inherited`` descriptors.  _Retry when no child can start
+    (out of descriptors or processes)."""
+    reader = writer = None
+    try:
+        reader, writer = os.pipe()
+        pid = os.fork()
+    except OSError:
+        for fd in (reader, writer):
+            if fd is not None:
+                os.close(fd)
+        raise _Retry() from None
+    if pid == 0:
+        _run_child(func, args, writer, [reader, *inherited])
+    os.close(writer)
+    return pid, reader
+
+
+def _collect(reader):
+    """What a child started by _start_child sent: its result, or its exception
+    raised here; _Retry when it died without a word.  Closes the descriptor."""
+    import pickle
+    with os.fdopen(reader, "rb") as pipe:
+        try:
+            ok, value = pickle.load(pipe)
+        except Exception:
+            raise _Retry() from None
+    if not ok:
+        raise value
+    return value
+
+
+_EXITING = set()        # forked children not yet collected
+_REAP_AT_EXIT = False
+
+
+def _reap(pids):
+    """Collect children that have exited; the others (a large one takes a few
+    milliseconds to exit) are collected on a later call, or when we exit."""
+    global _REAP_AT_EXIT
+    _EXITING.update(pids)
+    for pid in list(_EXITING):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        except ChildProcessError:
+            pass
+        _EXITING.discard(pid)
+    if _EXITING and not _REAP_AT_EXIT:
+        import atexit
+        atexit.register(_reap_all)
+        _REAP_AT_EXIT = True
+
+
+def _reap_all():
+    for pid in sorted(_EXITING):
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    _EXITING.clear()
+
+
+def _run_child(func, task, writer, inherited):
+    """In a forked child: run the task, send its outcome, and exit whatever happens."""
+    import pickle
+    try:
+        for fd in inherited:
+            os.close(fd)
+        try:
+            outcome = (True, func(*task))
+        except BaseException as exc:                       # handed to the parent
+            outcome = (False, exc)
+        with os.fdopen(writer, "wb") as pipe:
+            pickle.dump(outcome, pipe, pickle.HIGHEST_PROTOCOL)
+    finally:
+        os._exit(0)
+
+
+def _parallel_ok(inp, fmt):
+    if not (_is_regular_file(inp.source) and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
+            and _single_threaded() and os.path.getsize(inp.source) >= _PARALLEL_MIN_BYTES):
+        return False
+    with open(inp.source, "rb") as handle:
+        return handle.read(2) != b"\x1f\x8b"
+
+
+def _scored_run_forked(inp, fmt, scorer, grouped=True):
+    """_scored_run_plain on every core when it pays (a large plain file, fork
+    safe); any surprise in a worker falls back to it."""
+    if grouped and _parallel_ok(inp, fmt):
+        try:
+            return _parallel_queries(inp, fmt, scorer)
+        except _Retry:
+            pass
+    return _scored_run_plain(inp, fmt, scorer, grouped)
+
+
+def _parallel_queries(inp, fmt, scorer):
+    """(qid, scored tuple or None) like _scored_run_plain, scored on every core."""
+    global _FORKED_SCORER
+    workers = min(os.cpu_count() or 1, 8)
+    ranges = (_member_ranges if fmt == "json" else _line_ranges)(inp.source, workers)
+    tasks = [(fmt, inp.source, inp.name, lo, hi) for lo, hi in ranges if hi > lo]
+    if len(tasks) < 2:
+        raise _Retry()
+    _FORKED_SCORER = scorer
+    try:
+        parts = _fork_map(_score_range, tasks, then=inp.hash_in_background)
+    finally:
+        _FORKED_SCORER = None
+    queries = []
+    for part in parts:      # a query cut by a range end comes back raw from both sides
+        if (queries and part and queries[-1][0] == part[0][0]
+                and type(queries[-1][1]) is _Scored and type(part[0][1]) is _Scored):
+            queries[-1] = (part[0][0], _joined([queries[-1][1], part[0][1]]))
+            queries.extend(itertools.islice(part, 1, None))
+        else:
+            queries.extend(part)
+    if not queries:
+        raise _Retry()
+    if len(set(map(_first, queries))) < len(queries):      # a query in two places
+        raise _NotGrouped() if fmt == "trec" else _Retry()
+    return _merged(scorer, queries)
+
+
+def _merged(scorer, queries):
+    """What _scored_run_plain yields, from the workers' results."""
+    qrels = scorer.qrels
+    for qid, result in queries:
+        if qid not in qrels:
+            yield qid, None
+        elif type(result) is tuple:     # scored by a worker
+            yield qid, result
+        else:                           # a query joined across a range end
+            yield qid, scorer(qid, result)
+
+
+_first = operator.itemgetter(0)
+
+
+class _HashingInput(_Input):
+    """An _Input whose regular file can be hashed by a forked process while
+    this one goes on (see _parallel_queries): info() waits for that hash."""
+
+    _hashing = None     # (pid, pipe) of a process hashing the file
+    _sha256 = None
+
+    def info(self, fmt):
+        self._wait_for_hash()
+        info = super().info(fmt)
+        if self._sha256:
+            info["sha256"] = self._sha256
+        return info
+
+    def blocks(self):
+        self._wait_for_hash()
+        self._sha256 = None
+        yield from super().blocks()
+
+    def hash_in_background(self):
+        """Hash a regular file in a forked process while this one goes on (it
+        has the sha256 ready when info() asks); hash here if no process starts."""
+        self._wait_for_hash()
+        try:
+            self._hashing = _start_child(_sha256_of_file, (self.source, self.name))
+        except _Retry:
+            all(True for _ in self.blocks())
+
+    def stop_hashing(self):
+        """Forget a hash still being computed (an error came first)."""
+        if self._hashing is not None:
+            pid, reader = self._hashing
+            self._hashing = None
+            os.close(reader)        # the hashing process's write fails; it exits anyway
+            _reap([pid])
+
+    def _wait_for_hash(self):
+        if self._hashing is not None:
+            pid, reader = self._hashing
+            self._hashing = None
+            try:
+                self._sha256 = _collect(reader)
+            except _Retry:                  # the hashing process died: hash here
+                all(True for _ in self.blocks())
+            finally:
+                _reap([pid])
+
+
 # --- Hooks -------------------------------------------------------------------
 
 # hook name in Part I -> (acceleration, plain twin)
@@ -4050,6 +4107,8 @@ _HOOKS = {
     "_labels_for_ranking": (_labels_for_fast, _labels_for),
     "_trec_qrels": (_trec_qrels_whole, _trec_qrels_checked),
     "_rank": (_rank_fast, _rank_plain),
+    "_scored_run": (_scored_run_forked, _scored_run_plain),
+    "_input_of": (_HashingInput, _Input),
 }
 _ACCELERATED = False
 

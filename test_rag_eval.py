@@ -68,6 +68,11 @@ class TempDir:
         return path
 
 
+# Tests of how an acceleration works (Part II), not of what it computes: skipped
+# with RAG_EVAL_PLAIN=1, which keeps every plain twin (AccelerationTwinsTest).
+accelerated_only = unittest.skipUnless(rag_eval._ACCELERATED, "RAG_EVAL_PLAIN=1")
+
+
 def example(name):
     return os.path.join(HERE, name)
 
@@ -362,7 +367,8 @@ class PolicyTest(unittest.TestCase):
                 with self.subTest(form=form, k=k):
                     scorer = rag_eval._QueryScorer(qrels, rag_eval.resolve_measures(
                         "recall,precision", k), 1)
-                    report = rag_eval._score(scorer, [("q", ranking)], False, "r")
+                    report = rag_eval._score(scorer, rag_eval._scored_queries(
+                        scorer, [("q", ranking)]), False, "r")
                     self.assertEqual(report.mean, mean)
                     self.assertEqual(any("repeat ids" in w for w in report.warnings), warned)
 
@@ -781,6 +787,7 @@ class ParallelTest(TempDir, unittest.TestCase):
         self.assertEqual(len(os.listdir("/proc/self/fd")), before)
         self.assertEqual(rag_eval._EXITING, set())
 
+    @accelerated_only
     def test_a_change_of_run_tag_stays_on_every_core(self):
         lines = self.lines()
         tagged = [line[:-1] + ("a" if i % 7 < 3 else "b") for i, line in enumerate(lines)]
@@ -794,6 +801,7 @@ class ParallelTest(TempDir, unittest.TestCase):
         self.assertEqual(report.per_query, expected.per_query)
         self.assertEqual(report.warnings, expected.warnings)
 
+    @accelerated_only
     def test_comment_lines_stay_on_every_core(self):
         lines = self.lines()
         commented = ["# run of %d lines" % len(lines)]
