@@ -3309,11 +3309,12 @@ def _trec_blocks(inp):
         number += lines
 
 
-def _block_segments(block, name, number, lines):
+def _block_segments(block, name, number, lines, opening=None):
     """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a
-    block (none when it holds only comments)."""
+    block (none when it holds only comments).  ``opening``: no run line came
+    before this block (default: the block starts the file)."""
     if _has_comments(block):
-        return _block_segments_checked(block, name, number)
+        return _block_segments_checked(block, name, number, opening)
     first_end = block.find(b"\n")
     tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
     tokens = (tag + b"\n" + block).split(b" ")
@@ -3323,7 +3324,7 @@ def _block_segments(block, name, number, lines):
             segments = _keyed_segments(tokens[0:5 * lines:5], tokens[2::5], tokens[4::5])
             if segments is not None:
                 return segments
-    return _block_segments_checked(block, name, number)
+    return _block_segments_checked(block, name, number, opening)
 
 
 _TWO_SPACES = re.compile(rb"  ")    # the regex engine finds it faster than bytes.find
@@ -3414,7 +3415,7 @@ def _joined(parts):
     return _Scored(docs, [float(x) for _, scores in parts for x in scores])
 
 
-def _block_segments_checked(block, name, number):
+def _block_segments_checked(block, name, number, opening=None):
     segments = []
     for offset, line in enumerate(block.split(b"\n")[:-1], 1):
         if not line.strip() or _is_comment(line):
@@ -3422,7 +3423,7 @@ def _block_segments_checked(block, name, number):
         try:
             qid, doc, score = _parse_run_line(line, "%s:%d" % (name, number + offset))
         except EvalError as exc:
-            first = number == 0 and not segments    # the file's first run line
+            first = (number == 0 if opening is None else opening) and not segments
             raise (_first_line_error(exc, line, "run") if first else exc) from None
         if segments and segments[-1][0] == qid:
             segments[-1][1].append(doc)
@@ -3474,7 +3475,7 @@ def _trec_run_queries_fast(inp, grouped=True):
         return
     finished, current, parts = set(), None, []
     for number, block, lines in _trec_blocks(inp):
-        segments = _block_segments(block, inp.name, number, lines)
+        segments = _block_segments(block, inp.name, number, lines, current is None)
         if not segments:
             continue
         if len({qid for qid, _, _ in segments}) < len(segments):
@@ -3515,7 +3516,8 @@ def _gathered_queries(inp):
     """(qid, _Scored) of a TREC run whose queries are scattered: all in memory."""
     gathered = {}
     for number, block, lines in _trec_blocks(inp):
-        for qid, docs, scores in _block_segments(block, inp.name, number, lines):
+        for qid, docs, scores in _block_segments(block, inp.name, number, lines,
+                                                 not gathered):
             gathered.setdefault(qid, []).append((docs, scores))
     if not gathered:
         raise EvalError("%s: no run lines found" % inp.name)
