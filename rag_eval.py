@@ -81,6 +81,14 @@ UNJUDGED = -1        # grade given to a retrieved id that the qrels do not label
 FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
 
 
+# ===========================================================================
+# Part I: Definitions
+#
+# The public API and what every number means, in plain code, top to bottom.
+# Where speed needs other code, a one-line hook names the plain function here
+# and Part II (Accelerations, at the end of the file) installs its fast twin.
+# ===========================================================================
+
 # ---------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------
@@ -3276,13 +3284,32 @@ def _command():
 # process.  A differential test pins each pair (AccelerationTwinsTest):
 # seeded random inputs by the thousand, fast == plain, byte-identical reports.
 #
-#   hook in Part I        acceleration              plain twin (Part I)
-#   _trec_run_queries     _trec_run_queries_fast    _trec_run_queries_plain
-#   _labels_for_ranking   _labels_for_fast          _labels_for
-#   _trec_qrels           _trec_qrels_whole         _trec_qrels_checked
-#   _rank                 _rank_fast                _rank_plain
-#   _scored_run           _scored_run_forked        _scored_run_plain
-#   _input_of             _HashingInput             _Input
+#   acceleration            hook                 plain twin (Part I)      pinning test *
+#   _trec_run_queries_fast  _trec_run_queries    _trec_run_queries_plain  trec_run_readers,
+#     (blocks split at C speed, bytes ids,                                fast_trec_reader_agrees
+#     decimal score tokens)                                               _with_the_line_reader,
+#                                                                         decimal_tokens_compare
+#                                                                         _as_numbers
+#   _labels_for_fast        _labels_for_ranking  _labels_for              rankers, reports_are
+#                                                                         _byte_identical
+#   _trec_qrels_whole       _trec_qrels          _trec_qrels_checked      trec_qrels_fast_and
+#                                                                         _checked_readers_agree,
+#                                                                         trec_qrels_fast_reader
+#                                                                         _agrees_on_mutated_lines
+#   _rank_fast (in order,   _rank                _rank_plain              rankers
+#     heapq top)
+#   _scored_run_forked      _scored_run          _scored_run_plain        reports_are_byte_identical
+#     (forked workers)                                                    (and ParallelTest,
+#                                                                         FuzzTest)
+#   _HashingInput           _input_of            _Input                   reports_are_byte_identical
+#     (hash in a process)                                                 (sha256 in the reports)
+#   every one at once       RAG_EVAL_PLAIN=1                              reports_are_byte_identical
+#
+#   * AccelerationTwinsTest.test_<name>, in test_rag_eval.py.
+#
+#   Not behind a hook (speed inside a definition, no twin): the C-speed whole-
+#   query checks of JSON input (_check_run_query), the gain and discount tables
+#   of the measures, the paused garbage collector (_gc_paused).
 #
 # A reader who wants to know what a number means never needs this part.
 # ===========================================================================
