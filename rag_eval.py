@@ -32,7 +32,7 @@ Quick start:
 
 >>> qrels = {"q1": {"a": 2, "b": 1}, "q2": {"c": 1}}
 >>> run = {"q1": ["x", "a", "b"], "q2": ["c"]}
->>> report = evaluate(qrels, run, k=3, metrics=["recall", "mrr"])
+>>> report = evaluate(qrels, run, k=3, measures=["recall", "mrr"])
 >>> report.mean
 {'recall@3': 1.0, 'mrr@3': 0.75}
 
@@ -147,28 +147,29 @@ class Measure(NamedTuple):
         inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in self.params)
         return "%s%s%s" % (self.name, "(%s)" % inner if inner else "", _cutoff_text(self.k))
 
-    def value(self, grades, judged):
-        """Score one query from the grades of its top ids, best first (UNJUDGED
-        where unlabelled), and every grade the qrels give it.
+    def value(self, top_grades, grades):
+        """Score one query from ``top_grades``, the grades of its top ids, best
+        first (UNJUDGED where unlabelled), and ``grades``, every grade the qrels
+        give it.
 
         >>> parse_measure("recall@2").value([1, UNJUDGED, 1], [1, 1, 0])
         0.5
         """
-        return self.bind()(grades, judged)
+        return self.bind()(top_grades, grades)
 
     def bind(self):
-        """The per-query function (grades, judged) -> float of value(), with k
+        """The per-query function (top_grades, grades) -> float of value(), with k
         and the parameters filled in.
 
         >>> parse_measure("ndcg(gain=linear)@3").bind()([2, 1, 0], [2, 2, 1]) > 0.69
         True
         """
         func, args = self._parts()
-        return lambda grades, judged: func(_from_grades(grades),
-                                           tuple(sorted(judged, reverse=True)), *args)
+        return lambda top_grades, grades: func(_from_grades(top_grades),
+                                               tuple(sorted(grades, reverse=True)), *args)
 
     def _parts(self):
-        """(func, args): the measure is ``func(ranked, judged, *args)``, args
+        """(func, args): the measure is ``func(ranked, grades, *args)``, args
         being the cutoff (for a measure that takes one; the whole ranking for
         ALL) and the parameters, positionally (a call builds no keyword dict)."""
         spec = _REGISTRY[self.name]
@@ -296,7 +297,7 @@ class GateResult(NamedTuple):
     """The verdict of :func:`gate`.  In a boolean context it is that verdict,
     so ``assert gate(report, baseline)`` fails on a failed gate.
 
-    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, metrics="mrr")
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> bool(gate(r, {"mrr@2": 0.9})), bool(gate(r, {"mrr@2": 0.5}))
     (False, True)
     """
@@ -339,20 +340,20 @@ class GateResult(NamedTuple):
 # ---------------------------------------------------------------------------
 # Measures
 #
-# Every measure is a pure function (ranked, judged, k, **params) -> float:
-#   ranked  a _Ranked: ``hits``, the (rank, grade) of every id in the top K
+# Every measure is a pure function (ranked, grades, k, **params) -> float:
+#   ranked  a _Ranked: ``labelled``, the (rank, grade) of every id in the top K
 #           that the qrels give a grade >= 0, best first, ranks from 1
 #           (K >= k); and ``length``, how many ids the top K holds.  An id the
 #           qrels do not label, or label with a negative grade, is non-relevant
-#           and unjudged (as in trec_eval), so it is not a hit.
-#   judged  every grade the qrels give this query, sorted descending.
+#           and unjudged (as in trec_eval), so it is not listed.
+#   grades  every grade the qrels give this query, sorted descending.
 # Ranking and grade look-up happen once per query (see _rank); a measure
-# reads only the few hits, never the whole ranking.
+# reads only the few labelled ids, never the whole ranking.
 # ---------------------------------------------------------------------------
 
 class _Ranked(NamedTuple):
     """One query ranked once: what every measure reads."""
-    hits: list             # (rank, grade >= 0) of the labelled ids in the top K, best first
+    labelled: list         # (rank, grade >= 0) of the labelled ids in the top K, best first
     length: int            # ids in the top K
     duplicates: int = 0    # repeated ids met while ranking
     straddling: int = 0    # tied score groups that cross a cutoff
@@ -363,13 +364,13 @@ def _from_grades(grades):
     """A _Ranked from the grades of the top ids, best first (None or a negative
     grade: unlabelled).  For examples and for ranked lists.
 
-    >>> _from_grades([2, -1, None, 0]).hits
+    >>> _from_grades([2, -1, None, 0]).labelled
     [(1, 2), (4, 0)]
     """
-    return _Ranked(_hits(grades), len(grades))
+    return _Ranked(_labelled(grades), len(grades))
 
 
-def _hits(grades):
+def _labelled(grades):
     return [(rank, g) for rank, g in enumerate(grades, 1) if g is not None and g >= 0]
 
 
@@ -458,7 +459,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
 
     ``summary``     one line, shown by ``--list-measures``;
     ``params``      ``{name: Param}``, the function's parameters after
-                    ``(ranked, judged[, k])``, with the same defaults;
+                    ``(ranked, grades[, k])``, with the same defaults;
     ``peers``       :func:`peer` spellings accepted as input;
     ``population``  which queries the mean is over (a key of POPULATIONS);
     ``cutoff``      False for a measure without one (``rprec``): its function
@@ -495,7 +496,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
 
 
 def _parameter_names(func, cutoff=True):
-    """The names of a measure function's parameters after (ranked, judged[, k])."""
+    """The names of a measure function's parameters after (ranked, grades[, k])."""
     code = func.__code__
     return code.co_varnames[3 if cutoff else 2:code.co_argcount]
 
@@ -550,14 +551,14 @@ def _spelling_meaning(spec, spelling):
 
 
 @functools.lru_cache(maxsize=1 << 12)   # queries share few distinct grade lists
-def _count_relevant(judged, rel):
-    """How many of the (sorted) judged grades are >= rel."""
-    return sum(map(rel.__le__, judged))
+def _count_relevant(grades, rel):
+    """How many of the (sorted) grades are >= rel."""
+    return sum(map(rel.__le__, grades))
 
 
 def _relevant_in_top(ranked, k, rel):
     found = 0
-    for rank, g in ranked.hits:
+    for rank, g in ranked.labelled:
         if rank > k:
             break
         found += g >= rel
@@ -603,37 +604,37 @@ class _GainTable(dict):
 _GAIN_TABLES = {kind: _GainTable(kind) for kind in GAIN.choices}
 
 
-def _dcg(hits, k, gain):
-    """sum gain(g) / log2(rank + 1) over the (rank, grade) hits with rank <= k,
+def _dcg(labelled, k, gain):
+    """sum gain(g) / log2(rank + 1) over the (rank, grade) labelled with rank <= k,
     added in rank order as trec_eval does.
 
     >>> round(_dcg([(1, 2), (3, 1)], 10, "linear"), 4)   # 2/log2(2) + 1/log2(4)
     2.5
     """
     gains = _GAIN_TABLES[gain]
-    deepest = min(k, hits[-1][0]) if hits else 0      # not k: k may be huge ("no cutoff")
+    deepest = min(k, labelled[-1][0]) if labelled else 0      # not k: k may be huge ("no cutoff")
     discounts = _DISCOUNTS if deepest < len(_DISCOUNTS) else _discounts(deepest)
     total = 0.0
-    for rank, g in hits:
+    for rank, g in labelled:
         if rank > k:
             break
         total += gains[g] * discounts[rank]
     if total == math.inf:
         raise EvalError("grades %s are too large for %s gain: their DCG overflows a float"
-                        % (_short_repr(sorted({g for _, g in hits}, reverse=True)[:3], 60), gain))
+                        % (_short_repr(sorted({g for _, g in labelled}, reverse=True)[:3], 60), gain))
     return total
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def _ideal_dcg(judged, k, gain):
-    """DCG@k of the best ranking of ``judged`` (a tuple sorted descending)."""
-    return _dcg(list(enumerate(judged[:k], 1)), k, gain)
+def _ideal_dcg(grades, k, gain):
+    """DCG@k of the best ranking of ``grades`` (a tuple sorted descending)."""
+    return _dcg(list(enumerate(grades[:k], 1)), k, gain)
 
 
 @measure("recall", params={"rel": REL},
          peers=(peer("trec_eval", "recall_K"), peer("ir_measures", "R"), peer("ranx", "recall")),
          summary="relevant ids in the top k / all relevant ids in the qrels")
-def recall(ranked, judged, k, rel=1):
+def recall(ranked, grades, k, rel=1):
     """Share of the query's relevant ids found in the top k (trec_eval recall_k, ir_measures R@k).
 
     The denominator counts every id with grade >= rel, retrieved or not; a
@@ -642,7 +643,7 @@ def recall(ranked, judged, k, rel=1):
     >>> recall(_from_grades([2, -1, 1, 0]), (2, 1, 1, 0), 3)
     0.6666666666666666
     """
-    relevant = _count_relevant(tuple(judged), rel)
+    relevant = _count_relevant(tuple(grades), rel)
     if relevant == 0:
         return 0.0
     return _relevant_in_top(ranked, k, rel) / relevant
@@ -652,21 +653,21 @@ def recall(ranked, judged, k, rel=1):
          peers=(peer("trec_eval", "success_K"), peer("ir_measures", "Success"),
                 peer("ranx", "hit_rate")),
          summary="1 if any relevant id is in the top k, else 0 (not recall)")
-def success(ranked, judged, k, rel=1):
+def success(ranked, grades, k, rel=1):
     """1.0 when a relevant id is in the top k (trec_eval success_k, ir_measures Success@k, ranx hit_rate@k).
 
     >>> ranked = _from_grades([-1, 0, 1])
     >>> success(ranked, (1, 0), 2), success(ranked, (1, 0), 3)
     (0.0, 1.0)
     """
-    return 1.0 if mrr(ranked, judged, k, rel) else 0.0
+    return 1.0 if mrr(ranked, grades, k, rel) else 0.0
 
 
 @measure("mrr", params={"rel": REL},
          peers=(peer("trec_eval", "recip_rank", k=ALL), peer("ir_measures", "RR"),
                 peer("ranx", "mrr"), peer("other", "MRR")),
          summary="1 / rank of the first relevant id in the top k, else 0")
-def mrr(ranked, judged, k, rel=1):
+def mrr(ranked, grades, k, rel=1):
     """Reciprocal rank of the first relevant id within the top k (ir_measures RR@k).
 
     trec_eval's recip_rank has no cutoff: it is mrr@all.
@@ -674,7 +675,7 @@ def mrr(ranked, judged, k, rel=1):
     >>> mrr(_from_grades([0, -1, 2, 1]), (2, 1, 0), 5), mrr(_from_grades([0, -1, 2]), (2, 0), 2)
     (0.3333333333333333, 0.0)
     """
-    for rank, g in ranked.hits:
+    for rank, g in ranked.labelled:
         if rank > k:
             break
         if g >= rel:
@@ -686,7 +687,7 @@ def mrr(ranked, judged, k, rel=1):
          peers=(peer("trec_eval", "ndcg_cut_K", gain="linear"),
                 peer("ir_measures", "nDCG", gain="linear"), peer("ranx", "ndcg_burges")),
          summary="DCG@k / ideal DCG@k of all judged grades; gain 2^g-1 (or g)")
-def ndcg(ranked, judged, k, gain="exponential"):
+def ndcg(ranked, grades, k, gain="exponential"):
     """Normalised DCG: sum gain(g_i) / log2(i + 1) over ranks i <= k, over the ideal.
 
     The ideal orders *every* grade in the qrels, retrieved or not, so a run that
@@ -700,23 +701,23 @@ def ndcg(ranked, judged, k, gain="exponential"):
     >>> round(ndcg(_from_grades([2, 1, 0]), (2, 2, 1), 3, gain="linear"), 4)
     0.6994
     """
-    ideal = _ideal_dcg(tuple(judged), k, gain)
+    ideal = _ideal_dcg(tuple(grades), k, gain)
     if ideal == 0.0:
         return 0.0
-    return _dcg(ranked.hits, k, gain) / ideal
+    return _dcg(ranked.labelled, k, gain) / ideal
 
 
 @measure("map", params={"rel": REL},
          peers=(peer("trec_eval", "map_cut_K"), peer("ir_measures", "AP"), peer("ranx", "map"),
                 peer("other", "MAP")),
          summary="sum of precision@i at relevant ranks i <= k / all relevant ids")
-def average_precision(ranked, judged, k, rel=1):
+def average_precision(ranked, grades, k, rel=1):
     """Average precision cut at k (trec_eval map_cut_k, ir_measures AP@k).
 
     >>> average_precision(_from_grades([1, 0, 1]), (1, 1, 1), 3)   # (1/1 + 2/3) / 3
     0.5555555555555555
     """
-    relevant = _count_relevant(tuple(judged), rel)
+    relevant = _count_relevant(tuple(grades), rel)
     if relevant == 0:
         return 0.0
     return _precision_sum(ranked, k, rel)[0] / relevant
@@ -726,7 +727,7 @@ def _precision_sum(ranked, k, rel):
     """(sum of precision@i over the relevant ranks i <= k, relevant count)."""
     found = 0
     total = []
-    for rank, g in ranked.hits:
+    for rank, g in ranked.labelled:
         if rank > k:
             break
         if g >= rel:
@@ -739,7 +740,7 @@ def _precision_sum(ranked, k, rel):
          peers=(peer("trec_eval", "P_K"), peer("ir_measures", "P"), peer("ranx", "precision")),
          summary="relevant ids in the top k / k (missing slots count as misses); "
                  "@all: / ids returned")
-def precision(ranked, judged, k, rel=1):
+def precision(ranked, grades, k, rel=1):
     """Relevant ids in the top k divided by k, even when fewer than k were returned
     (trec_eval P_k, ir_measures P@k).  Unstable across queries: report, do not gate.
     Over the whole ranking (precision@all) it is divided by the ids returned
@@ -758,7 +759,7 @@ def precision(ranked, judged, k, rel=1):
 
 @measure("context_precision", params={"rel": REL},
          summary="sum of precision@i at relevant ranks i <= k / relevant ids in the top k")
-def context_precision(ranked, judged, k, rel=1):
+def context_precision(ranked, grades, k, rel=1):
     """The label-based context precision of Ragas and DeepEval: rank-aware
     "is the good stuff on top".  Like AP but divided by the relevant ids that
     were retrieved in the top k; 0 when there are none.
@@ -772,7 +773,7 @@ def context_precision(ranked, judged, k, rel=1):
 
 @measure("judged", peers=(peer("ir_measures", "Judged"),),
          summary="labelled ids in the top k / min(k, ids returned)")
-def judged(ranked, judged, k):
+def judged(ranked, grades, k):
     """Share of the top k that carry a label, grade 0 included, negative grades not
     (ir_measures Judged@k; trec_eval's unjudged count divides by k instead).
     An empty ranking scores 0.  Low values mean the scores undercount.
@@ -788,7 +789,7 @@ def judged(ranked, judged, k):
          peers=(peer("trec_eval", "Rprec"), peer("ir_measures", "Rprec"),
                 peer("ranx", "r-precision")),
          summary="precision at rank R, R = relevant ids in the qrels (equals recall at R)")
-def r_precision(ranked, judged, rel=1):
+def r_precision(ranked, grades, rel=1):
     """R-precision: the relevant ids among the first R, divided by R, where R
     is the query's number of relevant ids in the qrels (trec_eval Rprec,
     ir_measures Rprec, ranx r-precision).  Precision and recall are equal at
@@ -797,7 +798,7 @@ def r_precision(ranked, judged, rel=1):
     >>> r_precision(_from_grades([1, -1, 1, 1]), (2, 1, 1, 0))   # R = 3: 2 of the top 3
     0.6666666666666666
     """
-    relevant = _count_relevant(tuple(judged), rel)
+    relevant = _count_relevant(tuple(grades), rel)
     if relevant == 0:
         return 0.0
     return _relevant_in_top(ranked, relevant, rel) / relevant
@@ -807,7 +808,7 @@ def r_precision(ranked, judged, rel=1):
          peers=(peer("trec_eval", "bpref"), peer("ir_measures", "Bpref")),
          summary="how rarely judged non-relevant ids rank above the relevant ones; "
                  "unjudged ids are skipped")
-def bpref(ranked, judged, rel=1):
+def bpref(ranked, grades, rel=1):
     """Binary preference (Buckley and Voorhees 2004), as trec_eval's bpref:
     only judged ids count.  With R relevant ids (grade >= rel) and N judged
     non-relevant ones (0 <= grade < rel) in the qrels, each relevant id
@@ -819,13 +820,13 @@ def bpref(ranked, judged, rel=1):
     >>> bpref(_from_grades([0, 1, None, 0, 1]), (1, 1, 1, 0, 0))   # (1 - 1/2 + 1 - 2/2) / 3
     0.16666666666666666
     """
-    relevant = _count_relevant(tuple(judged), rel)
+    relevant = _count_relevant(tuple(grades), rel)
     if relevant == 0:
         return 0.0
-    nonrelevant = _count_relevant(tuple(judged), 0) - relevant
+    nonrelevant = _count_relevant(tuple(grades), 0) - relevant
     worst = min(nonrelevant, relevant)
     above, total = 0, []
-    for _, g in ranked.hits:
+    for _, g in ranked.labelled:
         if g < rel:
             above += 1
         else:
@@ -1048,7 +1049,7 @@ def parse_cutoffs(k):
     return tuple(sorted({_positive_int(item, "k") for item in items}))
 
 
-def resolve_measures(metrics=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
+def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
     """Measures from names (a list, or one comma-separated string) and cutoffs.
 
     A name without ``@k`` is taken at every cutoff in ``k`` (``@all`` is the
@@ -1058,13 +1059,12 @@ def resolve_measures(metrics=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
     >>> [str(m) for m in resolve_measures("recall,ndcg@3,map@all,rprec", k="1,5")]
     ['recall@1', 'recall@5', 'ndcg@3', 'map@all', 'rprec']
     """
-    if metrics is None:
-        metrics = DEFAULT_METRICS
+    metrics = DEFAULT_METRICS if measures is None else measures
     if isinstance(metrics, str):
         metrics = _split_top_level(metrics)
     elif not isinstance(metrics, (list, tuple)):
-        raise EvalError("metrics must be a list of names or one comma-separated string, got %r"
-                        % (metrics,))
+        raise EvalError("measures must be a list of names or one comma-separated string, "
+                        "got %r" % (metrics,))
     for item in metrics:
         if not isinstance(item, (str, Measure)):
             raise EvalError("a measure name must be a string, got %r" % (item,))
@@ -1833,7 +1833,7 @@ def load_run(source, *, format=None):
 # Evaluation
 #
 # Per query: rank once and keep only the labelled ids of the top K, with
-# their ranks (_rank); every measure then reads those few hits.
+# their ranks (_rank); every measure then reads those few labelled.
 # ---------------------------------------------------------------------------
 
 def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
@@ -1851,9 +1851,9 @@ def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
     (Part II's twin counts them exactly only when ``exact_returned``).
 
     >>> _rank_plain({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1, "c": 0}, 2, (1, 2), False)
-    _Ranked(hits=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
+    _Ranked(labelled=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
     >>> _rank_plain(["x", "x", "a"], {"a": 1}, 5, (5,))
-    _Ranked(hits=[(2, 1)], length=2, duplicates=1, straddling=0, returned=2)
+    _Ranked(labelled=[(2, 1)], length=2, duplicates=1, straddling=0, returned=2)
     """
     if ranking is None:
         return _Ranked([], 0)
@@ -1874,7 +1874,7 @@ def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
                 break
     length = min(len(top), depth)
     straddling = 0 if isinstance(ranking, list) else _straddling(scores, cutoffs, len(scores))
-    return _Ranked(_hits(map(labels.get, top[:depth])), length, read - length, straddling,
+    return _Ranked(_labelled(map(labels.get, top[:depth])), length, read - length, straddling,
                    len({doc for doc, _ in entries}))
 
 
@@ -1942,25 +1942,26 @@ def _gc_paused(func):
 
 
 @_gc_paused
-def evaluate(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential",
-             skip_extra_queries=False):
+def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
+             skip_extra_queries=False, metrics=None):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
     first) or ``{qid: {doc_id: score}}``.  ``k`` is one cutoff or several
-    (``[1, 5, 10]`` or ``"1,5,10"``); ``metrics`` names measures (default:
-    recall, success, mrr, ndcg).  ``rel`` is the lowest relevant grade.
+    (``[1, 5, 10]`` or ``"1,5,10"``); ``measures`` names measures (default:
+    recall, success, mrr, ndcg; ``metrics=``, its old name, is still read).
+    ``rel`` is the lowest relevant grade.
     Policies: a query with no grade >= rel is unscored (listed, not averaged);
     a qrels query absent from the run scores 0 and stays in the mean; a run
     query absent from the qrels is an error unless ``skip_extra_queries``.
     Inputs are never modified.
 
     >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}},
-    ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, metrics="recall")
+    ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, measures="recall")
     >>> r.mean, r.unscored, r.missing
     ({'recall@1': 0.5}, ('q3',), ('q2',))
     """
-    measures = resolve_measures(metrics, k, rel=rel, gain=gain)
+    measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     run = _validated(run, "run", _check_run_query)
     scorer = _QueryScorer(qrels, measures, _positive_int(rel, "rel"))
@@ -1968,20 +1969,30 @@ def evaluate(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential"
 
 
 @_gc_paused
-def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential",
-                   skip_extra_queries=False, qrels_format=None, run_format=None):
+def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
+                   skip_extra_queries=False, qrels_format=None, run_format=None,
+                   metrics=None):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format.
 
     >>> evaluate_files(io.StringIO('{"q": {"a": 1}}'),
-    ...                io.StringIO('q Q0 b 1 2.0 x\\nq Q0 a 2 1.0 x\\n'), metrics="mrr").mean
+    ...                io.StringIO('q Q0 b 1 2.0 x\\nq Q0 a 2 1.0 x\\n'), measures="mrr").mean
     {'mrr@5': 0.5}
     """
-    measures = resolve_measures(metrics, k, rel=rel, gain=gain)
+    measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain)
     qrels, qrels_info = _read_qrels(qrels, qrels_format)
     return _evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                          skip_extra_queries, run_format)
+
+
+def _renamed(measures, metrics):
+    """``measures=``, or ``metrics=``, its old name; not both."""
+    if metrics is None:
+        return measures
+    if measures is not None:
+        raise EvalError("give measures= or metrics= (its old name), not both")
+    return metrics
 
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format):
@@ -2056,30 +2067,30 @@ class _QueryScorer:
 
     def __call__(self, qid, ranking):
         labels = self.qrels.get(qid, _NO_LABELS)
-        judged = _judged(labels)
-        scored = self.is_scored(judged)
+        grades = _sorted_grades(labels)
+        scored = self.is_scored(grades)
         labels = _labels_for_ranking(ranking, labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
         if scored:
             try:
-                values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
+                values = {name: func(ranked, grades, *args) for name, func, args in self.calls}
             except EvalError as exc:
                 raise EvalError("qrels: query %r: %s" % (qid, exc)) from None
-        if ranked.hits or not ranked.length:
+        if ranked.labelled or not ranked.length:
             unlabelled = None
         elif self.met_label:
             unlabelled = True       # the whole-ranking look is needed only until a label is met
         else:
             unlabelled = _unlabelled(ranking, labels)
-        if ranked.hits or unlabelled is True:
+        if ranked.labelled or unlabelled is True:
             self.met_label = True
         return values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled
 
-    def is_scored(self, judged):
-        """True when a query's judged grades (see _judged) hold a relevant one;
+    def is_scored(self, grades):
+        """True when a query's grades (see _sorted_grades) hold a relevant one;
         else the query is unscored."""
-        return bool(judged) and judged[0] >= self.rel
+        return bool(grades) and grades[0] >= self.rel
 
 
 def _unlabelled(ranking, labels):
@@ -2105,8 +2116,8 @@ def _labels_for(ranking, labels):
 _labels_for_ranking = _labels_for   # hook: Part II's TREC reader keys ids as bytes
 
 
-def _judged(labels):
-    """A query's grades, sorted descending (what every measure gets as ``judged``)."""
+def _sorted_grades(labels):
+    """A query's grades, sorted descending (what every measure gets as ``grades``)."""
     return tuple(sorted(labels.values(), reverse=True))
 
 
@@ -2148,7 +2159,7 @@ def _score(scorer, scored, skip_extra, run_name):
         elif add(qid, result):
             empty.append(qid)
     absent = sorted(set(qrels).difference(per_query, abstention))
-    missing = [qid for qid in absent if scorer.is_scored(_judged(qrels[qid]))]
+    missing = [qid for qid in absent if scorer.is_scored(_sorted_grades(qrels[qid]))]
     for qid in absent:
         add(qid, scorer(qid, None))
     extra.sort()
@@ -2310,7 +2321,7 @@ def _statistics():
 
 
 def _finite_floats(values, what):
-    """Return *values* as a list of floats; raise ValueError on NaN or inf.
+    """Return *values* as a list of floats; raise EvalError on NaN or inf.
 
     >>> _finite_floats([1, 0.5], "diffs")
     [1.0, 0.5]
@@ -2318,7 +2329,7 @@ def _finite_floats(values, what):
     out = [float(v) for v in values]
     for v in out:
         if not math.isfinite(v):
-            raise ValueError(f"{what} must be finite numbers, got {v!r}")
+            raise EvalError("%s must be finite numbers, got %r" % (what, v))
     return out
 
 
@@ -2367,9 +2378,9 @@ def _betainc(a, b, x):
     (0.0, 1.0)
     """
     if not (a > 0.0 and b > 0.0):
-        raise ValueError(f"_betainc needs a > 0 and b > 0, got a={a!r}, b={b!r}")
+        raise EvalError("_betainc needs a > 0 and b > 0, got a=%r, b=%r" % (a, b))
     if not 0.0 <= x <= 1.0:
-        raise ValueError(f"_betainc needs 0 <= x <= 1, got x={x!r}")
+        raise EvalError("_betainc needs 0 <= x <= 1, got x=%r" % (x,))
     if x == 0.0 or x == 1.0:
         return x
     if x > (a + 1.0) / (a + b + 2.0):
@@ -2400,7 +2411,7 @@ def _betainc(a, b, x):
         if abs(delta - 1.0) < 1e-16:
             break
     else:  # pragma: no cover - not reached for the a, b of a t-test
-        raise ArithmeticError(f"_betainc did not converge for a={a}, b={b}, x={x}")
+        raise ArithmeticError("_betainc did not converge for a=%s, b=%s, x=%s" % (a, b, x))
     return math.exp(log_front) * f / a
 
 
@@ -2416,9 +2427,9 @@ def t_two_sided_p(t, df):
     (1.0, 0.0)
     """
     if math.isnan(t):
-        raise ValueError("t_two_sided_p: t is NaN")
+        raise EvalError("t_two_sided_p: t is NaN")
     if not df > 0:
-        raise ValueError(f"t_two_sided_p needs df > 0, got {df!r}")
+        raise EvalError("t_two_sided_p needs df > 0, got %r" % (df,))
     if math.isinf(t):
         return 0.0
     t2 = t * t
@@ -2543,7 +2554,7 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     if n <= _EXACT_MAX_N:
         return _exact_sign_flip_count(d, threshold) / 2 ** n
     if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples!r}")
+        raise EvalError("resamples must be >= 1, got %r" % (resamples,))
     if rng is None:
         rng = random.Random(0)
     total = math.fsum(d)
@@ -2598,14 +2609,14 @@ def bootstrap_ci(diffs, *, resamples=10000, rng, confidence=0.95):
     """
     d = _finite_floats(diffs, "diffs")
     if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+        raise EvalError("confidence must be between 0 and 1, got %r" % (confidence,))
     n = len(d)
     if n == 0:
         return 0.0, 0.0
     if min(d) == max(d):
         return d[0], d[0]
     if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples!r}")
+        raise EvalError("resamples must be >= 1, got %r" % (resamples,))
     choices, fsum = rng.choices, math.fsum
     means = sorted([fsum(choices(d, k=n)) / n for _ in range(resamples)])
     alpha = 1.0 - confidence
@@ -2630,7 +2641,7 @@ def holm(pvalues):
     p = [float(x) for x in pvalues]
     for x in p:
         if not 0.0 <= x <= 1.0:
-            raise ValueError(f"p-values must be in [0, 1], got {x!r}")
+            raise EvalError("p-values must be in [0, 1], got %r" % (x,))
     m = len(p)
     adjusted = [0.0] * m
     running = 0.0
@@ -2653,9 +2664,9 @@ def min_detectable_difference(sd, n, *, alpha=0.05, power=0.8):
     inf
     """
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
-        raise ValueError(f"alpha and power must be in (0, 1), got {alpha!r}, {power!r}")
+        raise EvalError("alpha and power must be in (0, 1), got %r, %r" % (alpha, power))
     if n < 0 or sd < 0:
-        raise ValueError(f"sd and n must be >= 0, got sd={sd!r}, n={n!r}")
+        raise EvalError("sd and n must be >= 0, got sd=%r, n=%r" % (sd, n))
     if n == 0:
         return math.inf
     z = _statistics().NormalDist()
@@ -2669,7 +2680,7 @@ def _z(confidence):
     1.96
     """
     if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+        raise EvalError("confidence must be between 0 and 1, got %r" % (confidence,))
     return _statistics().NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
@@ -2705,9 +2716,9 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
     385
     """
     if not tolerance > 0:
-        raise ValueError(f"tolerance must be > 0, got {tolerance!r}")
+        raise EvalError("tolerance must be > 0, got %r" % (tolerance,))
     if sd < 0:
-        raise ValueError(f"sd must be >= 0, got {sd!r}")
+        raise EvalError("sd must be >= 0, got %r" % (sd,))
     ratio = _z(confidence) * sd / tolerance
     squared = ratio * ratio
     return math.ceil(squared) if math.isfinite(squared) else math.inf
@@ -2845,9 +2856,9 @@ def compare(report, reference, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED
     references.  The verdict reads ``p_holm`` at ``alpha``.
 
     >>> a = evaluate({"q%d" % i: {"d": 1} for i in range(8)},
-    ...              {"q%d" % i: ["d"] for i in range(8)}, k=1, metrics="success")
+    ...              {"q%d" % i: ["d"] for i in range(8)}, k=1, measures="success")
     >>> b = evaluate({"q%d" % i: {"d": 1} for i in range(8)},
-    ...              {"q%d" % i: ["x", "d"] for i in range(8)}, k=1, metrics="success")
+    ...              {"q%d" % i: ["x", "d"] for i in range(8)}, k=1, measures="success")
     >>> c = compare(b, a).measures["success@1"]
     >>> c.delta, c.losses, c.p_randomization, c.verdict
     (-1.0, 8, 0.0078125, 'significantly worse')
@@ -2890,7 +2901,7 @@ def _sample_size_note(report, allowed):
 
     >>> r = evaluate({"q%d" % i: {"d": 1} for i in range(100)},
     ...              {"q%d" % i: ["d"] if i < 80 else [] for i in range(100)}, k=1,
-    ...              metrics="success")
+    ...              measures="success")
     >>> print(_sample_size_note(r, {"success@1": 0.04}))
     too few queries to see a drop of the tolerance: success@1 +/-0.079 on 100 queries (about 389 needed)
     """
@@ -3122,7 +3133,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     paired randomization p (Holm-adjusted over the gated measures) is at most
     ``alpha``; with a means-only baseline it falls back to the tolerance rule.
 
-    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, metrics="mrr")
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> result = gate(r, Baseline({"mrr@2": 0.6, "recall@2": 1.0}))
     >>> result.passed, [(c.measure, c.status) for c in result.regressions]
     (False, [('mrr@2', 'regressed'), ('recall@2', 'missing')])
@@ -4074,7 +4085,7 @@ def _rank_fast(ranking, labels, depth, cutoffs, exact_returned):
     TREC reader's); ``returned`` is exact only when asked for.
 
     >>> _rank_fast({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1, "c": 0}, 2, (1, 2), False)
-    _Ranked(hits=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
+    _Ranked(labelled=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
     """
     if ranking is None:
         return _Ranked([], 0)
@@ -4085,7 +4096,7 @@ def _rank_fast(ranking, labels, depth, cutoffs, exact_returned):
         if ranked is not None:
             return ranked
     top = _top(ranking, depth, cutoffs, exact_returned)
-    return _Ranked(_hits(map(labels.get, top.docs)), len(top.docs), top.duplicates,
+    return _Ranked(_labelled(map(labels.get, top.docs)), len(top.docs), top.duplicates,
                    top.straddling, top.returned)
 
 
@@ -4095,7 +4106,7 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
     tie reorders its group by doc id, which moves such an id within the group.
 
     >>> _rank_in_order(["a", "b", "c"], [3.0, 2.0, 2.0], {"b": 1, "c": 2}, 2, (1, 2), False)
-    _Ranked(hits=[(2, 2)], length=2, duplicates=0, straddling=1, returned=3)
+    _Ranked(labelled=[(2, 2)], length=2, duplicates=0, straddling=1, returned=3)
     """
     n = len(scores)
     if not all(map(operator.ge, scores, itertools.islice(scores, 1, None))):
@@ -4107,7 +4118,7 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
     distinct = set(window)
     if len(distinct) < end:
         return None
-    hits = []
+    labelled = []
     for doc in distinct.intersection(labels):
         grade = labels[doc]
         if grade >= 0:
@@ -4118,10 +4129,10 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
             else:
                 rank = i + 1
             if rank <= depth:
-                hits.append((rank, grade))
-    if len(hits) > 1:
-        hits.sort()
-    return _Ranked(hits, min(depth, n), 0, _straddling(scores, cutoffs, end),
+                labelled.append((rank, grade))
+    if len(labelled) > 1:
+        labelled.sort()
+    return _Ranked(labelled, min(depth, n), 0, _straddling(scores, cutoffs, end),
                    len(set(docs)) if exact_returned else n)
 
 

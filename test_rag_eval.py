@@ -2869,10 +2869,17 @@ class NeverPassByAccidentTest(TempDir, unittest.TestCase):
                  lambda: rag_eval.gate(report, {"recall@5": 0.5}, alpha="x"),
                  lambda: rag_eval.gate(report, {"recall@5": 0.5}, resamples=None),
                  lambda: rag_eval.gate({"recall@5": 0.5}, {"recall@5": 0.5}),
-                 lambda: rag_eval.compare(report, None)]
+                 lambda: rag_eval.compare(report, None),
+                 lambda: rag_eval.evaluate(qrels, run, measures="recall", metrics="mrr")]
         for i, call in enumerate(calls):
             with self.subTest(call=i):
                 self.assertRaises(rag_eval.EvalError, call)
+
+    def test_measures_keyword_and_its_old_name(self):
+        qrels, run = {"q": {"a": 1}}, {"q": ["b", "a"]}
+        self.assertEqual(rag_eval.evaluate(qrels, run, measures="mrr@2").mean, {"mrr@2": 0.5})
+        self.assertEqual(rag_eval.evaluate(qrels, run, metrics="mrr@2").mean, {"mrr@2": 0.5})
+        self.assertEqual(rag_eval.evaluate(qrels, run, 2, "mrr").mean, {"mrr@2": 0.5})
 
     def test_numbers_are_ascii(self):
         for argv in (("--k", "５"), ("--metrics", "recall@٣"), ("--rel", "２")):
