@@ -409,15 +409,42 @@ class Spelling(NamedTuple):
     """A peer tool's name for a measure, accepted as input: ``text`` as the
     peer writes it (a trailing ``_K`` stands for a cutoff, as in trec_eval's
     ``P_5``), and the parameter values it implies, ``k`` included (trec_eval's
-    ``recip_rank`` is ``mrr@all``)."""
+    ``recip_rank`` is ``mrr@all``).  An ``output_only`` spelling is written
+    (``--format trec``) but not read, because as input it would clash with
+    our own name (trec_eval's uncut ``map`` is ``map@all``; our bare ``map``
+    means every ``--k``)."""
     tool: str                                   # trec_eval, ir_measures, ranx or other
     text: str
     implies: Tuple[Tuple[str, object], ...] = ()
+    output_only: bool = False
 
 
-def peer(tool, text, **implies):
+def peer(tool, text, *, output_only=False, **implies):
     """A :class:`Spelling`: ``peer("ir_measures", "nDCG", gain="linear")``."""
-    return Spelling(tool, text, tuple(sorted(implies.items())))
+    return Spelling(tool, text, tuple(sorted(implies.items())), output_only)
+
+
+def _peer_name(m, tool):
+    """How ``tool`` writes the :class:`Measure` ``m``, from the registry's
+    spellings, or None when it has no name for it: a trec_eval name stands
+    for the defaults it implies, so ``precision(rel=2)@5`` is not ``P_5``.
+
+    >>> [_peer_name(parse_measure(t), "trec_eval") for t in
+    ...  ("precision@5", "precision(rel=2)@5", "ndcg(gain=linear)@10", "ndcg@10", "map@all")]
+    ['P_5', None, 'ndcg_cut_10', None, 'map']
+    """
+    spec = _REGISTRY[m.name]
+    for spelling in spec.peers:
+        implies = dict(spelling.implies)
+        k = implies.pop("k", None)
+        if spelling.tool != tool or dict(m.params) != implies:
+            continue
+        if spelling.text.endswith("_K"):
+            if isinstance(m.k, int):
+                return "%s%d" % (spelling.text[:-1], m.k)
+        elif k is m.k:      # ALL (recip_rank) or None (no cutoff: Rprec)
+            return spelling.text
+    return None
 
 
 # Shared parameters.
@@ -479,6 +506,8 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
+            if spelling.output_only:
+                continue
             table, text = _SPELLINGS, spelling.text
             if text.endswith("_K"):
                 table, text = _CUTOFF_SPELLINGS, text[:-1]
@@ -546,7 +575,8 @@ def _spelling_meaning(spec, spelling):
         return ""
     cutoff = "@K" if spelling.text.endswith("_K") else _cutoff_text(implies.pop("k", None))
     inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in sorted(implies.items()))
-    return " (= %s%s%s)" % (spec.name, "(%s)" % inner if inner else "", cutoff)
+    return " (= %s%s%s%s)" % (spec.name, "(%s)" % inner if inner else "", cutoff,
+                              "; written, not read" if spelling.output_only else "")
 
 
 @functools.lru_cache(maxsize=1 << 12)   # queries share few distinct grade lists
@@ -631,7 +661,8 @@ def _ideal_dcg(judged, k, gain):
 
 
 @measure("recall", params={"rel": REL},
-         peers=(peer("trec_eval", "recall_K"), peer("ir_measures", "R"), peer("ranx", "recall")),
+         peers=(peer("trec_eval", "recall_K"), peer("trec_eval", "set_recall", k=ALL),
+                peer("ir_measures", "R"), peer("ranx", "recall")),
          summary="relevant ids in the top k / all relevant ids in the qrels")
 def recall(ranked, judged, k, rel=1):
     """Share of the query's relevant ids found in the top k (trec_eval recall_k, ir_measures R@k).
@@ -684,6 +715,7 @@ def mrr(ranked, judged, k, rel=1):
 
 @measure("ndcg", params={"gain": GAIN},
          peers=(peer("trec_eval", "ndcg_cut_K", gain="linear"),
+                peer("trec_eval", "ndcg", k=ALL, gain="linear", output_only=True),
                 peer("ir_measures", "nDCG", gain="linear"), peer("ranx", "ndcg_burges")),
          summary="DCG@k / ideal DCG@k of all judged grades; gain 2^g-1 (or g)")
 def ndcg(ranked, judged, k, gain="exponential"):
@@ -707,8 +739,8 @@ def ndcg(ranked, judged, k, gain="exponential"):
 
 
 @measure("map", params={"rel": REL},
-         peers=(peer("trec_eval", "map_cut_K"), peer("ir_measures", "AP"), peer("ranx", "map"),
-                peer("other", "MAP")),
+         peers=(peer("trec_eval", "map_cut_K"), peer("trec_eval", "map", k=ALL, output_only=True),
+                peer("ir_measures", "AP"), peer("ranx", "map"), peer("other", "MAP")),
          summary="sum of precision@i at relevant ranks i <= k / all relevant ids")
 def average_precision(ranked, judged, k, rel=1):
     """Average precision cut at k (trec_eval map_cut_k, ir_measures AP@k).
@@ -736,7 +768,8 @@ def _precision_sum(ranked, k, rel):
 
 
 @measure("precision", params={"rel": REL},
-         peers=(peer("trec_eval", "P_K"), peer("ir_measures", "P"), peer("ranx", "precision")),
+         peers=(peer("trec_eval", "P_K"), peer("trec_eval", "set_P", k=ALL),
+                peer("ir_measures", "P"), peer("ranx", "precision")),
          summary="relevant ids in the top k / k (missing slots count as misses); "
                  "@all: / ids returned")
 def precision(ranked, judged, k, rel=1):

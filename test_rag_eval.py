@@ -4089,3 +4089,38 @@ class FuzzTest(TempDir, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# ---------------------------------------------------------------------------
+# trec_eval's output (--format trec) and trec_eval's averaging (--average trec_eval)
+# ---------------------------------------------------------------------------
+
+class TrecOutputTest(TempDir, unittest.TestCase):
+    """``--format trec`` prints what trec_eval prints, for scripts that parse it.
+
+    The expected bytes below were compared with trec_eval 9.0.8 built from
+    usnistgov/trec_eval (tag v9.0.8) on the same files; the averaging data
+    (tests/data/trec_average/) was written by tests/peers/gen_trec_average.py
+    with pytrec_eval, which the suite never imports."""
+
+    def test_names_are_trec_evals_only_for_its_parameters(self):
+        names = {   # ours -> what --format trec prints (from the registry's peer spellings)
+            "recall@5": "recall_5", "precision@10": "P_10", "success@1": "success_1",
+            "map@5": "map_cut_5", "ndcg(gain=linear)@10": "ndcg_cut_10", "mrr@all": "recip_rank",
+            "map@all": "map", "ndcg(gain=linear)@all": "ndcg", "recall@all": "set_recall",
+            "precision@all": "set_P", "rprec": "Rprec", "bpref": "bpref",
+            # no trec_eval name for these parameters: our canonical name
+            "precision(rel=2)@5": None, "recall(rel=2)@5": None, "bpref(rel=2)": None,
+            "ndcg@10": None, "ndcg@all": None, "mrr@5": None, "success@all": None,
+            "judged@5": None, "context_precision@5": None,
+        }
+        for ours, theirs in names.items():
+            with self.subTest(measure=ours):
+                m = rag_eval.parse_measure(ours)
+                self.assertEqual(rag_eval._peer_name(m, "trec_eval"), theirs)
+        # trec_eval's set_ names are read too; its uncut map and ndcg are only
+        # written: as input, bare map and ndcg keep our meaning (every --k).
+        self.assertEqual(str(rag_eval.parse_measure("set_recall")), "recall@all")
+        self.assertEqual(str(rag_eval.parse_measure("set_P")), "precision@all")
+        self.assertEqual([str(m) for m in rag_eval.resolve_measures("map,ndcg", k=5)],
+                         ["map@5", "ndcg@5"])
