@@ -54,7 +54,7 @@ __all__ = [
     "evaluate_files", "gate", "holm", "load_baseline", "load_qrels", "load_run", "main",
     "margin_of_error", "min_detectable_difference", "paired_ttest", "parse_measure",
     "queries_needed", "randomization_p", "render_json", "render_markdown", "render_text",
-    "resolve_measures", "save_baseline", "t_two_sided_p",
+    "render_trec", "resolve_measures", "save_baseline", "t_two_sided_p",
 ]
 
 import argparse
@@ -3377,9 +3377,14 @@ def render_text(report, gate_result=None, comparisons=(), *, per_query=False,
                 baseline_name="baseline"):
     """Plain text: the measures table with the mean row, then the gate verdict
     and any comparisons, each a small table."""
+    return _text_of(_sections(report, gate_result, comparisons, per_query, baseline_name))
+
+
+def _text_of(sections, first=0):
+    """Text blocks of (title, header, rows, notes) sections; only the first
+    of the whole report (``first`` 0) is the unindented measures table."""
     lines = []
-    for number, (title, header, rows, notes) in enumerate(
-            _sections(report, gate_result, comparisons, per_query, baseline_name)):
+    for number, (title, header, rows, notes) in enumerate(sections, first):
         indent = "  " if number else ""
         lines += [title] + ([""] if not number else [])
         lines += [indent + line for line in _table(header, rows)]
@@ -3401,7 +3406,67 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     return "\n".join(lines)
 
 
-_RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}
+def _trec_eval_name(m):
+    """The name ``--format trec`` prints for a measure: trec_eval's where it has
+    one for these parameters (``P_5``, ``ndcg_cut_10``, ``map``, ``recip_rank``),
+    else our canonical name (``ndcg@10``: trec_eval has no exponential gain;
+    ``precision(rel=2)@5``: its ``P_5`` means rel 1).
+
+    >>> _trec_eval_name("ndcg(gain=linear)@10"), _trec_eval_name("ndcg@10")
+    ('ndcg_cut_10', 'ndcg@10')
+    """
+    m = parse_measure(m)
+    return _peer_name(m, "trec_eval") or str(m)
+
+
+_TREC_LINE = "%-22s\t%s\t%6.4f\n"     # trec_eval's own printf formats (meas_print_*.c)
+_TREC_COUNT = "%-22s\t%s\t%d\n"
+
+
+def render_trec(report, gate_result=None, comparisons=(), *, per_query=False, **_):
+    """trec_eval's output, for scripts that parse it: ``measure<TAB>query<TAB>value``
+    lines, the name left-justified in 22 columns and the value to 4 places.
+    With ``per_query``, every query's measures (queries sorted, as trec_eval
+    sorts them), then the ``all`` lines: ``num_q`` (an integer, as trec_eval
+    prints it: the queries the means are over) and each mean.  Measures keep
+    the report's order; names are trec_eval's where it has one
+    (see :func:`_trec_eval_name`).  The gate and comparisons are not part of it:
+    the command line writes them to stderr.
+
+    >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": ["a"], "q2": ["x", "b"]},
+    ...              k=1, metrics="precision,mrr@all")
+    >>> print(render_trec(r, per_query=True).replace("\\t", "|"), end="")
+    P_1                   |q1|1.0000
+    recip_rank            |q1|1.0000
+    P_1                   |q2|0.0000
+    recip_rank            |q2|0.5000
+    num_q                 |all|2
+    P_1                   |all|0.5000
+    recip_rank            |all|0.7500
+    """
+    names = [(m, _trec_eval_name(m)) for m in report.measures]
+    queries = report.per_query.items() if per_query else ()
+    for qid, _values in queries:
+        if qid == "all" or not qid or any(ch.isspace() for ch in qid):
+            raise EvalError("--format trec: query id %r cannot be written on a trec_eval line "
+                            "(it holds white space or is 'all', trec_eval's name for the means)"
+                            % qid)
+    lines = [_TREC_LINE % (name, qid, values[m]) for qid, values in sorted(queries)
+             for m, name in names]
+    lines.append(_TREC_COUNT % ("num_q", "all", len(report.per_query)))
+    lines += [_TREC_LINE % (name, "all", report.mean[m]) for m, name in names]
+    return "".join(lines)
+
+
+def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="baseline"):
+    """The gate verdict and comparisons as render_text() writes them, without
+    the measures table: what ``--format trec`` writes to stderr ("" if none)."""
+    sections = list(_sections(report, gate_result, comparisons, False, baseline_name))[1:]
+    return _text_of(sections, first=1) if sections else ""
+
+
+_RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown,
+              "trec": render_trec}
 
 
 # ---------------------------------------------------------------------------
@@ -3478,7 +3543,9 @@ def build_parser():
                         help="bootstrap and Monte Carlo resamples (default %d)" % DEFAULT_RESAMPLES)
     parser.add_argument("--seed", default=str(DEFAULT_SEED), metavar="N",
                         help="random seed; fixed by default, so output repeats")
-    parser.add_argument("--format", choices=sorted(_RENDERERS), default="text", help="output format")
+    parser.add_argument("--format", choices=sorted(_RENDERERS), default="text",
+                        help="output format; trec: trec_eval's lines (the gate and "
+                        "comparisons go to stderr)")
     parser.add_argument("--per-query", action="store_true", help="include per-query values")
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
                         help="write the report to FILE (atomically) instead of stdout")
@@ -3629,8 +3696,12 @@ def _run_cli(args, stdout, stderr):
     result = None
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode, **options)
+    baseline_name = baseline.source if baseline else "baseline"
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
-                                   baseline_name=baseline.source if baseline else "baseline")
+                                   baseline_name=baseline_name)
+    # trec_eval's layout stays parseable: the gate and comparisons go to stderr.
+    side = (_side_text(report, result, comparisons, baseline_name=baseline_name)
+            if args.format == "trec" else "")
     # A failed gate never rewrites a baseline by itself: the rerun would pass.
     refused = args.save_baseline and result is not None and not result.passed and not args.accept
     outputs = []
@@ -3645,6 +3716,7 @@ def _run_cli(args, stdout, stderr):
             stdout.write(text)
         except BrokenPipeError:
             pass   # a closed pager must not turn a failed gate into a pass
+    stderr.write(side)
     for _, other in references:
         for warning in other.warnings:
             stderr.write("rag-eval: warning: %s: %s\n" % (other.inputs["run"]["path"], warning))

@@ -4124,3 +4124,132 @@ class TrecOutputTest(TempDir, unittest.TestCase):
         self.assertEqual(str(rag_eval.parse_measure("set_P")), "precision@all")
         self.assertEqual([str(m) for m in rag_eval.resolve_measures("map,ndcg", k=5)],
                          ["map@5", "ndcg@5"])
+
+    # trec_eval 9.0.8: trec_eval -q -m num_q -m map -m recip_rank -m P.5 -m recall.5
+    # -m ndcg_cut.5 on the bundled example (qrels.json, run.json as TREC files;
+    # q4, which has no relevant id, left out of both, as our default averaging
+    # leaves it out). Hand check of q1 (ranks 2 and 4 hold grades 2 and 1 of 2
+    # relevant): map (1/2 + 2/4) / 2 = 0.5; P_5 2/5; ndcg_cut_5 (2/log2 3 + 1/log2 5)
+    # / (2 + 1/log2 3) = 0.6433. num_q is an integer, as trec_eval prints it.
+    EXAMPLE_TREC = (
+        "map                   \tq1\t0.5000\n"
+        "recip_rank            \tq1\t0.5000\n"
+        "P_5                   \tq1\t0.4000\n"
+        "recall_5              \tq1\t1.0000\n"
+        "ndcg_cut_5            \tq1\t0.6433\n"
+        "map                   \tq2\t0.0000\n"
+        "recip_rank            \tq2\t0.0000\n"
+        "P_5                   \tq2\t0.0000\n"
+        "recall_5              \tq2\t0.0000\n"
+        "ndcg_cut_5            \tq2\t0.0000\n"
+        "map                   \tq3\t0.8667\n"
+        "recip_rank            \tq3\t1.0000\n"
+        "P_5                   \tq3\t0.6000\n"
+        "recall_5              \tq3\t1.0000\n"
+        "ndcg_cut_5            \tq3\t0.9050\n"
+        "num_q                 \tall\t3\n"
+        "map                   \tall\t0.4556\n"
+        "recip_rank            \tall\t0.5000\n"
+        "P_5                   \tall\t0.3333\n"
+        "recall_5              \tall\t0.6667\n"
+        "ndcg_cut_5            \tall\t0.5161\n")
+    EXAMPLE_MEASURES = "map@all,mrr@all,P@5,recall@5,ndcg(gain=linear)@5"
+
+    def trec(self, *argv, qrels=None, run=None):
+        return run_cli(qrels or example("qrels.json"), run or example("run.json"),
+                       "--format", "trec", *argv)
+
+    def test_exact_bytes_of_trec_evals_layout(self):
+        code, out, err = self.trec("--per-query", "--metrics", self.EXAMPLE_MEASURES)
+        self.assertEqual(code, 0)
+        self.assertEqual(out, self.EXAMPLE_TREC)
+        self.assertNotIn("num_q", err)              # stderr holds warnings only
+        for line in out.splitlines():               # what a script splits on
+            name, qid, value = line.split("\t")
+            self.assertEqual(len(name), 22)
+            self.assertRegex(value, r"^\d+(\.\d{4})?$")
+        code, out, err = self.trec("--metrics", self.EXAMPLE_MEASURES)   # no --per-query
+        self.assertEqual(out, self.EXAMPLE_TREC[self.EXAMPLE_TREC.index("num_q"):])
+        # the same bytes from a TREC run, and through -o
+        with open(example("run.json"), encoding="utf-8") as handle:
+            rankings = json.load(handle)
+        lines = "".join("%s Q0 %s %d %d tag\n" % (q, doc, rank, 10 - rank)
+                        for q, ranking in sorted(rankings.items())
+                        for rank, doc in enumerate(ranking, 1))
+        target = os.path.join(self.tmp, "out.txt")
+        code, out, _ = self.trec("--per-query", "--metrics", self.EXAMPLE_MEASURES, "-o", target,
+                                 run=self.write("run.trec", lines))
+        with open(target, encoding="utf-8") as handle:
+            self.assertEqual((code, out, handle.read()), (0, "", self.EXAMPLE_TREC))
+
+    def test_names_in_the_output(self):
+        code, out, _ = self.trec("--metrics", "ndcg@5,ndcg(gain=linear)@5,precision(rel=2)@5,"
+                                 "P@5,judged@5,rprec,bpref,recall@all,precision@all")
+        self.assertEqual([line.split("\t")[0].rstrip() for line in out.splitlines()],
+                         ["num_q", "ndcg@5", "ndcg_cut_5", "precision(rel=2)@5", "P_5",
+                          "judged@5", "Rprec", "bpref", "set_recall", "set_P"])
+        # --rel 2 changes every rel measure's parameters: trec_eval's names would lie
+        code, out, _ = self.trec("--rel", "2", "--metrics", "recall@5,mrr@all,ndcg(gain=linear)@5")
+        self.assertEqual([line.split("\t")[0].rstrip() for line in out.splitlines()],
+                         ["num_q", "recall(rel=2)@5", "mrr(rel=2)@all", "ndcg_cut_5"])
+        long_name = "context_precision(rel=2)@10"      # longer than 22: no padding, as trec_eval
+        code, out, _ = self.trec("--metrics", long_name, "--per-query")
+        self.assertIn("\n%s\tall\t" % long_name, "\n" + out)
+
+    def test_per_query_order_is_trec_evals(self):
+        # queries in trec_eval's order (sorted as strings: q10 before q2), each
+        # query's measures together, then the all lines.
+        qrels = self.write("qrels.json", json.dumps(
+            {"q2": {"a": 1}, "q10": {"b": 1}, "q1": {"c": 1}, "Q": {"d": 1}}))
+        run = self.write("run.json", json.dumps(
+            {"q2": ["a"], "q10": ["x", "b"], "q1": ["x"], "Q": ["d"]}))
+        code, out, _ = self.trec("--per-query", "--metrics", "mrr@all,success@1",
+                                 qrels=qrels, run=run)
+        rows = [line.split("\t") for line in out.splitlines()]
+        self.assertEqual([(name.rstrip(), qid) for name, qid, _ in rows], [
+            ("recip_rank", "Q"), ("success_1", "Q"), ("recip_rank", "q1"), ("success_1", "q1"),
+            ("recip_rank", "q10"), ("success_1", "q10"), ("recip_rank", "q2"),
+            ("success_1", "q2"), ("num_q", "all"), ("recip_rank", "all"), ("success_1", "all")])
+        self.assertEqual(rows[-2][2], "0.6250")      # (1 + 0 + 1/2 + 1) / 4
+
+    def test_a_query_id_a_line_cannot_carry_is_refused(self):
+        for qid in ("what is sso", "all", "tab\there"):
+            with self.subTest(qid=qid):
+                qrels = self.write("qrels.json", json.dumps({qid: {"a": 1}}))
+                run = self.write("run.json", json.dumps({qid: ["a"]}))
+                code, out, err = self.trec("--per-query", qrels=qrels, run=run)
+                self.assertEqual((code, out), (2, ""))
+                self.assertRegex(err, r"^rag-eval: error: --format trec: query id .* cannot be "
+                                      r"written on a trec_eval line .*\n$")
+                self.assertEqual(self.trec(qrels=qrels, run=run)[0], 0)   # no query lines
+
+    def test_gate_and_comparison_go_to_stderr(self):
+        # The bundled baseline fails (exit 1): stdout stays trec_eval's lines,
+        # the gate's text is on stderr, as the text format writes it.
+        code, out, err = self.trec("--baseline", example("baseline.json"))
+        self.assertEqual(code, 1)
+        self.assertTrue(out.startswith("num_q                 \tall\t3\n"))
+        self.assertTrue(all(len(line.split("\t")) == 3 for line in out.splitlines()))
+        _, text, _ = run_cli(example("qrels.json"), example("run.json"),
+                             "--baseline", example("baseline.json"))
+        gate_text = text[text.index("gate vs"):]
+        self.assertTrue(err.startswith(gate_text), err)
+        self.assertIn("FAILED, 2 regressions: mrr@5, recall@5", err)
+        # a passing gate: exit 0, its verdict on stderr
+        base = self.write("base.json", json.dumps({"recall@5": 0.5}))
+        code, out, err = self.trec("--baseline", base, "--metrics", "recall@5")
+        self.assertEqual(code, 0)
+        self.assertEqual(out, "num_q                 \tall\t3\nrecall_5              \tall\t0.6667\n")
+        self.assertIn("PASSED", err)
+        # --save-baseline with a failing gate: exit 1, the baseline kept, said on stderr
+        saved = os.path.join(self.tmp, "saved.json")
+        code, out, err = self.trec("--baseline", example("baseline.json"), "--save-baseline", saved)
+        self.assertEqual(code, 1)
+        self.assertFalse(os.path.exists(saved))
+        self.assertIn("was not written", err)
+        # a comparison: its table on stderr, exit 0
+        code, out, err = self.trec("--compare", example("run.json"), "--metrics", "recall@5",
+                                   "--resamples", "100")
+        self.assertEqual(code, 0)
+        self.assertEqual(out, "num_q                 \tall\t3\nrecall_5              \tall\t0.6667\n")
+        self.assertIn("run vs %s, paired over 3 queries" % example("run.json"), err)
