@@ -90,6 +90,11 @@ BASELINE_FORMAT = "rag_eval.baseline"
 UNJUDGED = -1        # grade given to a retrieved id that the qrels do not label
 FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
 
+# Which queries a mean is over: ours (the queries with a relevant id, those
+# the run lacks scoring 0) or trec_eval's without -c (the queries the run and
+# the qrels share, those with no relevant id included).  See evaluate().
+AVERAGES = ("scored", "trec_eval")
+
 
 # ===========================================================================
 # Part I: Definitions
@@ -207,7 +212,11 @@ class Report(NamedTuple):
     run whose top K (the deepest cutoff) holds no labelled id (grade >= 0);
     ``unlabelled_run`` says why, when not one id the run retrieved carries a
     label (or it retrieved nothing), else it is None: every number would be 0
-    for a reason that has nothing to do with retrieval.
+    for a reason that has nothing to do with retrieval.  ``average`` is
+    ``"scored"``, or ``"trec_eval"`` when ``per_query`` and ``mean`` are over
+    the queries the run and the qrels share, as trec_eval averages (see
+    :func:`evaluate`); such a report is never gated, compared or saved as a
+    baseline.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -230,6 +239,7 @@ class Report(NamedTuple):
     inputs: Optional[Dict[str, dict]] = None
     unlabelled: Tuple[str, ...] = ()
     unlabelled_run: Optional[str] = None
+    average: str = "scored"
 
     __bool__ = _no_truth_value
 
@@ -250,6 +260,8 @@ class Report(NamedTuple):
             "mean": dict(self.mean),
             "warnings": list(self.warnings),
         }
+        if self.average != "scored":     # only the library makes one (the CLI: --format trec)
+            out["average"] = self.average
         if per_query:
             out["per_query"] = {q: dict(v) for q, v in self.per_query.items()}
         return out
@@ -1976,7 +1988,7 @@ def _gc_paused(func):
 
 @_gc_paused
 def evaluate(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential",
-             skip_extra_queries=False):
+             skip_extra_queries=False, average="scored"):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -1988,21 +2000,33 @@ def evaluate(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential"
     query absent from the qrels is an error unless ``skip_extra_queries``.
     Inputs are never modified.
 
+    ``average="trec_eval"`` averages as trec_eval does without ``-c``: over
+    the queries the run and the qrels share, those with no relevant id
+    included with the values trec_eval gives them (0, except nDCG, which
+    ignores rel), those the run lacks left out.  Use it to reproduce a
+    trec_eval ``all`` line, never to gate: leaving a hard query out of the
+    run would raise that mean.
+
     >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}},
     ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, metrics="recall")
     >>> r.mean, r.unscored, r.missing
     ({'recall@1': 0.5}, ('q3',), ('q2',))
+    >>> t = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}},
+    ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, metrics="recall", average="trec_eval")
+    >>> t.per_query      # q3 (no relevant id) counts, q2 (not in the run) does not
+    {'q1': {'recall@1': 1.0}, 'q3': {'recall@1': 0.0}}
     """
     measures = resolve_measures(metrics, k, rel=rel, gain=gain)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     run = _validated(run, "run", _check_run_query)
-    scorer = _QueryScorer(qrels, measures, _positive_int(rel, "rel"))
+    scorer = _QueryScorer(qrels, measures, _positive_int(rel, "rel"), _checked_average(average))
     return _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run")
 
 
 @_gc_paused
 def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="exponential",
-                   skip_extra_queries=False, qrels_format=None, run_format=None):
+                   skip_extra_queries=False, qrels_format=None, run_format=None,
+                   average="scored"):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format.
@@ -2012,16 +2036,25 @@ def evaluate_files(qrels, run, k=DEFAULT_K, metrics=None, *, rel=1, gain="expone
     {'mrr@5': 0.5}
     """
     measures = resolve_measures(metrics, k, rel=rel, gain=gain)
+    average = _checked_average(average)
     qrels, qrels_info = _read_qrels(qrels, qrels_format)
     return _evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
-                         skip_extra_queries, run_format)
+                         skip_extra_queries, run_format, average)
 
 
-def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format):
+def _checked_average(average):
+    if average not in AVERAGES:
+        raise EvalError("average must be one of %s, got %r" % (", ".join(AVERAGES), average))
+    return average
+
+
+def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
+                  average="scored"):
     """evaluate_files() with the qrels already read (they may come from stdin)."""
     inp, fmt = _open_input(run, run_format, "run")
     try:
-        report = _score_run(inp, fmt, _QueryScorer(qrels, measures, rel), skip_extra_queries)
+        report = _score_run(inp, fmt, _QueryScorer(qrels, measures, rel, average),
+                            skip_extra_queries)
     except BaseException:
         inp.stop_hashing()
         raise
@@ -2080,8 +2113,9 @@ class _QueryScorer:
     _Ranked), and whether its ids carry labels (see _unlabelled); plain tuples
     are cheap to make and to pickle."""
 
-    def __init__(self, qrels, measures, rel):
-        self.qrels, self.rel = qrels, rel
+    def __init__(self, qrels, measures, rel, average="scored"):
+        self.qrels, self.rel, self.average = qrels, rel, average
+        self.every_query = average == "trec_eval"   # score unscored queries too
         self.names = tuple(str(m) for m in measures)
         self.depth, self.cutoffs = _plan(measures)
         self.calls = [(str(m),) + m._parts() for m in measures]
@@ -2094,7 +2128,7 @@ class _QueryScorer:
         labels = _labels_for_ranking(ranking, labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
-        if scored:
+        if scored or self.every_query:
             try:
                 values = {name: func(ranked, judged, *args) for name, func, args in self.calls}
             except EvalError as exc:
@@ -2152,12 +2186,18 @@ def _score(scorer, scored, skip_extra, run_name):
     qrels), see _scored_queries; qrels queries absent from it score 0."""
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
     per_query, abstention, ties, extra, unlabelled, empty = {}, {}, {}, [], [], []
+    no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     duplicate_queries = 0
     labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
 
-    def add(qid, result):
+    def add(qid, result, in_run=True):
         nonlocal duplicate_queries, labelled_run
         values, duplicates, straddling, returned, no_label = result
+        if values is not None and scorer.every_query and not scorer.is_scored(
+                _judged(qrels[qid])):
+            if in_run:
+                no_relevant[qid] = values
+            values = None
         if values is None:
             abstention[qid] = returned
         else:
@@ -2183,7 +2223,7 @@ def _score(scorer, scored, skip_extra, run_name):
     absent = sorted(set(qrels).difference(per_query, abstention))
     missing = [qid for qid in absent if scorer.is_scored(_judged(qrels[qid]))]
     for qid in absent:
-        add(qid, scorer(qid, None))
+        add(qid, scorer(qid, None), in_run=False)
     extra.sort()
     if extra and not skip_extra:
         raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
@@ -2193,10 +2233,20 @@ def _score(scorer, scored, skip_extra, run_name):
     if not per_query:
         raise EvalError("no query in the qrels has a relevant id (grade >= %d): nothing to score"
                         % rel)
+    if scorer.every_query:
+        # trec_eval without -c: the queries the run and the qrels share.
+        per_query.update(no_relevant)
+        for qid in missing:
+            del per_query[qid]
+        if not per_query:
+            raise EvalError("no query of the run is in the qrels: trec_eval's average is "
+                            "over none")
     warnings = []
     if missing:
-        warnings.append("%s in the qrels not in the run, scored 0: %s"
-                        % (_plural(len(missing), "query", "queries"), _preview(missing)))
+        warnings.append("%s in the qrels not in the run, %s: %s"
+                        % (_plural(len(missing), "query", "queries"),
+                           "left out of the means (trec_eval's average)" if scorer.every_query
+                           else "scored 0", _preview(missing)))
     if empty:
         warnings.append("%s retrieved nothing, scored 0: %s"
                         % (_plural(len(empty), "query", "queries"), _preview(sorted(empty))))
@@ -2224,7 +2274,8 @@ def _score(scorer, scored, skip_extra, run_name):
     mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
     return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
                   tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
-                  tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run)
+                  tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run,
+                  scorer.average)
 
 
 def _no_label_reason(qrels, strays, extra):
@@ -3036,8 +3087,18 @@ def load_baseline(source):
     return Baseline(mean, per_query, inputs, name, rel)
 
 
+def _gated_average(report):
+    """Refuse a report averaged as trec_eval does: its mean leaves out the
+    queries the run lacks, so leaving a hard query out would raise it."""
+    if report.average != "scored":
+        raise EvalError("a report averaged as trec_eval does (average=%r) is never gated, "
+                        "compared or saved as a baseline: its mean leaves out the queries "
+                        "the run lacks" % report.average)
+
+
 def baseline_dict(report):
     """The richer baseline form of a report (what ``--save-baseline`` writes)."""
+    _gated_average(report)
     return {
         "format": BASELINE_FORMAT,
         "format_version": 1,
@@ -3122,6 +3183,7 @@ def _checked_options(report, alpha, resamples, seed=DEFAULT_SEED):
     baseline; returns resamples as an int."""
     if not isinstance(report, Report):
         raise EvalError("expected a Report (from evaluate), got %s" % type(report).__name__)
+    _gated_average(report)
     if (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
             or not 0 < alpha < 1):
         raise EvalError("alpha must be a number between 0 and 1, got %r" % (alpha,))
@@ -3546,6 +3608,11 @@ def build_parser():
     parser.add_argument("--format", choices=sorted(_RENDERERS), default="text",
                         help="output format; trec: trec_eval's lines (the gate and "
                         "comparisons go to stderr)")
+    parser.add_argument("--average", choices=AVERAGES, default="scored",
+                        help="which queries a mean is over: scored (default: those with a "
+                        "relevant id; missing from the run = 0) or trec_eval (as trec_eval "
+                        "without -c: those the run and the qrels share; only with --format "
+                        "trec, never gated or compared)")
     parser.add_argument("--per-query", action="store_true", help="include per-query values")
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
                         help="write the report to FILE (atomically) instead of stdout")
@@ -3668,6 +3735,15 @@ def _check_outputs(args):
 @_gc_paused
 def _run_cli(args, stdout, stderr):
     _check_paths(args)
+    if args.average == "trec_eval":
+        if args.format != "trec":
+            raise EvalError("--average trec_eval reproduces trec_eval's 'all' lines: use it "
+                            "with --format trec")
+        if args.baseline or args.save_baseline or args.compare:
+            raise EvalError("--average trec_eval is never gated or compared (its mean leaves "
+                            "out the queries the run lacks, so leaving a hard query out would "
+                            "raise it): drop it, or drop --baseline, --save-baseline and "
+                            "--compare")
     options = {"alpha": _parse_alpha(args.alpha), "seed": _parse_seed(args.seed),
                "resamples": _checked_resamples(args.resamples)}
     parse_tolerance(args.max_drop)   # reject bad options before any work
@@ -3685,7 +3761,7 @@ def _run_cli(args, stdout, stderr):
 
     def score(run):
         report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
-                               args.run_format)
+                               args.run_format, args.average)
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))

@@ -4253,3 +4253,118 @@ class TrecOutputTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertEqual(out, "num_q                 \tall\t3\nrecall_5              \tall\t0.6667\n")
         self.assertIn("run vs %s, paired over 3 queries" % example("run.json"), err)
+
+    def trec_average_cases(self):
+        folder = os.path.join(DATA, "trec_average")
+        for case in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, case, "expected.json"), encoding="utf-8") as handle:
+                yield case, os.path.join(folder, case), json.load(handle)
+
+    def test_trec_eval_averaging_equals_pytrec_eval(self):
+        # Queries with no relevant id (all grades 0, only negative grades,
+        # grades below rel that nDCG still counts, an empty ranking) count;
+        # qrels queries the run lacks (q10, q11) and a run query the qrels
+        # lack do not: trec_eval without -c, as pytrec_eval computes it.
+        for case, folder, expected in self.trec_average_cases():
+            with self.subTest(case=case):
+                qrels, run = (os.path.join(folder, f) for f in ("qrels.json", "run.json"))
+                names = list(expected["mean"])
+                report = rag_eval.evaluate_files(
+                    qrels, run, k=[1], metrics=names, rel=expected["rel"],
+                    skip_extra_queries=True, average="trec_eval")
+                self.assertEqual(report.average, "trec_eval")
+                self.assertEqual(list(report.per_query), list(expected["per_query"]))
+                self.assertNotIn("q10", report.per_query)           # missing from the run
+                self.assertIn("q10", report.missing)
+                for qid, values in expected["per_query"].items():
+                    for m, value in values.items():
+                        self.assertAlmostEqual(report.per_query[qid][m], value, delta=1e-9,
+                                               msg="%s %s" % (qid, m))
+                for m, value in expected["mean"].items():
+                    self.assertAlmostEqual(report.mean[m], value, delta=1e-9, msg=m)
+                # the command line prints the same, with trec_eval's names
+                code, out, err = run_cli(qrels, run, "--format", "trec", "--per-query",
+                                         "--average", "trec_eval", "--skip-extra-queries",
+                                         "--rel", str(expected["rel"]), "--metrics", ",".join(names))
+                self.assertEqual(code, 0, err)
+                self.assertIn("1 query in the qrels not in the run, left out of the means "
+                              "(trec_eval's average): 'q10'\n", err)   # q11: no relevant id
+                printed = {m: expected["names"].get(m, m) for m in names}
+                lines = ["%-22s\t%s\t%6.4f\n" % (printed[m], qid, values[m])
+                         for qid, values in expected["per_query"].items() for m in names]
+                lines.append("num_q                 \tall\t%d\n" % expected["num_q"])
+                lines += ["%-22s\tall\t%6.4f\n" % (printed[m], expected["mean"][m]) for m in names]
+                self.assertEqual(out, "".join(lines))
+                # the default average differs: no-relevant queries out, missing ones in as 0
+                scored = rag_eval.evaluate_files(qrels, run, k=[1], metrics=names,
+                                                 rel=expected["rel"], skip_extra_queries=True)
+                self.assertEqual(set(scored.per_query), set(expected["per_query"])
+                                 - set(scored.unscored) | set(scored.missing))
+                self.assertNotEqual(scored.mean, report.mean)
+
+    def test_trec_eval_averaging_is_never_gated_or_compared(self):
+        base = self.write("base.json", json.dumps({"recall@5": 0.5}))
+        saved = os.path.join(self.tmp, "saved.json")
+        out_file = os.path.join(self.tmp, "out.txt")
+        for extra in (["--baseline", base], ["--save-baseline", saved],
+                      ["--compare", example("run.json")], ["--format", "json"],
+                      ["--format", "text", "-o", out_file]):
+            with self.subTest(extra=extra):
+                code, out, err = run_cli(example("qrels.json"), example("run.json"),
+                                         "--average", "trec_eval", "--format", "trec", *extra)
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(err.count("\n"), 1)
+                self.assertRegex(err, r"^rag-eval: error: --average trec_eval ")
+                self.assertFalse(os.path.exists(saved) or os.path.exists(out_file))
+        # the library refuses the same way
+        qrels, run = rag_eval.load_qrels(example("qrels.json")), rag_eval.load_run(example("run.json"))
+        report = rag_eval.evaluate(qrels, run, average="trec_eval")
+        other = rag_eval.evaluate(qrels, run)
+        for call in (lambda: rag_eval.gate(report, {"recall@5": 0.5}),
+                     lambda: rag_eval.compare(report, other),
+                     lambda: rag_eval.compare(other, report),
+                     lambda: rag_eval.baseline_dict(report)):
+            with self.assertRaisesRegex(rag_eval.EvalError, "never gated, compared or saved"):
+                call()
+        with self.assertRaisesRegex(rag_eval.EvalError, "average must be one of"):
+            rag_eval.evaluate({"q": {"a": 1}}, {"q": ["a"]}, average="trec")
+        self.assertEqual(report.to_dict()["average"], "trec_eval")
+        self.assertNotIn("average", other.to_dict())    # the JSON of a default report is unchanged
+        # the bundled example: q4 (no relevant id, in the run) counts, as trec_eval counts it
+        self.assertEqual((len(report.per_query), len(other.per_query)), (4, 3))
+        code, out, _ = run_cli(example("qrels.json"), example("run.json"), "--format", "trec",
+                               "--average", "trec_eval", "--metrics", "recall@5")
+        self.assertEqual(out, "num_q                 \tall\t4\nrecall_5              \tall\t0.5000\n")
+
+    def test_trec_eval_averaging_through_every_reader(self):
+        # A TREC run (no empty rankings: a TREC file cannot hold one) read by
+        # the plain twins, the block reader, and forked workers (threshold
+        # lowered) gives the same report.
+        for case, folder, expected in self.trec_average_cases():
+            with open(os.path.join(folder, "run.json"), encoding="utf-8") as handle:
+                run = json.load(handle)
+            text = "".join("%s Q0 %s %d %r t\n" % (q, doc, rank, score)
+                           for q, scores in sorted(run.items())
+                           for rank, (doc, score) in enumerate(sorted(
+                               scores.items(), key=lambda p: -p[1]), 1))
+            path = self.write("run_%s.trec" % case, text)
+
+            def score():
+                return rag_eval.evaluate_files(
+                    os.path.join(folder, "qrels.json"), path, k=[1],
+                    metrics=list(expected["mean"]), rel=expected["rel"],
+                    skip_extra_queries=True, average="trec_eval")._replace(inputs=None)
+            with plain_twins():
+                plain = score()
+            self.assertEqual(score(), plain)
+            saved = rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE
+            rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE = 0, 256
+            try:
+                self.assertEqual(score(), plain)
+            finally:
+                rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE = saved
+            empty = {q for q, scores in run.items() if not scores}
+            self.assertEqual(set(plain.per_query), set(expected["per_query"]) - empty)
+            for qid, values in plain.per_query.items():
+                for m, value in values.items():
+                    self.assertAlmostEqual(value, expected["per_query"][qid][m], delta=1e-9)
