@@ -54,7 +54,7 @@ __all__ = [
     "evaluate_files", "gate", "holm", "load_baseline", "load_qrels", "load_run", "main",
     "margin_of_error", "min_detectable_difference", "paired_ttest", "parse_measure",
     "queries_needed", "randomization_p", "render_json", "render_markdown", "render_text",
-    "resolve_measures", "save_baseline", "t_two_sided_p",
+    "render_trec", "resolve_measures", "save_baseline", "t_two_sided_p",
 ]
 
 import argparse
@@ -89,6 +89,11 @@ DEFAULT_BASELINE = "baseline.json"
 BASELINE_FORMAT = "rag_eval.baseline"
 UNJUDGED = -1        # grade given to a retrieved id that the qrels do not label
 FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
+
+# Which queries a mean is over: ours (the queries with a relevant id, those
+# the run lacks scoring 0) or trec_eval's without -c (the queries the run and
+# the qrels share, those with no relevant id included).  See evaluate().
+AVERAGES = ("scored", "trec_eval")
 
 
 # ===========================================================================
@@ -208,7 +213,11 @@ class Report(NamedTuple):
     run whose top K (the deepest cutoff) holds no labelled id (grade >= 0);
     ``unlabelled_run`` says why, when not one id the run retrieved carries a
     label (or it retrieved nothing), else it is None: every number would be 0
-    for a reason that has nothing to do with retrieval.
+    for a reason that has nothing to do with retrieval.  ``average`` is
+    ``"scored"``, or ``"trec_eval"`` when ``per_query`` and ``mean`` are over
+    the queries the run and the qrels share, as trec_eval averages (see
+    :func:`evaluate`); such a report is never gated, compared or saved as a
+    baseline.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -231,6 +240,7 @@ class Report(NamedTuple):
     inputs: Optional[Dict[str, dict]] = None
     unlabelled: Tuple[str, ...] = ()
     unlabelled_run: Optional[str] = None
+    average: str = "scored"
 
     __bool__ = _no_truth_value
 
@@ -251,6 +261,8 @@ class Report(NamedTuple):
             "mean": dict(self.mean),
             "warnings": list(self.warnings),
         }
+        if self.average != "scored":     # only the library makes one (the CLI: --format trec)
+            out["average"] = self.average
         if per_query:
             out["per_query"] = {q: dict(v) for q, v in self.per_query.items()}
         return out
@@ -410,15 +422,42 @@ class Spelling(NamedTuple):
     """A peer tool's name for a measure, accepted as input: ``text`` as the
     peer writes it (a trailing ``_K`` stands for a cutoff, as in trec_eval's
     ``P_5``), and the parameter values it implies, ``k`` included (trec_eval's
-    ``recip_rank`` is ``mrr@all``)."""
+    ``recip_rank`` is ``mrr@all``).  An ``output_only`` spelling is written
+    (``--format trec``) but not read, because as input it would clash with
+    our own name (trec_eval's uncut ``map`` is ``map@all``; our bare ``map``
+    means every ``--k``)."""
     tool: str                                   # trec_eval, ir_measures, ranx or other
     text: str
     implies: Tuple[Tuple[str, object], ...] = ()
+    output_only: bool = False
 
 
-def peer(tool, text, **implies):
+def peer(tool, text, *, output_only=False, **implies):
     """A :class:`Spelling`: ``peer("ir_measures", "nDCG", gain="linear")``."""
-    return Spelling(tool, text, tuple(sorted(implies.items())))
+    return Spelling(tool, text, tuple(sorted(implies.items())), output_only)
+
+
+def _peer_name(m, tool):
+    """How ``tool`` writes the :class:`Measure` ``m``, from the registry's
+    spellings, or None when it has no name for it: a trec_eval name stands
+    for the defaults it implies, so ``precision(rel=2)@5`` is not ``P_5``.
+
+    >>> [_peer_name(parse_measure(t), "trec_eval") for t in
+    ...  ("precision@5", "precision(rel=2)@5", "ndcg(gain=linear)@10", "ndcg@10", "map@all")]
+    ['P_5', None, 'ndcg_cut_10', None, 'map']
+    """
+    spec = _REGISTRY[m.name]
+    for spelling in spec.peers:
+        implies = dict(spelling.implies)
+        k = implies.pop("k", None)
+        if spelling.tool != tool or dict(m.params) != implies:
+            continue
+        if spelling.text.endswith("_K"):
+            if isinstance(m.k, int):
+                return "%s%d" % (spelling.text[:-1], m.k)
+        elif k is m.k:      # ALL (recip_rank) or None (no cutoff: Rprec)
+            return spelling.text
+    return None
 
 
 # Shared parameters.
@@ -480,6 +519,8 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
+            if spelling.output_only:
+                continue
             table, text = _SPELLINGS, spelling.text
             if text.endswith("_K"):
                 table, text = _CUTOFF_SPELLINGS, text[:-1]
@@ -547,7 +588,8 @@ def _spelling_meaning(spec, spelling):
         return ""
     cutoff = "@K" if spelling.text.endswith("_K") else _cutoff_text(implies.pop("k", None))
     inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in sorted(implies.items()))
-    return " (= %s%s%s)" % (spec.name, "(%s)" % inner if inner else "", cutoff)
+    return " (= %s%s%s%s)" % (spec.name, "(%s)" % inner if inner else "", cutoff,
+                              "; written, not read" if spelling.output_only else "")
 
 
 @functools.lru_cache(maxsize=1 << 12)   # queries share few distinct grade lists
@@ -632,7 +674,8 @@ def _ideal_dcg(grades, k, gain):
 
 
 @measure("recall", params={"rel": REL},
-         peers=(peer("trec_eval", "recall_K"), peer("ir_measures", "R"), peer("ranx", "recall")),
+         peers=(peer("trec_eval", "recall_K"), peer("trec_eval", "set_recall", k=ALL),
+                peer("ir_measures", "R"), peer("ranx", "recall")),
          summary="relevant ids in the top k / all relevant ids in the qrels")
 def recall(ranked, grades, k, rel=1):
     """Share of the query's relevant ids found in the top k (trec_eval recall_k, ir_measures R@k).
@@ -685,6 +728,7 @@ def mrr(ranked, grades, k, rel=1):
 
 @measure("ndcg", params={"gain": GAIN},
          peers=(peer("trec_eval", "ndcg_cut_K", gain="linear"),
+                peer("trec_eval", "ndcg", k=ALL, gain="linear", output_only=True),
                 peer("ir_measures", "nDCG", gain="linear"), peer("ranx", "ndcg_burges")),
          summary="DCG@k / ideal DCG@k of all judged grades; gain 2^g-1 (or g)")
 def ndcg(ranked, grades, k, gain="exponential"):
@@ -708,8 +752,8 @@ def ndcg(ranked, grades, k, gain="exponential"):
 
 
 @measure("map", params={"rel": REL},
-         peers=(peer("trec_eval", "map_cut_K"), peer("ir_measures", "AP"), peer("ranx", "map"),
-                peer("other", "MAP")),
+         peers=(peer("trec_eval", "map_cut_K"), peer("trec_eval", "map", k=ALL, output_only=True),
+                peer("ir_measures", "AP"), peer("ranx", "map"), peer("other", "MAP")),
          summary="sum of precision@i at relevant ranks i <= k / all relevant ids")
 def average_precision(ranked, grades, k, rel=1):
     """Average precision cut at k (trec_eval map_cut_k, ir_measures AP@k).
@@ -737,7 +781,8 @@ def _precision_sum(ranked, k, rel):
 
 
 @measure("precision", params={"rel": REL},
-         peers=(peer("trec_eval", "P_K"), peer("ir_measures", "P"), peer("ranx", "precision")),
+         peers=(peer("trec_eval", "P_K"), peer("trec_eval", "set_P", k=ALL),
+                peer("ir_measures", "P"), peer("ranx", "precision")),
          summary="relevant ids in the top k / k (missing slots count as misses); "
                  "@all: / ids returned")
 def precision(ranked, grades, k, rel=1):
@@ -1943,7 +1988,7 @@ def _gc_paused(func):
 
 @_gc_paused
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
-             skip_extra_queries=False, metrics=None):
+             skip_extra_queries=False, average="scored", metrics=None):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -1956,22 +2001,33 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     query absent from the qrels is an error unless ``skip_extra_queries``.
     Inputs are never modified.
 
+    ``average="trec_eval"`` averages as trec_eval does without ``-c``: over
+    the queries the run and the qrels share, those with no relevant id
+    included with the values trec_eval gives them (0, except nDCG, which
+    ignores rel), those the run lacks left out.  Use it to reproduce a
+    trec_eval ``all`` line, never to gate: leaving a hard query out of the
+    run would raise that mean.
+
     >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}},
     ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, measures="recall")
     >>> r.mean, r.unscored, r.missing
     ({'recall@1': 0.5}, ('q3',), ('q2',))
+    >>> t = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}},
+    ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, measures="recall", average="trec_eval")
+    >>> t.per_query      # q3 (no relevant id) counts, q2 (not in the run) does not
+    {'q1': {'recall@1': 1.0}, 'q3': {'recall@1': 0.0}}
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     run = _validated(run, "run", _check_run_query)
-    scorer = _QueryScorer(qrels, measures, _positive_int(rel, "rel"))
+    scorer = _QueryScorer(qrels, measures, _positive_int(rel, "rel"), _checked_average(average))
     return _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run")
 
 
 @_gc_paused
 def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
                    skip_extra_queries=False, qrels_format=None, run_format=None,
-                   metrics=None):
+                   average="scored", metrics=None):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format.
@@ -1981,9 +2037,10 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     {'mrr@5': 0.5}
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain)
+    average = _checked_average(average)
     qrels, qrels_info = _read_qrels(qrels, qrels_format)
     return _evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
-                         skip_extra_queries, run_format)
+                         skip_extra_queries, run_format, average)
 
 
 def _renamed(measures, metrics):
@@ -1995,11 +2052,19 @@ def _renamed(measures, metrics):
     return metrics
 
 
-def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format):
+def _checked_average(average):
+    if average not in AVERAGES:
+        raise EvalError("average must be one of %s, got %r" % (", ".join(AVERAGES), average))
+    return average
+
+
+def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
+                  average="scored"):
     """evaluate_files() with the qrels already read (they may come from stdin)."""
     inp, fmt = _open_input(run, run_format, "run")
     try:
-        report = _score_run(inp, fmt, _QueryScorer(qrels, measures, rel), skip_extra_queries)
+        report = _score_run(inp, fmt, _QueryScorer(qrels, measures, rel, average),
+                            skip_extra_queries)
     except BaseException:
         inp.stop_hashing()
         raise
@@ -2058,8 +2123,9 @@ class _QueryScorer:
     _Ranked), and whether its ids carry labels (see _unlabelled); plain tuples
     are cheap to make and to pickle."""
 
-    def __init__(self, qrels, measures, rel):
-        self.qrels, self.rel = qrels, rel
+    def __init__(self, qrels, measures, rel, average="scored"):
+        self.qrels, self.rel, self.average = qrels, rel, average
+        self.every_query = average == "trec_eval"   # score unscored queries too
         self.names = tuple(str(m) for m in measures)
         self.depth, self.cutoffs = _plan(measures)
         self.calls = [(str(m),) + m._parts() for m in measures]
@@ -2072,7 +2138,7 @@ class _QueryScorer:
         labels = _labels_for_ranking(ranking, labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
-        if scored:
+        if scored or self.every_query:
             try:
                 values = {name: func(ranked, grades, *args) for name, func, args in self.calls}
             except EvalError as exc:
@@ -2130,12 +2196,18 @@ def _score(scorer, scored, skip_extra, run_name):
     qrels), see _scored_queries; qrels queries absent from it score 0."""
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
     per_query, abstention, ties, extra, unlabelled, empty = {}, {}, {}, [], [], []
+    no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     duplicate_queries = 0
     labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
 
-    def add(qid, result):
+    def add(qid, result, in_run=True):
         nonlocal duplicate_queries, labelled_run
         values, duplicates, straddling, returned, no_label = result
+        if values is not None and scorer.every_query and not scorer.is_scored(
+                _sorted_grades(qrels[qid])):
+            if in_run:
+                no_relevant[qid] = values
+            values = None
         if values is None:
             abstention[qid] = returned
         else:
@@ -2161,7 +2233,7 @@ def _score(scorer, scored, skip_extra, run_name):
     absent = sorted(set(qrels).difference(per_query, abstention))
     missing = [qid for qid in absent if scorer.is_scored(_sorted_grades(qrels[qid]))]
     for qid in absent:
-        add(qid, scorer(qid, None))
+        add(qid, scorer(qid, None), in_run=False)
     extra.sort()
     if extra and not skip_extra:
         raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
@@ -2171,10 +2243,20 @@ def _score(scorer, scored, skip_extra, run_name):
     if not per_query:
         raise EvalError("no query in the qrels has a relevant id (grade >= %d): nothing to score"
                         % rel)
+    if scorer.every_query:
+        # trec_eval without -c: the queries the run and the qrels share.
+        per_query.update(no_relevant)
+        for qid in missing:
+            del per_query[qid]
+        if not per_query:
+            raise EvalError("no query of the run is in the qrels: trec_eval's average is "
+                            "over none")
     warnings = []
     if missing:
-        warnings.append("%s in the qrels not in the run, scored 0: %s"
-                        % (_plural(len(missing), "query", "queries"), _preview(missing)))
+        warnings.append("%s in the qrels not in the run, %s: %s"
+                        % (_plural(len(missing), "query", "queries"),
+                           "left out of the means (trec_eval's average)" if scorer.every_query
+                           else "scored 0", _preview(missing)))
     if empty:
         warnings.append("%s retrieved nothing, scored 0: %s"
                         % (_plural(len(empty), "query", "queries"), _preview(sorted(empty))))
@@ -2202,7 +2284,8 @@ def _score(scorer, scored, skip_extra, run_name):
     mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
     return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
                   tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
-                  tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run)
+                  tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run,
+                  scorer.average)
 
 
 def _no_label_reason(qrels, strays, extra):
@@ -3014,8 +3097,18 @@ def load_baseline(source):
     return Baseline(mean, per_query, inputs, name, rel)
 
 
+def _gated_average(report):
+    """Refuse a report averaged as trec_eval does: its mean leaves out the
+    queries the run lacks, so leaving a hard query out would raise it."""
+    if report.average != "scored":
+        raise EvalError("a report averaged as trec_eval does (average=%r) is never gated, "
+                        "compared or saved as a baseline: its mean leaves out the queries "
+                        "the run lacks" % report.average)
+
+
 def baseline_dict(report):
     """The richer baseline form of a report (what ``--save-baseline`` writes)."""
+    _gated_average(report)
     return {
         "format": BASELINE_FORMAT,
         "format_version": 1,
@@ -3100,6 +3193,7 @@ def _checked_options(report, alpha, resamples, seed=DEFAULT_SEED):
     baseline; returns resamples as an int."""
     if not isinstance(report, Report):
         raise EvalError("expected a Report (from evaluate), got %s" % type(report).__name__)
+    _gated_average(report)
     if (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
             or not 0 < alpha < 1):
         raise EvalError("alpha must be a number between 0 and 1, got %r" % (alpha,))
@@ -3355,9 +3449,14 @@ def render_text(report, gate_result=None, comparisons=(), *, per_query=False,
                 baseline_name="baseline"):
     """Plain text: the measures table with the mean row, then the gate verdict
     and any comparisons, each a small table."""
+    return _text_of(_sections(report, gate_result, comparisons, per_query, baseline_name))
+
+
+def _text_of(sections, first=0):
+    """Text blocks of (title, header, rows, notes) sections; only the first
+    of the whole report (``first`` 0) is the unindented measures table."""
     lines = []
-    for number, (title, header, rows, notes) in enumerate(
-            _sections(report, gate_result, comparisons, per_query, baseline_name)):
+    for number, (title, header, rows, notes) in enumerate(sections, first):
         indent = "  " if number else ""
         lines += [title] + ([""] if not number else [])
         lines += [indent + line for line in _table(header, rows)]
@@ -3379,7 +3478,67 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     return "\n".join(lines)
 
 
-_RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}
+def _trec_eval_name(m):
+    """The name ``--format trec`` prints for a measure: trec_eval's where it has
+    one for these parameters (``P_5``, ``ndcg_cut_10``, ``map``, ``recip_rank``),
+    else our canonical name (``ndcg@10``: trec_eval has no exponential gain;
+    ``precision(rel=2)@5``: its ``P_5`` means rel 1).
+
+    >>> _trec_eval_name("ndcg(gain=linear)@10"), _trec_eval_name("ndcg@10")
+    ('ndcg_cut_10', 'ndcg@10')
+    """
+    m = parse_measure(m)
+    return _peer_name(m, "trec_eval") or str(m)
+
+
+_TREC_LINE = "%-22s\t%s\t%6.4f\n"     # trec_eval's own printf formats (meas_print_*.c)
+_TREC_COUNT = "%-22s\t%s\t%d\n"
+
+
+def render_trec(report, gate_result=None, comparisons=(), *, per_query=False, **_):
+    """trec_eval's output, for scripts that parse it: ``measure<TAB>query<TAB>value``
+    lines, the name left-justified in 22 columns and the value to 4 places.
+    With ``per_query``, every query's measures (queries sorted, as trec_eval
+    sorts them), then the ``all`` lines: ``num_q`` (an integer, as trec_eval
+    prints it: the queries the means are over) and each mean.  Measures keep
+    the report's order; names are trec_eval's where it has one
+    (see :func:`_trec_eval_name`).  The gate and comparisons are not part of it:
+    the command line writes them to stderr.
+
+    >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": ["a"], "q2": ["x", "b"]},
+    ...              k=1, metrics="precision,mrr@all")
+    >>> print(render_trec(r, per_query=True).replace("\\t", "|"), end="")
+    P_1                   |q1|1.0000
+    recip_rank            |q1|1.0000
+    P_1                   |q2|0.0000
+    recip_rank            |q2|0.5000
+    num_q                 |all|2
+    P_1                   |all|0.5000
+    recip_rank            |all|0.7500
+    """
+    names = [(m, _trec_eval_name(m)) for m in report.measures]
+    queries = report.per_query.items() if per_query else ()
+    for qid, _values in queries:
+        if qid == "all" or not qid or any(ch.isspace() for ch in qid):
+            raise EvalError("--format trec: query id %r cannot be written on a trec_eval line "
+                            "(it holds white space or is 'all', trec_eval's name for the means)"
+                            % qid)
+    lines = [_TREC_LINE % (name, qid, values[m]) for qid, values in sorted(queries)
+             for m, name in names]
+    lines.append(_TREC_COUNT % ("num_q", "all", len(report.per_query)))
+    lines += [_TREC_LINE % (name, "all", report.mean[m]) for m, name in names]
+    return "".join(lines)
+
+
+def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="baseline"):
+    """The gate verdict and comparisons as render_text() writes them, without
+    the measures table: what ``--format trec`` writes to stderr ("" if none)."""
+    sections = list(_sections(report, gate_result, comparisons, False, baseline_name))[1:]
+    return _text_of(sections, first=1) if sections else ""
+
+
+_RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown,
+              "trec": render_trec}
 
 
 # ---------------------------------------------------------------------------
@@ -3456,7 +3615,14 @@ def build_parser():
                         help="bootstrap and Monte Carlo resamples (default %d)" % DEFAULT_RESAMPLES)
     parser.add_argument("--seed", default=str(DEFAULT_SEED), metavar="N",
                         help="random seed; fixed by default, so output repeats")
-    parser.add_argument("--format", choices=sorted(_RENDERERS), default="text", help="output format")
+    parser.add_argument("--format", choices=sorted(_RENDERERS), default="text",
+                        help="output format; trec: trec_eval's lines (the gate and "
+                        "comparisons go to stderr)")
+    parser.add_argument("--average", choices=AVERAGES, default="scored",
+                        help="which queries a mean is over: scored (default: those with a "
+                        "relevant id; missing from the run = 0) or trec_eval (as trec_eval "
+                        "without -c: those the run and the qrels share; only with --format "
+                        "trec, never gated or compared)")
     parser.add_argument("--per-query", action="store_true", help="include per-query values")
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
                         help="write the report to FILE (atomically) instead of stdout")
@@ -3579,6 +3745,15 @@ def _check_outputs(args):
 @_gc_paused
 def _run_cli(args, stdout, stderr):
     _check_paths(args)
+    if args.average == "trec_eval":
+        if args.format != "trec":
+            raise EvalError("--average trec_eval reproduces trec_eval's 'all' lines: use it "
+                            "with --format trec")
+        if args.baseline or args.save_baseline or args.compare:
+            raise EvalError("--average trec_eval is never gated or compared (its mean leaves "
+                            "out the queries the run lacks, so leaving a hard query out would "
+                            "raise it): drop it, or drop --baseline, --save-baseline and "
+                            "--compare")
     options = {"alpha": _parse_alpha(args.alpha), "seed": _parse_seed(args.seed),
                "resamples": _checked_resamples(args.resamples)}
     parse_tolerance(args.max_drop)   # reject bad options before any work
@@ -3596,7 +3771,7 @@ def _run_cli(args, stdout, stderr):
 
     def score(run):
         report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
-                               args.run_format)
+                               args.run_format, args.average)
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
@@ -3607,8 +3782,12 @@ def _run_cli(args, stdout, stderr):
     result = None
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode, **options)
+    baseline_name = baseline.source if baseline else "baseline"
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
-                                   baseline_name=baseline.source if baseline else "baseline")
+                                   baseline_name=baseline_name)
+    # trec_eval's layout stays parseable: the gate and comparisons go to stderr.
+    side = (_side_text(report, result, comparisons, baseline_name=baseline_name)
+            if args.format == "trec" else "")
     # A failed gate never rewrites a baseline by itself: the rerun would pass.
     refused = args.save_baseline and result is not None and not result.passed and not args.accept
     outputs = []
@@ -3623,6 +3802,7 @@ def _run_cli(args, stdout, stderr):
             stdout.write(text)
         except BrokenPipeError:
             pass   # a closed pager must not turn a failed gate into a pass
+    stderr.write(side)
     for _, other in references:
         for warning in other.warnings:
             stderr.write("rag-eval: warning: %s: %s\n" % (other.inputs["run"]["path"], warning))

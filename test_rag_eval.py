@@ -4096,3 +4096,282 @@ class FuzzTest(TempDir, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# ---------------------------------------------------------------------------
+# trec_eval's output (--format trec) and trec_eval's averaging (--average trec_eval)
+# ---------------------------------------------------------------------------
+
+class TrecOutputTest(TempDir, unittest.TestCase):
+    """``--format trec`` prints what trec_eval prints, for scripts that parse it.
+
+    The expected bytes below were compared with trec_eval 9.0.8 built from
+    usnistgov/trec_eval (tag v9.0.8) on the same files; the averaging data
+    (tests/data/trec_average/) was written by tests/peers/gen_trec_average.py
+    with pytrec_eval, which the suite never imports."""
+
+    def test_names_are_trec_evals_only_for_its_parameters(self):
+        names = {   # ours -> what --format trec prints (from the registry's peer spellings)
+            "recall@5": "recall_5", "precision@10": "P_10", "success@1": "success_1",
+            "map@5": "map_cut_5", "ndcg(gain=linear)@10": "ndcg_cut_10", "mrr@all": "recip_rank",
+            "map@all": "map", "ndcg(gain=linear)@all": "ndcg", "recall@all": "set_recall",
+            "precision@all": "set_P", "rprec": "Rprec", "bpref": "bpref",
+            # no trec_eval name for these parameters: our canonical name
+            "precision(rel=2)@5": None, "recall(rel=2)@5": None, "bpref(rel=2)": None,
+            "ndcg@10": None, "ndcg@all": None, "mrr@5": None, "success@all": None,
+            "judged@5": None, "context_precision@5": None,
+        }
+        for ours, theirs in names.items():
+            with self.subTest(measure=ours):
+                m = rag_eval.parse_measure(ours)
+                self.assertEqual(rag_eval._peer_name(m, "trec_eval"), theirs)
+        # trec_eval's set_ names are read too; its uncut map and ndcg are only
+        # written: as input, bare map and ndcg keep our meaning (every --k).
+        self.assertEqual(str(rag_eval.parse_measure("set_recall")), "recall@all")
+        self.assertEqual(str(rag_eval.parse_measure("set_P")), "precision@all")
+        self.assertEqual([str(m) for m in rag_eval.resolve_measures("map,ndcg", k=5)],
+                         ["map@5", "ndcg@5"])
+
+    # trec_eval 9.0.8: trec_eval -q -m num_q -m map -m recip_rank -m P.5 -m recall.5
+    # -m ndcg_cut.5 on the bundled example (qrels.json, run.json as TREC files;
+    # q4, which has no relevant id, left out of both, as our default averaging
+    # leaves it out). Hand check of q1 (ranks 2 and 4 hold grades 2 and 1 of 2
+    # relevant): map (1/2 + 2/4) / 2 = 0.5; P_5 2/5; ndcg_cut_5 (2/log2 3 + 1/log2 5)
+    # / (2 + 1/log2 3) = 0.6433. num_q is an integer, as trec_eval prints it.
+    EXAMPLE_TREC = (
+        "map                   \tq1\t0.5000\n"
+        "recip_rank            \tq1\t0.5000\n"
+        "P_5                   \tq1\t0.4000\n"
+        "recall_5              \tq1\t1.0000\n"
+        "ndcg_cut_5            \tq1\t0.6433\n"
+        "map                   \tq2\t0.0000\n"
+        "recip_rank            \tq2\t0.0000\n"
+        "P_5                   \tq2\t0.0000\n"
+        "recall_5              \tq2\t0.0000\n"
+        "ndcg_cut_5            \tq2\t0.0000\n"
+        "map                   \tq3\t0.8667\n"
+        "recip_rank            \tq3\t1.0000\n"
+        "P_5                   \tq3\t0.6000\n"
+        "recall_5              \tq3\t1.0000\n"
+        "ndcg_cut_5            \tq3\t0.9050\n"
+        "num_q                 \tall\t3\n"
+        "map                   \tall\t0.4556\n"
+        "recip_rank            \tall\t0.5000\n"
+        "P_5                   \tall\t0.3333\n"
+        "recall_5              \tall\t0.6667\n"
+        "ndcg_cut_5            \tall\t0.5161\n")
+    EXAMPLE_MEASURES = "map@all,mrr@all,P@5,recall@5,ndcg(gain=linear)@5"
+
+    def trec(self, *argv, qrels=None, run=None):
+        return run_cli(qrels or example("qrels.json"), run or example("run.json"),
+                       "--format", "trec", *argv)
+
+    def test_exact_bytes_of_trec_evals_layout(self):
+        code, out, err = self.trec("--per-query", "--metrics", self.EXAMPLE_MEASURES)
+        self.assertEqual(code, 0)
+        self.assertEqual(out, self.EXAMPLE_TREC)
+        self.assertNotIn("num_q", err)              # stderr holds warnings only
+        for line in out.splitlines():               # what a script splits on
+            name, qid, value = line.split("\t")
+            self.assertEqual(len(name), 22)
+            self.assertRegex(value, r"^\d+(\.\d{4})?$")
+        code, out, err = self.trec("--metrics", self.EXAMPLE_MEASURES)   # no --per-query
+        self.assertEqual(out, self.EXAMPLE_TREC[self.EXAMPLE_TREC.index("num_q"):])
+        # the same bytes from a TREC run, and through -o
+        with open(example("run.json"), encoding="utf-8") as handle:
+            rankings = json.load(handle)
+        lines = "".join("%s Q0 %s %d %d tag\n" % (q, doc, rank, 10 - rank)
+                        for q, ranking in sorted(rankings.items())
+                        for rank, doc in enumerate(ranking, 1))
+        target = os.path.join(self.tmp, "out.txt")
+        code, out, _ = self.trec("--per-query", "--metrics", self.EXAMPLE_MEASURES, "-o", target,
+                                 run=self.write("run.trec", lines))
+        with open(target, encoding="utf-8") as handle:
+            self.assertEqual((code, out, handle.read()), (0, "", self.EXAMPLE_TREC))
+
+    def test_names_in_the_output(self):
+        code, out, _ = self.trec("--metrics", "ndcg@5,ndcg(gain=linear)@5,precision(rel=2)@5,"
+                                 "P@5,judged@5,rprec,bpref,recall@all,precision@all")
+        self.assertEqual([line.split("\t")[0].rstrip() for line in out.splitlines()],
+                         ["num_q", "ndcg@5", "ndcg_cut_5", "precision(rel=2)@5", "P_5",
+                          "judged@5", "Rprec", "bpref", "set_recall", "set_P"])
+        # --rel 2 changes every rel measure's parameters: trec_eval's names would lie
+        code, out, _ = self.trec("--rel", "2", "--metrics", "recall@5,mrr@all,ndcg(gain=linear)@5")
+        self.assertEqual([line.split("\t")[0].rstrip() for line in out.splitlines()],
+                         ["num_q", "recall(rel=2)@5", "mrr(rel=2)@all", "ndcg_cut_5"])
+        long_name = "context_precision(rel=2)@10"      # longer than 22: no padding, as trec_eval
+        code, out, _ = self.trec("--metrics", long_name, "--per-query")
+        self.assertIn("\n%s\tall\t" % long_name, "\n" + out)
+
+    def test_per_query_order_is_trec_evals(self):
+        # queries in trec_eval's order (sorted as strings: q10 before q2), each
+        # query's measures together, then the all lines.
+        qrels = self.write("qrels.json", json.dumps(
+            {"q2": {"a": 1}, "q10": {"b": 1}, "q1": {"c": 1}, "Q": {"d": 1}}))
+        run = self.write("run.json", json.dumps(
+            {"q2": ["a"], "q10": ["x", "b"], "q1": ["x"], "Q": ["d"]}))
+        code, out, _ = self.trec("--per-query", "--metrics", "mrr@all,success@1",
+                                 qrels=qrels, run=run)
+        rows = [line.split("\t") for line in out.splitlines()]
+        self.assertEqual([(name.rstrip(), qid) for name, qid, _ in rows], [
+            ("recip_rank", "Q"), ("success_1", "Q"), ("recip_rank", "q1"), ("success_1", "q1"),
+            ("recip_rank", "q10"), ("success_1", "q10"), ("recip_rank", "q2"),
+            ("success_1", "q2"), ("num_q", "all"), ("recip_rank", "all"), ("success_1", "all")])
+        self.assertEqual(rows[-2][2], "0.6250")      # (1 + 0 + 1/2 + 1) / 4
+
+    def test_a_query_id_a_line_cannot_carry_is_refused(self):
+        for qid in ("what is sso", "all", "tab\there"):
+            with self.subTest(qid=qid):
+                qrels = self.write("qrels.json", json.dumps({qid: {"a": 1}}))
+                run = self.write("run.json", json.dumps({qid: ["a"]}))
+                code, out, err = self.trec("--per-query", qrels=qrels, run=run)
+                self.assertEqual((code, out), (2, ""))
+                self.assertRegex(err, r"^rag-eval: error: --format trec: query id .* cannot be "
+                                      r"written on a trec_eval line .*\n$")
+                self.assertEqual(self.trec(qrels=qrels, run=run)[0], 0)   # no query lines
+
+    def test_gate_and_comparison_go_to_stderr(self):
+        # The bundled baseline fails (exit 1): stdout stays trec_eval's lines,
+        # the gate's text is on stderr, as the text format writes it.
+        code, out, err = self.trec("--baseline", example("baseline.json"))
+        self.assertEqual(code, 1)
+        self.assertTrue(out.startswith("num_q                 \tall\t3\n"))
+        self.assertTrue(all(len(line.split("\t")) == 3 for line in out.splitlines()))
+        _, text, _ = run_cli(example("qrels.json"), example("run.json"),
+                             "--baseline", example("baseline.json"))
+        gate_text = text[text.index("gate vs"):]
+        self.assertTrue(err.startswith(gate_text), err)
+        self.assertIn("FAILED, 2 regressions: mrr@5, recall@5", err)
+        # a passing gate: exit 0, its verdict on stderr
+        base = self.write("base.json", json.dumps({"recall@5": 0.5}))
+        code, out, err = self.trec("--baseline", base, "--metrics", "recall@5")
+        self.assertEqual(code, 0)
+        self.assertEqual(out, "num_q                 \tall\t3\nrecall_5              \tall\t0.6667\n")
+        self.assertIn("PASSED", err)
+        # --save-baseline with a failing gate: exit 1, the baseline kept, said on stderr
+        saved = os.path.join(self.tmp, "saved.json")
+        code, out, err = self.trec("--baseline", example("baseline.json"), "--save-baseline", saved)
+        self.assertEqual(code, 1)
+        self.assertFalse(os.path.exists(saved))
+        self.assertIn("was not written", err)
+        # a comparison: its table on stderr, exit 0
+        code, out, err = self.trec("--compare", example("run.json"), "--metrics", "recall@5",
+                                   "--resamples", "100")
+        self.assertEqual(code, 0)
+        self.assertEqual(out, "num_q                 \tall\t3\nrecall_5              \tall\t0.6667\n")
+        self.assertIn("run vs %s, paired over 3 queries" % example("run.json"), err)
+
+    def trec_average_cases(self):
+        folder = os.path.join(DATA, "trec_average")
+        for case in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, case, "expected.json"), encoding="utf-8") as handle:
+                yield case, os.path.join(folder, case), json.load(handle)
+
+    def test_trec_eval_averaging_equals_pytrec_eval(self):
+        # Queries with no relevant id (all grades 0, only negative grades,
+        # grades below rel that nDCG still counts, an empty ranking) count;
+        # qrels queries the run lacks (q10, q11) and a run query the qrels
+        # lack do not: trec_eval without -c, as pytrec_eval computes it.
+        for case, folder, expected in self.trec_average_cases():
+            with self.subTest(case=case):
+                qrels, run = (os.path.join(folder, f) for f in ("qrels.json", "run.json"))
+                names = list(expected["mean"])
+                report = rag_eval.evaluate_files(
+                    qrels, run, k=[1], metrics=names, rel=expected["rel"],
+                    skip_extra_queries=True, average="trec_eval")
+                self.assertEqual(report.average, "trec_eval")
+                self.assertEqual(list(report.per_query), list(expected["per_query"]))
+                self.assertNotIn("q10", report.per_query)           # missing from the run
+                self.assertIn("q10", report.missing)
+                for qid, values in expected["per_query"].items():
+                    for m, value in values.items():
+                        self.assertAlmostEqual(report.per_query[qid][m], value, delta=1e-9,
+                                               msg="%s %s" % (qid, m))
+                for m, value in expected["mean"].items():
+                    self.assertAlmostEqual(report.mean[m], value, delta=1e-9, msg=m)
+                # the command line prints the same, with trec_eval's names
+                code, out, err = run_cli(qrels, run, "--format", "trec", "--per-query",
+                                         "--average", "trec_eval", "--skip-extra-queries",
+                                         "--rel", str(expected["rel"]), "--metrics", ",".join(names))
+                self.assertEqual(code, 0, err)
+                self.assertIn("1 query in the qrels not in the run, left out of the means "
+                              "(trec_eval's average): 'q10'\n", err)   # q11: no relevant id
+                printed = {m: expected["names"].get(m, m) for m in names}
+                lines = ["%-22s\t%s\t%6.4f\n" % (printed[m], qid, values[m])
+                         for qid, values in expected["per_query"].items() for m in names]
+                lines.append("num_q                 \tall\t%d\n" % expected["num_q"])
+                lines += ["%-22s\tall\t%6.4f\n" % (printed[m], expected["mean"][m]) for m in names]
+                self.assertEqual(out, "".join(lines))
+                # the default average differs: no-relevant queries out, missing ones in as 0
+                scored = rag_eval.evaluate_files(qrels, run, k=[1], metrics=names,
+                                                 rel=expected["rel"], skip_extra_queries=True)
+                self.assertEqual(set(scored.per_query), set(expected["per_query"])
+                                 - set(scored.unscored) | set(scored.missing))
+                self.assertNotEqual(scored.mean, report.mean)
+
+    def test_trec_eval_averaging_is_never_gated_or_compared(self):
+        base = self.write("base.json", json.dumps({"recall@5": 0.5}))
+        saved = os.path.join(self.tmp, "saved.json")
+        out_file = os.path.join(self.tmp, "out.txt")
+        for extra in (["--baseline", base], ["--save-baseline", saved],
+                      ["--compare", example("run.json")], ["--format", "json"],
+                      ["--format", "text", "-o", out_file]):
+            with self.subTest(extra=extra):
+                code, out, err = run_cli(example("qrels.json"), example("run.json"),
+                                         "--average", "trec_eval", "--format", "trec", *extra)
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(err.count("\n"), 1)
+                self.assertRegex(err, r"^rag-eval: error: --average trec_eval ")
+                self.assertFalse(os.path.exists(saved) or os.path.exists(out_file))
+        # the library refuses the same way
+        qrels, run = rag_eval.load_qrels(example("qrels.json")), rag_eval.load_run(example("run.json"))
+        report = rag_eval.evaluate(qrels, run, average="trec_eval")
+        other = rag_eval.evaluate(qrels, run)
+        for call in (lambda: rag_eval.gate(report, {"recall@5": 0.5}),
+                     lambda: rag_eval.compare(report, other),
+                     lambda: rag_eval.compare(other, report),
+                     lambda: rag_eval.baseline_dict(report)):
+            with self.assertRaisesRegex(rag_eval.EvalError, "never gated, compared or saved"):
+                call()
+        with self.assertRaisesRegex(rag_eval.EvalError, "average must be one of"):
+            rag_eval.evaluate({"q": {"a": 1}}, {"q": ["a"]}, average="trec")
+        self.assertEqual(report.to_dict()["average"], "trec_eval")
+        self.assertNotIn("average", other.to_dict())    # the JSON of a default report is unchanged
+        # the bundled example: q4 (no relevant id, in the run) counts, as trec_eval counts it
+        self.assertEqual((len(report.per_query), len(other.per_query)), (4, 3))
+        code, out, _ = run_cli(example("qrels.json"), example("run.json"), "--format", "trec",
+                               "--average", "trec_eval", "--metrics", "recall@5")
+        self.assertEqual(out, "num_q                 \tall\t4\nrecall_5              \tall\t0.5000\n")
+
+    def test_trec_eval_averaging_through_every_reader(self):
+        # A TREC run (no empty rankings: a TREC file cannot hold one) read by
+        # the plain twins, the block reader, and forked workers (threshold
+        # lowered) gives the same report.
+        for case, folder, expected in self.trec_average_cases():
+            with open(os.path.join(folder, "run.json"), encoding="utf-8") as handle:
+                run = json.load(handle)
+            text = "".join("%s Q0 %s %d %r t\n" % (q, doc, rank, score)
+                           for q, scores in sorted(run.items())
+                           for rank, (doc, score) in enumerate(sorted(
+                               scores.items(), key=lambda p: -p[1]), 1))
+            path = self.write("run_%s.trec" % case, text)
+
+            def score():
+                return rag_eval.evaluate_files(
+                    os.path.join(folder, "qrels.json"), path, k=[1],
+                    metrics=list(expected["mean"]), rel=expected["rel"],
+                    skip_extra_queries=True, average="trec_eval")._replace(inputs=None)
+            with plain_twins():
+                plain = score()
+            self.assertEqual(score(), plain)
+            saved = rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE
+            rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE = 0, 256
+            try:
+                self.assertEqual(score(), plain)
+            finally:
+                rag_eval._PARALLEL_MIN_BYTES, rag_eval._BLOCK_SIZE = saved
+            empty = {q for q, scores in run.items() if not scores}
+            self.assertEqual(set(plain.per_query), set(expected["per_query"]) - empty)
+            for qid, values in plain.per_query.items():
+                for m, value in values.items():
+                    self.assertAlmostEqual(value, expected["per_query"][qid][m], delta=1e-9)
