@@ -3729,6 +3729,7 @@ def _fuzz_alarm(signum, frame):
     raise _FuzzTimeout("case timed out")
 
 
+
 def _fuzz_option(argv, *names):
     """The value of the last ``--name value`` or ``--name=value`` in argv."""
     value = None
