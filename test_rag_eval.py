@@ -8,6 +8,7 @@ generators in tests/peers/ (which the suite never imports).
 import copy
 import doctest
 import gzip
+import inspect
 import io
 import json
 import itertools
@@ -117,8 +118,95 @@ def read_text(path):
 
 
 # ---------------------------------------------------------------------------
-# The bundled example (domain.md)
+# The public names (__all__) and the bundled example (domain.md)
 # ---------------------------------------------------------------------------
+
+class PublicNamesTest(unittest.TestCase):
+    """``__all__`` is sorted, names what exists, and holds every public function
+    and class, so ``from rag_eval import *`` and the docs agree with the module.
+
+    Public: a function or class defined in rag_eval whose name does not start
+    with ``_``.  Each is exported or listed in NOT_EXPORTED with its reason, so
+    adding a public function fails here until someone decides which."""
+
+    NOT_EXPORTED = {
+        # Declaring a measure (README "How to add a measure"): for authors of
+        # rag_eval, who edit the module; users name measures as text.
+        "measure": "declares a measure", "peer": "declares a peer spelling",
+        "Param": "declares a measure parameter", "Spelling": "what peer() returns",
+        # The command line's parts; main() is its entry point.
+        "build_parser": "main()'s parser", "describe_measures": "--list-measures' text",
+        "parse_cutoffs": "--k's parser", "parse_tolerance": "--max-drop's parser",
+        # What --save-baseline writes; save_baseline() is the library's call.
+        "baseline_dict": "save_baseline()'s content",
+    }
+    # Also not exported: each registered measure's per-query function (recall,
+    # ndcg, ...), reached through its name: parse_measure("ndcg@10").value(...).
+
+    @staticmethod
+    def public():
+        return {name for name, value in vars(rag_eval).items()
+                if not name.startswith("_") and (inspect.isfunction(value) or inspect.isclass(value))
+                and value.__module__ == rag_eval.__name__}
+
+    @staticmethod
+    def measure_functions():
+        return {spec.func.__name__ for spec in rag_eval._REGISTRY.values()}
+
+    def test_all_is_sorted_and_names_what_exists(self):
+        self.assertEqual(rag_eval.__all__, sorted(rag_eval.__all__))
+        self.assertEqual(len(rag_eval.__all__), len(set(rag_eval.__all__)))
+        for name in rag_eval.__all__:
+            with self.subTest(name=name):
+                self.assertTrue(hasattr(rag_eval, name))
+                self.assertFalse(name.startswith("_"))
+        namespace = {}
+        exec("from rag_eval import *", namespace)
+        self.assertEqual(set(namespace) - {"__builtins__"}, set(rag_eval.__all__))
+
+    def test_every_public_name_is_exported_or_not_by_decision(self):
+        measures = self.measure_functions()
+        for name in measures:
+            self.assertIs(getattr(rag_eval, name), next(
+                s.func for s in rag_eval._REGISTRY.values() if s.func.__name__ == name))
+        undecided = self.public() - set(rag_eval.__all__) - set(self.NOT_EXPORTED) - measures
+        self.assertEqual(undecided, set(), "add each to __all__, or to NOT_EXPORTED with a reason")
+        self.assertEqual(set(self.NOT_EXPORTED) & set(rag_eval.__all__), set())
+        self.assertEqual(measures & set(rag_eval.__all__), set())
+        self.assertEqual(set(self.NOT_EXPORTED) - self.public(), set(), "stale NOT_EXPORTED")
+        for code in ("EXIT_OK", "EXIT_REGRESSION", "EXIT_ERROR"):     # named exit codes too
+            self.assertIn(code, rag_eval.__all__)
+
+    def test_every_name_users_are_taught_is_exported(self):
+        # Names in code the README's "From a notebook" section and the module
+        # docstring show users: imports, calls, :func:/:class: references and
+        # names alone in backquotes.
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
+            readme = handle.read()
+        section = readme.split("\n## From a notebook\n", 1)[1].split("\n## ", 1)[0]
+        code = re.findall(r"```python\n(.*?)```", section, re.S)
+        spans = re.findall(r"`+([^`]+)`+", re.sub(r"```.*?```", "", section, flags=re.S))
+        doc = rag_eval.__doc__
+        texts = code + spans + re.findall(r"^\s*>>> (.*)$", doc, re.M) + re.findall(
+            r"``([^`]+)``", doc)
+        taught = set(re.findall(r":(?:func|class):`~?(\w+)`", doc))
+        for text in texts:
+            for names in re.findall(r"\bimport ([\w, ]+)", text):
+                taught.update(name.strip() for name in names.split(","))
+            taught.update(re.findall(r"(?<![\w.])(\w+)\(", text))
+            taught.update(re.findall(r"^@?(\w+)$", text.strip()))
+        taught &= set(vars(rag_eval))
+        self.assertLessEqual({"evaluate", "evaluate_files", "compare", "gate", "load_qrels",
+                              "load_run", "EvalError", "Comparison", "GateResult", "Report"},
+                             taught)
+        for name in sorted(taught):
+            with self.subTest(name=name):
+                value = getattr(rag_eval, name)
+                if name in self.NOT_EXPORTED:
+                    continue        # taught to authors of measures (see NOT_EXPORTED)
+                if inspect.isfunction(value) or inspect.isclass(value):
+                    self.assertIn(name, rag_eval.__all__)
+
 
 class ExampleFixtureTest(unittest.TestCase):
     """qrels.json / run.json / baseline.json, values worked out by hand.
