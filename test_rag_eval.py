@@ -828,10 +828,14 @@ class JsonInputTest(TempDir, unittest.TestCase):
     def test_qrels_entry_not_object(self):
         self.assertBad(qrels='{"q1": ["a"]}', expect="'q1'")
 
+    # test_error_texts was merged into the next three tests and test_bad_k: the
+    # same inputs, with the texts it checked.
     def test_bad_grades(self):
         for grade in ("1.5", "true", '"2"', "NaN", "null", "1e400"):
             with self.subTest(grade=grade):
-                self.assertBad(qrels='{"q1": {"a": %s}}' % grade, expect="q.json")
+                err = self.assertBad(qrels='{"q1": {"a": %s}}' % grade, expect="q.json")
+                if grade == "1.5":
+                    self.assertIn("must be an integer grade, got 1.5", err)
 
     def test_run_value_not_list_or_object(self):
         self.assertBad(run='{"q1": "a"}', expect="ranked list")
@@ -842,21 +846,11 @@ class JsonInputTest(TempDir, unittest.TestCase):
                 self.assertBad(run='{"q1": [%s]}' % bad, expect="string (or an integer)")
 
     def test_bad_scores(self):
-        for score in ("NaN", "Infinity", "-Infinity", '"0.5"', "true", "null"):
+        for score in ("NaN", "Infinity", "-Infinity", '"0.5"', '"x"', "true", "null"):
             with self.subTest(score=score):
-                self.assertBad(run='{"q1": {"a": %s}}' % score, expect="r.json")
-
-    def test_error_texts(self):
-        cases = [('{"q1": {"a": 1.5}}', '{"q1": ["a"]}', "must be an integer grade, got 1.5"),
-                 ('{"q1": {"a": 1}}', '{"q1": {"a": "x"}}', "must be a finite number, got 'x'"),
-                 ('{"q1": {"a": 1}}', '{"q1": [1.5]}', "must be a string (or an integer)")]
-        for qrels, run, expect in cases:
-            with self.subTest(expect=expect):
-                code, out, err = run_cli(self.write("q.json", qrels), self.write("r.json", run))
-                self.assertEqual(code, 2)
-                self.assertIn(expect, err)
-        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--k", "0")
-        self.assertIn("k must be a positive integer, got '0'", err)
+                err = self.assertBad(run='{"q1": {"a": %s}}' % score, expect="r.json")
+                if score == '"x"':
+                    self.assertIn("must be a finite number, got 'x'", err)
 
     def test_duplicate_keys(self):
         self.assertBad(qrels='{"q1": {"a": 1, "a": 0}}', expect="duplicate key 'a'")
@@ -891,23 +885,20 @@ class JsonInputTest(TempDir, unittest.TestCase):
                  (None, '{"q1": ["a", "\\uDFFF"]}', "r.json: '\\udfff' holds"),
                  (None, '{"q1": {"a": 1.0, "x\\ud83d": 0.5}}', "r.json: 'x\\ud83d' holds"),
                  ('{"q1": {"a": 1, "\\ude00\\ud83d": 0}}', None, "q.json: '\\ude00\\ud83d'")]
+        # and a high half as a query id of both files (was test_lone_surrogate_is_an
+        # _input_error): the same refusal, nothing written
+        cases.append(('{"\\ud800": {"a": 1}}', '{"\\ud800": ["a"]}',
+                      "q.json: '\\ud800' holds a lone surrogate"))
         for qrels, run, expect in cases:
             with self.subTest(expect=expect):
                 self.assertBad(qrels=qrels, run=run, extra=["--per-query"], expect=expect)
+                self.assertEqual(sorted(os.listdir(self.tmp)), ["q.json", "r.json"])
         q = self.write("q.jsonl", '{"query_id": "q1", "grades": {"a": 1}}\n'
                                   '{"query_id": "\\udc01", "grades": {"b": 0}}\n')
         code, out, err = run_cli(q, self.write("r.trec", "q1 Q0 a 1 1.0 t\n"))
         self.assertEqual((code, out), (2, ""))
         self.assertEqual(err, "rag-eval: error: %s:2: '\\udc01' holds a lone surrogate escape, "
                               "not text\n" % q)
-
-    def test_lone_surrogate_is_an_input_error(self):
-        q = self.write("q.json", '{"\\ud800": {"a": 1}}')
-        r = self.write("r.json", '{"\\ud800": ["a"]}')
-        code, out, err = run_cli(q, r, "--per-query", "-o", os.path.join(self.tmp, "o.txt"))
-        self.assertEqual(code, 2)
-        self.assertIn("lone surrogate", err)
-        self.assertEqual(os.listdir(self.tmp), ["q.json", "r.json"])
 
     def test_surrogate_pair_is_text(self):
         q = self.write("q.json", '{"q\\ud83d\\ude00": {"a\\uD83D\\uDE00": 1}}')
@@ -1199,16 +1190,15 @@ class TiesTest(TempDir, unittest.TestCase):
         self.assertEqual(report.mean["success@1"], 0.0)
         self.assertEqual(report.ties, {})
 
-    def test_big_integer_scores_compare_as_doubles_in_any_order(self):
+    def test_long_integer_scores_tie_as_doubles(self):
+        # 2**53 + 1 and 2**53 are the same double: a tie, broken by doc id (b first),
+        # in Python ints in any order (was test_big_integer_scores_compare_as_doubles
+        # _in_any_order) and in a TREC file.
         qrels = {"q": {"a": 1, "b": 0}}
         for run in ({"q": {"a": 2 ** 53 + 1, "b": 2 ** 53}}, {"q": {"b": 2 ** 53, "a": 2 ** 53 + 1}}):
             with self.subTest(run=run):
-                # equal as doubles: a tie, broken by doc id descending (b first)
                 self.assertEqual(rag_eval.evaluate(qrels, run, k=1, metrics="mrr").mean,
                                  {"mrr@1": 0.0})
-
-    def test_long_integer_scores_tie_as_doubles(self):
-        # 2**53 + 1 and 2**53 are the same double: a tie, broken by doc id (b first).
         q = self.write("q.json", '{"q": {"a": 1, "b": 0}}')
         r = self.write("r.trec", "q Q0 a 1 9007199254740993 t\nq Q0 b 2 9007199254740992 t\n")
         report = rag_eval.evaluate_files(q, r, k=1, metrics="mrr")
@@ -1491,10 +1481,10 @@ class EvaluationTest(TempDir, unittest.TestCase):
     """evaluate() and its arguments: ids of any JSON type, grades too large for
     a gain, odd Python values refused, records without a truth value."""
     def test_integer_ids_accepted_as_strings(self):
+        # Merged with test_integer_keys_in_library_dicts: ids in lists, keys of
+        # grade and score maps.
         report = rag_eval.evaluate({"q": {"7": 1}}, {"q": [3, 7]}, k=2, metrics="mrr")
         self.assertEqual(report.mean["mrr@2"], 0.5)
-
-    def test_integer_keys_in_library_dicts(self):
         self.assertEqual(rag_eval.evaluate({"q": {1: 1}}, {"q": [1]}, k=1,
                                            metrics="recall").mean, {"recall@1": 1.0})
         self.assertEqual(rag_eval.evaluate({"q": {"a": 1}}, {"q": {1: 0.5, "a": 0.7}}, k=1,
@@ -1502,7 +1492,8 @@ class EvaluationTest(TempDir, unittest.TestCase):
         with self.assertRaisesRegex(rag_eval.EvalError, "appears twice"):
             rag_eval.evaluate({"q": {"a": 1}}, {"q": {1: 0.5, "1": 0.7}})
 
-    def test_huge_grades(self):
+    def test_grade_too_large_for_exponential_gain(self):
+        # Merged: test_huge_grades and test_grade_too_large_names_the_query.
         q = self.write("q.json", '{"q": {"a": 1024, "b": 1}}')
         r = self.write("r.json", '{"q": ["a", "b"]}')
         code, out, err = run_cli(q, r, "--metrics", "ndcg")
@@ -1510,8 +1501,6 @@ class EvaluationTest(TempDir, unittest.TestCase):
         self.assertIn("grade 1024 is too large for exponential gain", err)
         code, out, err = run_cli(q, r, "--metrics", "ndcg", "--gain", "linear")
         self.assertEqual(code, 0, err)
-
-    def test_grade_too_large_names_the_query(self):
         qrels = self.write("g.json", '{"q1": {"refund-policy#2": 1024}}')
         code, out, err = run_cli(qrels, example("run.json"), "--skip-extra-queries")
         self.assertEqual(code, 2)
@@ -2038,22 +2027,18 @@ class GateToleranceTest(TempDir, unittest.TestCase):
     """The tolerance rule on the means: absolute and relative drops, statuses,
     the verdict, the measures a baseline asks for."""
     def test_tolerance_boundary_is_not_float_noise(self):
+        # Merged with test_tolerance_is_tight (1e-7 beyond the tolerance fails).
         # recall@5 = 0.6667; a baseline 0.02 above must pass (drop == tolerance).
         report = example_report(metrics="recall")
         self.assertTrue(rag_eval.gate(report, {"recall@5": 2 / 3 + 0.02}).passed)
         self.assertFalse(rag_eval.gate(report, {"recall@5": 2 / 3 + 0.0201}).passed)
-
-    def test_tolerance_is_tight(self):
-        report = rag_eval.evaluate(rag_eval.load_qrels(example("qrels.json")),
-                                   rag_eval.load_run(example("run.json")), metrics="recall")
         self.assertFalse(rag_eval.gate(report, {"recall@5": 2 / 3 + 0.02 + 1e-7}).passed)
 
-    def test_relative_tolerance(self):
+    def test_relative_tolerance_is_of_the_baseline(self):
+        # Merged with test_relative_tolerance (the example's mrr@5 = 0.5).
         report = example_report(metrics="mrr")   # 0.5
         self.assertTrue(rag_eval.gate(report, {"mrr@5": 0.52}, max_drop="5%").passed)
         self.assertFalse(rag_eval.gate(report, {"mrr@5": 0.53}, max_drop="5%").passed)
-
-    def test_relative_tolerance_is_of_the_baseline(self):
         # mrr 0.5 against a baseline of 0.5 / 0.95 = 0.5263: a drop of exactly 5% of
         # the baseline passes; measured against the current value (5% of 0.5) it would fail.
         report = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"a": 1}},
@@ -2281,16 +2266,12 @@ class BaselineFileTest(TempDir, unittest.TestCase):
     """A baseline is read whole or refused: a file or a dict, its values, its
     inputs, its rel, its per-query values against its means."""
     def test_baseline_file_missing(self):
+        # Merged with test_missing_baseline_says_how_to_make_one (same call, its
+        # text a part of this one).
         code, out, err = run_cli(example("qrels.json"), example("run.json"),
                                  "--baseline", os.path.join(self.tmp, "none.json"))
         self.assertEqual(code, 2)
         self.assertIn("none.json: no such baseline file; write one from an accepted run with --save-baseline", err)
-
-    def test_missing_baseline_says_how_to_make_one(self):
-        missing = os.path.join(self.tmp, "none.json")
-        code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", missing)
-        self.assertEqual(code, 2)
-        self.assertIn("write one from an accepted run with --save-baseline", err)
 
     def test_file_names_with_newlines_stay_on_one_line(self):
         code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", os.path.join(self.tmp, "no\nsuch"))
@@ -2577,34 +2558,23 @@ class OutputFilesTest(TempDir, unittest.TestCase):
             os.umask(old)
         self.assertEqual(os.stat(path).st_mode & 0o777, 0o644)
 
-    def test_no_file_written_when_one_output_fails(self):
-        saved = os.path.join(self.tmp, "base.json")
-        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--save-baseline",
-                                 saved, "-o", os.path.join(self.tmp, "missing", "out.json"))
-        self.assertEqual(code, 2)
-        self.assertEqual(len(err.strip().splitlines()), 1)
-        self.assertEqual(os.listdir(self.tmp), [])
-
-    def test_no_file_written_when_a_later_output_is_bad(self):
-        saved = os.path.join(self.tmp, "sb.json")
-        code, out, err = run_cli(*EXAMPLE_FILES, "--save-baseline", saved,
-                                 "-o", os.path.join(self.tmp, "out.json") + os.sep)
-        self.assertEqual(code, 2)
-        self.assertIn("is a directory", err)
-        self.assertEqual(os.listdir(self.tmp), [])
-
-    def test_outputs_that_cannot_both_be_written(self):
-        saved = os.path.join(self.tmp, "b.json")
+    def test_no_file_written_when_one_output_cannot_be(self):
+        # Merged: test_no_file_written_when_one_output_fails (-o in a missing
+        # folder), ..._when_a_later_output_is_bad (-o ending in a separator) and
+        # test_outputs_that_cannot_both_be_written (-o a folder; one name for both).
+        saved = os.path.join(self.tmp, "saved.json")
         os.mkdir(os.path.join(self.tmp, "outdir"))
-        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--save-baseline",
-                                 saved, "-o", os.path.join(self.tmp, "outdir"))
-        self.assertEqual(code, 2)
-        self.assertIn("is a directory", err)
-        self.assertFalse(os.path.exists(saved))
-        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--save-baseline",
-                                 saved, "-o", saved)
-        self.assertEqual(code, 2)
-        self.assertFalse(os.path.exists(saved))
+        cases = [(os.path.join(self.tmp, "missing", "out.json"), ""),
+                 (os.path.join(self.tmp, "out.json") + os.sep, "is a directory"),
+                 (os.path.join(self.tmp, "outdir"), "is a directory"),
+                 (saved, "named for two outputs")]
+        for out_path, expect in cases:
+            with self.subTest(o=out_path):
+                code, out, err = run_cli(*EXAMPLE_FILES, "--save-baseline", saved, "-o", out_path)
+                self.assertEqual(code, 2)
+                self.assertEqual(len(err.strip().splitlines()), 1)
+                self.assertIn(expect, err)
+                self.assertEqual(os.listdir(self.tmp), ["outdir"])
 
     def test_an_output_never_replaces_an_input(self):
         base = self.write("b.json", '{"recall@5": 0.9}')
@@ -2676,7 +2646,8 @@ class CommandLineOptionsTest(TempDir, unittest.TestCase):
     def test_bad_k(self):
         for k in ("0", "-1", "x", "2.5", "1,,0"):
             with self.subTest(k=k):
-                self.assertBad(extra=["--k", k], expect="k")
+                self.assertBad(extra=["--k", k],
+                               expect="k must be a positive integer, got '0'" if k == "0" else "k")
 
     def test_unknown_measure(self):
         self.assertBad(extra=["--metrics", "ndgc"], expect="did you mean 'ndcg'")
@@ -2709,10 +2680,18 @@ class CommandLineOptionsTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("the cutoff k must be a positive integer", err)
 
-    def test_bad_option_is_usage_error(self):
-        code, out, err = run_cli(example("qrels.json"), example("run.json"), "--format", "xml")
-        self.assertEqual(code, 2)
-        self.assertIn("invalid choice", err)
+    def test_usage_error_is_one_line(self):
+        # Holds test_bad_option_is_usage_error ("--format xml": exit 2, "invalid choice").
+        for argv, message in ((("--bogus",), "unrecognized arguments: --bogus"),
+                              (("--k",), "argument --k: expected one argument"),
+                              (("--format", "xml"), "argument --format: invalid choice")):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"),
+                                         *argv)
+                self.assertEqual(code, 2)
+                self.assertEqual(err.count("\n"), 1, err)
+                self.assertTrue(err.startswith("rag-eval: error: " + message), err)
+                self.assertTrue(err.endswith("(see --help)\n"))
 
 
 class ExitCodeTest(TempDir, unittest.TestCase):
@@ -2795,17 +2774,6 @@ class InternalErrorTest(TempDir, unittest.TestCase):
                 finally:
                     os.close(write_end)
                 self.assertEqual(done.returncode, expected)
-
-    def test_usage_error_is_one_line(self):
-        for argv, message in ((("--bogus",), "unrecognized arguments: --bogus"),
-                              (("--k",), "argument --k: expected one argument"),
-                              (("--format", "xml"), "argument --format: invalid choice")):
-            with self.subTest(argv=argv):
-                code, out, err = run_cli(*self.ARGS, *argv)
-                self.assertEqual(code, 2)
-                self.assertEqual(err.count("\n"), 1, err)
-                self.assertTrue(err.startswith("rag-eval: error: " + message), err)
-                self.assertTrue(err.endswith("(see --help)\n"))
 
 
 # ---------------------------------------------------------------------------
