@@ -51,7 +51,9 @@ def run_cli(*argv, stdin=None):
 
 class TempDir:
     """Mixin: self.tmp is a fresh folder; self.write(name, text) puts a file there;
-    self.assertBad(...) checks that main() refuses an input the one-line way."""
+    self.report_of(*argv, qrels=..., run=...) writes the two inputs and runs main()
+    on them; self.assertBad(...) checks that main() refuses an input the one-line
+    way."""
 
     GOOD_QRELS = '{"q1": {"a": 1, "b": 0}}'
     GOOD_RUN = '{"q1": ["a", "b"]}'
@@ -72,18 +74,36 @@ class TempDir:
             handle.write(content)
         return path
 
+    def input_file(self, spec, name):
+        """The path of one input: ``spec`` is a path that exists, a (name,
+        content) pair, or the content alone (text, bytes, or a dict or list
+        written as JSON), written to ``name``."""
+        if isinstance(spec, tuple):
+            name, spec = spec
+        elif isinstance(spec, str) and os.path.isabs(spec) and os.path.exists(spec):
+            return spec
+        if isinstance(spec, (dict, list)):
+            spec = json.dumps(spec)
+        return self.write(name, spec)
+
+    def report_of(self, *argv, qrels, run, stdin=None):
+        """main() on these qrels and run (see input_file; q.json and r.json
+        unless named) and ``argv``: (exit code, stdout, stderr)."""
+        return run_cli(self.input_file(qrels, "q.json"), self.input_file(run, "r.json"), *argv,
+                       stdin=stdin)
+
     def assertBad(self, qrels=None, run=None, extra=(), expect="", baseline=None):
         """main() on q.json and r.json (GOOD_QRELS and GOOD_RUN unless given),
         asked for -o and --save-baseline: exit 2, one line on stderr naming
         ``expect``, no traceback, nothing on stdout, no file written."""
-        q = self.write("q.json", qrels if qrels is not None else self.GOOD_QRELS)
-        r = self.write("r.json", run if run is not None else self.GOOD_RUN)
-        argv = [q, r] + list(extra)
+        argv = list(extra)
         if baseline is not None:
             argv += ["--baseline", self.write("b.json", baseline)]
         out_path = os.path.join(self.tmp, "out.json")
         saved = os.path.join(self.tmp, "saved.json")
-        code, out, err = run_cli(*argv, "-o", out_path, "--save-baseline", saved)
+        code, out, err = self.report_of(*argv, "-o", out_path, "--save-baseline", saved,
+                                        qrels=self.GOOD_QRELS if qrels is None else qrels,
+                                        run=self.GOOD_RUN if run is None else run)
         self.assertEqual(code, rag_eval.EXIT_ERROR, err)
         self.assertNotIn("Traceback", err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)
@@ -784,12 +804,12 @@ class InputSourcesTest(TempDir, unittest.TestCase):
                   "grade, ...}}, got keys ['query_id', 'docs']; this looks like a run: " + swapped)]
         for qname, qtext, rname, rtext, expect in cases:
             with self.subTest(expect=expect):
-                code, out, err = run_cli(self.write(qname, qtext), self.write(rname, rtext))
+                code, out, err = self.report_of(qrels=(qname, qtext), run=(rname, rtext))
                 self.assertEqual((code, out), (2, ""))
                 self.assertEqual(err, "rag-eval: error: %s/%s\n" % (self.tmp, expect))
         # only the first line can say so: later, a short line is just a bad line
-        code, out, err = run_cli(self.write("q.json", self.GOOD_QRELS),
-                                 self.write("r.trec", trec_run + trec_qrels))
+        code, out, err = self.report_of(qrels=self.GOOD_QRELS,
+                                        run=("r.trec", trec_run + trec_qrels))
         self.assertEqual(code, 2)
         self.assertNotIn("swapped", err)
 
@@ -799,13 +819,13 @@ class InputSourcesTest(TempDir, unittest.TestCase):
         for name, text, fields in (("q.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\n", 3),
                                    ("q.csv", "q1,a,1\n", 1)):
             with self.subTest(name=name):
-                code, out, err = run_cli(self.write(name, text), self.write("r.json", self.GOOD_RUN))
+                code, out, err = self.report_of(qrels=(name, text), run=self.GOOD_RUN)
                 self.assertEqual((code, out), (2, ""))
                 self.assertEqual(err, "rag-eval: error: %s/%s:1: expected 4 fields (query_id "
                                  "iteration doc_id grade), got %d; %s\n"
                                  % (self.tmp, name, fields, accepted))
-        code, out, err = run_cli(self.write("q.json", self.GOOD_QRELS),
-                                 self.write("r.csv", "query_id,doc_id,score\n"))
+        code, out, err = self.report_of(qrels=self.GOOD_QRELS,
+                                        run=("r.csv", "query_id,doc_id,score\n"))
         self.assertIn("r.csv:1: expected 6 fields (query_id Q0 doc_id rank score tag), got 1; "
                       + accepted, err)
 
@@ -864,8 +884,7 @@ class JsonInputTest(TempDir, unittest.TestCase):
                  ("r.json", '{"q1": {"d1": 1%s}}' % ("0" * 400), "must be a finite number")]
         for name, text, expect in cases:
             with self.subTest(expect=expect):
-                code, out, err = run_cli(self.write("q.json", '{"q1": {"d1": 1}}'),
-                                         self.write(name, text))
+                code, out, err = self.report_of(qrels={"q1": {"d1": 1}}, run=(name, text))
                 self.assertEqual(code, 2)
                 self.assertIn(expect, err)
                 self.assertEqual(len(err.strip().splitlines()), 1)
@@ -901,9 +920,9 @@ class JsonInputTest(TempDir, unittest.TestCase):
                               "not text\n" % q)
 
     def test_surrogate_pair_is_text(self):
-        q = self.write("q.json", '{"q\\ud83d\\ude00": {"a\\uD83D\\uDE00": 1}}')
-        r = self.write("r.trec", "q\U0001f600 Q0 a\U0001f600 1 1.0 t\n")
-        code, out, err = run_cli(q, r, "--metrics", "recall@1", "--per-query", "--format", "json")
+        code, out, err = self.report_of("--metrics", "recall@1", "--per-query", "--format", "json",
+                                        qrels='{"q\\ud83d\\ude00": {"a\\uD83D\\uDE00": 1}}',
+                                        run=("r.trec", "q\U0001f600 Q0 a\U0001f600 1 1.0 t\n"))
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["per_query"], {"q\U0001f600": {"recall@1": 1.0}})
 
@@ -940,9 +959,8 @@ class TrecInputTest(TempDir, unittest.TestCase):
     """TREC qrels and runs: white-space columns, comment lines, the rank column
     and fields after the run tag ignored; malformed lines named exactly."""
     def score(self, run_text, *extra):
-        qrels = self.write("q.trec", "q1 0 d1 1\n")
-        return run_cli(qrels, self.write("r.trec", run_text), "--metrics", "mrr", "--k", "1",
-                       *extra)
+        return self.report_of("--metrics", "mrr", "--k", "1", *extra,
+                              qrels=("q.trec", "q1 0 d1 1\n"), run=("r.trec", run_text))
 
     def test_trec_ignores_rank_column_and_line_order(self):
         path = self.write("run.trec", "q1 Q0 b 1 0.1 t\nq2 Q0 c 1 3 t\n\nq1 Q0 a 9 0.7 t\n")
@@ -960,14 +978,14 @@ class TrecInputTest(TempDir, unittest.TestCase):
         run = self.write("r.trec", "q1 Q0 d1 1 2.0 r\nq1 Q0 d2 2 1.0 r\n")
         for text, recall in qrels.items():
             with self.subTest(text=text):
-                code, out, err = run_cli(self.write("q.trec", text), run, "--metrics", "recall@1",
-                                         "--format", "json")
+                code, out, err = self.report_of("--metrics", "recall@1", "--format", "json",
+                                                qrels=("q.trec", text), run=run)
                 self.assertEqual(code, 0, err)
                 self.assertEqual(json.loads(out)["mean"], {"recall@1": recall})
         for text, expect in {"q1 0  1\n": "q.trec:1: expected 4 fields", "q1 0 d1 \u0662\n":
                              "q.trec:1: grade must be an integer, got '\u0662'"}.items():
             with self.subTest(text=text):
-                code, out, err = run_cli(self.write("q.trec", text), run)
+                code, out, err = self.report_of(qrels=("q.trec", text), run=run)
                 self.assertEqual((code, out), (2, ""))
                 self.assertIn(expect, err)
                 self.assertEqual(len(err.splitlines()), 1)
@@ -1020,7 +1038,7 @@ class TrecInputTest(TempDir, unittest.TestCase):
         for qrels, run in ((b"q1 0 d1 1\n #q2 0 d1 1\n", run),
                            (qrels, b"q1 Q0 d1 1 1.0 t\n\t#q2 Q0 d1 1 1.0 t\n")):
             with self.subTest(qrels=qrels, run=run):
-                code, out, err = run_cli(self.write("q.trec", qrels), self.write("r.trec", run))
+                code, out, err = self.report_of(qrels=("q.trec", qrels), run=("r.trec", run))
                 self.assertEqual((code, out), (2, ""))
                 bad = "q.trec" if qrels.startswith(b"q1") else "r.trec"
                 self.assertIn("%s:2: a query id cannot start with '#' (got '#q2')" % bad, err)
@@ -1030,21 +1048,21 @@ class TrecInputTest(TempDir, unittest.TestCase):
                  "q1 0 a 1.5\n": "grade must be an integer"}
         for text, expect in cases.items():
             with self.subTest(text=text):
-                q = self.write("q.trec", "q1 0 b 1\n" + text)
-                code, out, err = run_cli(q, self.write("r.json", self.GOOD_RUN))
+                code, out, err = self.report_of(qrels=("q.trec", "q1 0 b 1\n" + text),
+                                                run=self.GOOD_RUN)
                 self.assertEqual(code, 2)
                 self.assertIn("q.trec:2: " + expect, err)
         for text, expect in {"q1 Q0 a 1 nan t\n": "score must be a finite number",
                              "q1 Q0 a 1 x t\n": "score must be a finite number", "q1 Q0 a 1\n": "expected 6 fields"}.items():
             with self.subTest(text=text):
-                r = self.write("r.trec", "q1 Q0 b 1 0.3 t\n" + text)
-                code, out, err = run_cli(self.write("q.json", self.GOOD_QRELS), r)
+                code, out, err = self.report_of(qrels=self.GOOD_QRELS,
+                                                run=("r.trec", "q1 Q0 b 1 0.3 t\n" + text))
                 self.assertEqual(code, 2)
                 self.assertIn("r.trec:2: " + expect, err)
 
     def test_trec_conflicting_grades(self):
-        q = self.write("q.trec", "q1 0 a 1\nq1 0 a 2\n")
-        code, out, err = run_cli(q, self.write("r.json", self.GOOD_RUN))
+        code, out, err = self.report_of(qrels=("q.trec", "q1 0 a 1\nq1 0 a 2\n"),
+                                        run=self.GOOD_RUN)
         self.assertEqual(code, 2)
         self.assertIn("q.trec:2:", err)
 
@@ -1273,20 +1291,15 @@ class RepeatedIdsTest(TempDir, unittest.TestCase):
                  "r.jsonl": '{"query_id": "q", "docs": ["a", "b", "a", "c"]}\n',
                  "r.trec": "q Q0 a 1 4.0 t\nq Q0 b 2 3.0 t\nq Q0 a 3 2.0 t\nq Q0 c 4 1.0 t\n",
                  "s.trec": "q Q0 c 1 1.0 t\nq Q0 a 2 2.0 t\nq Q0 b 3 3.0 t\nq Q0 a 4 4.0 t\n"}
-        with tempfile.TemporaryDirectory() as tmp:
-            qrels = os.path.join(tmp, "q.json")
-            with open(qrels, "w") as handle:
-                handle.write('{"q": {"a": 1, "c": 1}}')
-            for name, text in files.items():
-                path = os.path.join(tmp, name)
-                with open(path, "w") as handle:
-                    handle.write(text)
-                for k, warned in ((2, False), (3, True)):
-                    with self.subTest(name=name, k=k):
-                        code, out, err = run_cli(qrels, path, "--metrics", "recall", "--k", str(k))
-                        self.assertEqual(code, 0, err)
-                        self.assertIn("0.5000" if k == 2 else "1.0000", out)
-                        self.assertEqual("1 query repeat ids" in err, warned, err)
+        for name, text in files.items():
+            for k, warned in ((2, False), (3, True)):
+                with self.subTest(name=name, k=k):
+                    code, out, err = self.report_of("--metrics", "recall", "--k", str(k),
+                                                    qrels={"q": {"a": 1, "c": 1}},
+                                                    run=(name, text))
+                    self.assertEqual(code, 0, err)
+                    self.assertIn("0.5000" if k == 2 else "1.0000", out)
+                    self.assertEqual("1 query repeat ids" in err, warned, err)
 
     def test_trec_repeated_line_keeps_best_score_when_scoring(self):
         qrels = self.write("q.json", '{"q": {"a": 1}}')
@@ -1339,13 +1352,14 @@ class QueriesTest(TempDir, unittest.TestCase):
         self.assertBad(run='{"q1": ["a"], "q9": ["a"]}', expect="'q9'")
 
     def test_skip_extra_queries(self):
-        qrels = self.write("q.json", json.dumps({"q%02d" % i: {"a": 1} for i in range(30)}))
-        run = self.write("run.json", json.dumps({"q00": ["a"], "q99": ["a"]}))
-        code, out, err = run_cli(qrels, run)
+        qrels = {"q%02d" % i: {"a": 1} for i in range(30)}
+        run = {"q00": ["a"], "q99": ["a"]}
+        code, out, err = self.report_of(qrels=qrels, run=run)
         self.assertEqual(code, 2)
         self.assertIn("'q99'", err)
         self.assertIn("--skip-extra-queries", err)
-        code, out, err = run_cli(qrels, run, "--skip-extra-queries", "--format", "json")
+        code, out, err = self.report_of("--skip-extra-queries", "--format", "json",
+                                        qrels=qrels, run=run)
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["skipped"], ["q99"])
 
@@ -1356,8 +1370,7 @@ class UnlabelledRunTest(TempDir, unittest.TestCase):
     QRELS = {"q1": {"refund-policy": 2, "faq": 0}, "q2": {"sla": 1}}
 
     def cli(self, run, *argv, qrels=None):
-        qrels = self.write("q.json", json.dumps(qrels or self.QRELS))
-        return run_cli(qrels, self.write("r.json", json.dumps(run)), *argv)
+        return self.report_of(*argv, qrels=qrels or self.QRELS, run=run)
 
     def test_no_retrieved_id_carries_a_label(self):
         cases = {
@@ -1406,8 +1419,7 @@ class UnlabelledRunTest(TempDir, unittest.TestCase):
         self.assertEqual(report.unlabelled, ("q2",))      # q1's "faq" is judged (grade 0)
 
     def test_negative_grades_are_not_labels(self):
-        code, out, err = run_cli(self.write("q.json", '{"q1": {"a": 1, "b": -1}}'),
-                                 self.write("r.json", '{"q1": ["b"]}'))
+        code, out, err = self.cli({"q1": ["b"]}, qrels={"q1": {"a": 1, "b": -1}})
         self.assertEqual(code, 2)
         self.assertIn("e.g. run 'b', qrels 'b'): the run's ids carry only negative grades", err)
 
@@ -2146,9 +2158,8 @@ class PerQueryGateTest(TempDir, unittest.TestCase):
         report = rag_eval.evaluate(qrels, run, k=1, metrics="success")
         result = rag_eval.gate(report, base)
         self.assertEqual((result.queries_added, result.queries_removed), (("new",), ("q00",)))
-        code, out, err = run_cli(self.write("q.json", json.dumps(qrels)),
-                                 self.write("r.json", json.dumps(run)), "--metrics", "success",
-                                 "--k", "1", "--baseline", os.path.join(self.tmp, "base.json"))
+        code, out, err = self.report_of("--metrics", "success", "--k", "1", "--baseline",
+                                        os.path.join(self.tmp, "base.json"), qrels=qrels, run=run)
         self.assertIn("added    new", out)
 
     def test_empty_per_query_baseline_reports_every_query_added(self):
