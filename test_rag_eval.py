@@ -3,6 +3,14 @@
 Expected values come from hand arithmetic (tests/data/hand_worked.json and the
 comments below) or from peer tools, stored as data under tests/data/ by the
 generators in tests/peers/ (which the suite never imports).
+
+One TestCase per behaviour, in the order of rag_eval.py, under a banner per
+area: public names and the bundled example; measures and their names; inputs
+(sources, JSON and JSONL, TREC, streaming); ranking policies (ties, repeated
+ids, which queries count, unlabelled runs); evaluation; statistics; comparison;
+gate and baselines; output; command line; accelerations against their plain
+twins (AccelerationTwinsTest) and forked workers; seeded fuzzing (FuzzTest,
+last).  TempDir.report_of writes a qrels file and a run and runs main() on them.
 """
 
 import copy
@@ -3202,7 +3210,7 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                                            metrics="recall,mrr,ndcg,judged")
         self.assertEqual(by_dict.per_query, streamed.per_query)
 
-    # _scored_run: _scored_run_forked == _scored_run_plain
+    # -- forked workers (_scored_run_forked) against one core ------------------
     def test_forked_trec_run_gives_the_numbers_of_one_core(self):
         self.use_forked_workers()
         lines = self.lines()
