@@ -2892,7 +2892,8 @@ _RUN_MUTATIONS = [
     lambda t, i: t[:i] + "\n" + t[i:], lambda t, i: t[:i] + "1" + t[i:],
     lambda t, i: t[:i] + "." + t[i:], lambda t, i: t[:i] + "e" + t[i:],
     lambda t, i: t[:i] + "-" + t[i:], lambda t, i: t[:i] + "_" + t[i:],
-    lambda t, i: t.replace(" ", "  ", 1), lambda t, i: t.replace("\n", " extra 1\n", 1),
+    lambda t, i: t.replace(" ", "  ", 1), lambda t, i: t.replace("\n", "\r\n"),
+    lambda t, i: t.replace("\n", " extra 1\n", 1),     # fields after the tag
     lambda t, i: t[:i] + random.Random(i).choice(["\u0662", "\x0b", "\x0c", "\xa0", "\x85",
                                                   " \t", "\r ", "#", "inf", "nan"]) + t[i:]]
 
@@ -3152,16 +3153,6 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                 merged[-1][2].extend(map(float, scores))
             return merged
 
-        mutations = [
-            lambda t, i: t[:i] + " " + t[i:], lambda t, i: t[:i] + "\t" + t[i + 1:],
-            lambda t, i: t[:i] + t[i + 1:], lambda t, i: t[:i] + "\r" + t[i:],
-            lambda t, i: t[:i] + "\n" + t[i:], lambda t, i: t[:i] + "1" + t[i:],
-            lambda t, i: t[:i] + "." + t[i:], lambda t, i: t[:i] + "e" + t[i:],
-            lambda t, i: t[:i] + "-" + t[i:], lambda t, i: t[:i] + "_" + t[i:],
-            lambda t, i: t.replace("\n", "\r\n"), lambda t, i: t.replace(" ", "  ", 1),
-            lambda t, i: t[:i] + random.Random(i).choice(["\u0662", "\x0b", "\x0c", "\xa0",
-                                                          "\x85", " \t", "\r ", "#"]) + t[i:],
-            lambda t, i: t.replace("\n", " extra 1\n", 1)]     # fields after the tag
         rng = random.Random(11)
         seen = {"fast": 0, "error": 0}
         for case in range(3000):
@@ -3171,7 +3162,7 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                                                       rng.choice(["%.3f", "%.1f", "%s"]) % s)
                            for r, s in enumerate(scores))
             for _ in range(rng.randrange(3)):
-                text = rng.choice(mutations)(text, rng.randrange(len(text)))
+                text = rng.choice(_RUN_MUTATIONS)(text, rng.randrange(len(text)))
             block = text.encode() + (b"" if text.endswith("\n") else b"\n")
             lines = block.count(b"\n")
             fast = outcome(lambda: rag_eval._block_segments(block, "r", 0, lines))
