@@ -3696,7 +3696,8 @@ class _Fuzz:
             "--metrics": ["recall,ndcg", "nDCG@10", "R@100,RR@3", "recall(rel=2)@5",
                           "ndcg(gain=linear)@3", "P_5", "success_10", "map_cut_3", "judged@2",
                           "context_precision@4", "precision,map", "nDCG(dcg=log2)@10",
-                          "success(rel=2)@1", "hit_rate@3", "mrr", "foo", "", "recall@",
+                          "success(rel=2)@1", "hit_rate@3", "mrr", "rprec,bpref",
+                          "map@all,ndcg(gain=linear)@all", "recip_rank,set_P", "foo", "", "recall@",
                           "recall@0", "recall(gain=linear)@5", "ndcg(gain=foo)@5",
                           "recall(rel=0)@5", "recall(rel=-1)@5", "recall(rel=1.5)@5", "mrr@all",
                           "recall, ndcg", "recall,,ndcg", "recall@5,R@5", "ndcg(gain=)@5",
@@ -3712,13 +3713,14 @@ class _Fuzz:
             "--alpha": ["0.05", "0", "1", "0.5", "nan", "1e-300", "-0.1", "x", "0.99999"],
             "--resamples": ["50", "1", "0", "-1", "x", "200", "1.5", "10" * 10, ""],
             "--seed": ["0", "1", "-1", "x", "1.5", "9" * 40, "", "\u0661"],
-            "--format": ["text", "json", "markdown"],
+            "--format": ["text", "json", "markdown", "trec"],
+            "--average": ["scored", "trec_eval", "trec_eval", "x", ""],
             "--gate": ["tolerance", "significant", "significant"],
             "--gain": ["linear", "exponential"],
             "--qrels-format": list(rag_eval.FORMATS),
             "--run-format": list(rag_eval.FORMATS),
         }
-        valid = {"--k": 5, "--metrics": 15, "--rel": 3, "--max-drop": 3, "--alpha": 1,
+        valid = {"--k": 5, "--metrics": 18, "--rel": 3, "--max-drop": 3, "--alpha": 1,
                  "--resamples": 1, "--seed": 2}
         pool = pools[name]
         if name in valid and rng.random() < 0.8:
@@ -3740,7 +3742,8 @@ class _Fuzz:
                 if rng.random() < 0.15 else [["--baseline", names["baseline"]]])
         for name, p in (("--k", 0.3), ("--metrics", 0.35), ("--rel", 0.1), ("--max-drop", 0.2),
                         ("--format", 0.5), ("--gate", 0.15), ("--gain", 0.1), ("--alpha", 0.05),
-                        ("--seed", 0.05), ("--qrels-format", 0.1), ("--run-format", 0.1)):
+                        ("--seed", 0.05), ("--qrels-format", 0.1), ("--run-format", 0.1),
+                        ("--average", 0.1)):
             if rng.random() < p:
                 extra += [name, self.option(name)]
         if rng.random() < 0.05:
@@ -3767,7 +3770,7 @@ class _Fuzz:
             extra += ["-o", "out.txt" if rng.random() < 0.85 else
                       rng.choice(["", ".", "no/dir/out", "-", "sb.json", "out.txt/"])]
         if rng.random() < 0.03:
-            extra += [rng.choice(["--bogus", "--k", "-o", "--version", "--help", "extra.json",
+            extra += [rng.choice(["--bogus", "--k", "-o", "--version", "--help", "--list-measures", "extra.json",
                                   "--baseline=", "--max-drop=5%", "--k=", "--metrics="])]
         # options after the positionals, or interleaved: argparse takes both
         return argv + extra if rng.random() < 0.8 else extra[:0] + argv + extra
@@ -3955,7 +3958,7 @@ class FuzzTest(TempDir, unittest.TestCase):
         if code not in (0, 1, 2):
             bad("exit code", "exit %r; stderr %r" % (code, err[-200:]))
             return
-        if "--help" in argv or "--version" in argv:
+        if "--help" in argv or "--version" in argv or "--list-measures" in argv:
             return
         if code == 2:
             lines = err.splitlines()
@@ -3972,7 +3975,8 @@ class FuzzTest(TempDir, unittest.TestCase):
         if code == 1 and not any(a == "--baseline" or a.startswith("--baseline=") for a in argv):
             bad("exit 1 without baseline", err[:200])
         kept = code == 1 and "--accept" not in argv     # a failed gate keeps its baseline
-        for line in err.splitlines():
+        gate_on_stderr = _fuzz_option(argv, "--format") == "trec"    # stdout stays trec_eval's
+        for line in err.splitlines() if not gate_on_stderr else ():
             if kept and line.startswith("rag-eval: the gate failed, so "):
                 continue
             if not line.startswith("rag-eval: warning: "):
