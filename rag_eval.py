@@ -4244,8 +4244,10 @@ def _trec_qrels_fast(data):
 
 
 def _has_comments(data):
-    """True when some line of ``data`` (bytes) is a comment."""
-    return data[:1] == b"#" or b"\n#" in data
+    """True when some line of ``data`` (bytes) is a comment.  One byte is
+    looked for first: memchr finds it several times faster than a two-byte
+    pattern, and most runs hold no "#" at all."""
+    return b"#" in data and (data[:1] == b"#" or b"\n#" in data)
 
 
 # --- Ranking without sorting -----------------------------------------------------
