@@ -995,7 +995,7 @@ def _complete(name, k, overrides):
             raise EvalError("measure %r has no cutoff: write it as %s@K or %s@all, or give k"
                             % (name.text, name.measure, name.measure))
         if cutoff is not ALL:
-            cutoff = _positive_int(cutoff, "measure %r: the cutoff k" % name.text)
+            cutoff = _cutoff_int(cutoff, "measure %r: the cutoff k" % name.text)
     kept = tuple(sorted((key, v) for key, v in params.items() if v != spec.params[key].default))
     return Measure(name.measure, cutoff, kept)
 
@@ -1091,10 +1091,33 @@ def parse_cutoffs(k):
                         "'1,5,10', got %r" % (k,))
     if not items:
         raise EvalError("k: give at least one cutoff")
-    return tuple(sorted({_positive_int(item, "k") for item in items}))
+    return tuple(sorted({_cutoff_int(item, "k") for item in items}))
 
 
-def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
+def _cutoff_int(raw, what):
+    """A positive integer cutoff below the number that stands for @all inside
+    the measure functions (so the two can never be confused)."""
+    cutoff = _positive_int(raw, what)
+    if cutoff >= _WHOLE_RANKING:
+        raise EvalError("%s must be below %d (write @all for the whole ranking), got %s"
+                        % (what, _WHOLE_RANKING, _short_repr(raw, 40)))
+    return cutoff
+
+
+def _checked_measure(measure):
+    """A Measure built by hand, if it is what its canonical name reads back as
+    (a registered name, a valid cutoff, canonical parameters)."""
+    try:
+        again = parse_measure(str(measure))
+    except (EvalError, TypeError, KeyError, ValueError, AttributeError):
+        again = None
+    if again != measure:
+        raise EvalError("not a valid measure: %s (build one with parse_measure)"
+                        % _short_repr(measure, 100))
+    return measure
+
+
+def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", metrics=None):
     """Measures from names (a list, or one comma-separated string) and cutoffs.
 
     A name without ``@k`` is taken at every cutoff in ``k`` (``@all`` is the
@@ -1104,6 +1127,7 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
     >>> [str(m) for m in resolve_measures("recall,ndcg@3,map@all,rprec", k="1,5")]
     ['recall@1', 'recall@5', 'ndcg@3', 'map@all', 'rprec']
     """
+    measures = _renamed(measures, metrics)
     metrics = DEFAULT_METRICS if measures is None else measures
     if isinstance(metrics, str):
         metrics = _split_top_level(metrics)
@@ -1121,7 +1145,7 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential"):
     out = []
     for item in metrics:
         if isinstance(item, Measure):
-            found = [item]
+            found = [_checked_measure(item)]
         else:
             name = _read_name(item)
             found = [_complete(name, c, overrides)

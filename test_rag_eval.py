@@ -506,6 +506,28 @@ class MeasureNamesTest(unittest.TestCase):
                 for inner in others.values():
                     yield name + inner + cutoff
 
+    def test_hand_built_measures_are_checked(self):
+        # Found by review: a Measure built by hand went in unchecked (tracebacks, and
+        # baselines keyed by names that load_baseline refuses).
+        M = rag_eval.Measure
+        for bad in (M("recall", None), M("nosuch", 5), M("recall", "5"), M("recall", 0),
+                    M("recall", 5, (("rel", "x"),)), M("rprec", 5), M("recall", 5, (("rel", 1),))):
+            with self.subTest(measure=bad):
+                with self.assertRaisesRegex(rag_eval.EvalError, "not a valid measure"):
+                    rag_eval.evaluate({"q": {"a": 1}}, {"q": ["a"]}, measures=[bad])
+        good = rag_eval.parse_measure("recall(rel=2)@all")
+        self.assertEqual(rag_eval.resolve_measures([good]), (good,))
+        self.assertEqual(rag_eval.resolve_measures(metrics="mrr", k=3),
+                         (rag_eval.parse_measure("mrr@3"),))
+
+    def test_a_cutoff_never_stands_for_all(self):
+        # The measure functions receive @all as sys.maxsize: no cutoff may equal it.
+        for argv in (("--k", str(sys.maxsize)), ("--metrics", "precision@%d" % sys.maxsize)):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*EXAMPLE_FILES, *argv)
+                self.assertEqual(code, 2)
+                self.assertIn("(write @all for the whole ranking)", err)
+
     def test_round_trip(self):
         names = list(self.every_name())
         self.assertIn("ndcg(gain=linear)@all", names)
