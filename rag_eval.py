@@ -23,6 +23,19 @@ Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential;
     rprec                relevant ids in the top R / R, R = all relevant (no cutoff)
     bpref                trec_eval's bpref: judged non-relevant ids ranked above
                          each relevant one, unjudged ids skipped (no cutoff)
+    complete@k           1 if every relevant unit is in the top k, else 0
+    diversity@k          distinct documents in the top k / min(k, ids returned);
+                         written diversity(unit=doc)@k
+    span_recall@k        labelled relevant characters in the top k chunks / all
+    span_precision@k     labelled relevant characters in the top k chunks /
+                         their characters (dup=count: their summed lengths)
+    span_iou@k           labelled relevant characters in the top k chunks /
+                         characters in either
+
+Labels that survive re-chunking: a label may name a document or a character
+span of one; with a chunk map (``chunks=``) or ``doc_sep=``, ``unit=doc`` and
+``unit=evidence`` count documents or evidence spans (``recall(unit=doc)@5``;
+k still counts chunks), and ``name(budget=N)`` cuts at a context size.
 
 To add a measure: one ``@measure(...)`` declaration (see :func:`measure`), one
 hand-worked row in tests/data/hand_worked.json, peer data if a peer has it
@@ -50,8 +63,9 @@ on one line and exits 2.
 __all__ = [
     "Baseline", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "EvalError",
     "GateResult", "Measure", "MeasureChange", "MeasureComparison", "QueryDrop", "Report",
-    "available_measures", "bootstrap_ci", "compare", "compare_all", "evaluate",
-    "evaluate_files", "gate", "holm", "load_baseline", "load_qrels", "load_run", "main",
+    "Chunk", "Label", "available_measures", "bootstrap_ci", "compare", "compare_all", "evaluate",
+    "evaluate_files", "gate", "holm", "load_baseline", "load_chunks", "load_qrels", "load_run",
+    "main",
     "margin_of_error", "min_detectable_difference", "paired_ttest", "parse_measure",
     "queries_needed", "randomization_p", "render_json", "render_markdown", "render_text",
     "render_trec", "resolve_measures", "save_baseline", "t_two_sided_p",
@@ -170,6 +184,10 @@ class Measure(NamedTuple):
         True
         """
         func, args = self._parts()
+        call = _UnitCall.of(self)
+        if call.view != "id" or call.budget:
+            raise EvalError("%s reads chunks and their documents: score it with evaluate()"
+                            % self)
         return lambda top_grades, grades: func(_from_grades(top_grades),
                                                tuple(sorted(grades, reverse=True)), *args)
 
@@ -241,6 +259,8 @@ class Report(NamedTuple):
     unlabelled: Tuple[str, ...] = ()
     unlabelled_run: Optional[str] = None
     average: str = "scored"
+    n: Optional[Dict[str, int]] = None
+    mapping: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -263,6 +283,10 @@ class Report(NamedTuple):
         }
         if self.average != "scored":     # only the library makes one (the CLI: --format trec)
             out["average"] = self.average
+        if self.n is not None:
+            out["n"] = dict(self.n)
+        if self.mapping is not None:
+            out["mapping"] = dict(self.mapping)
         if per_query:
             out["per_query"] = {q: dict(v) for q, v in self.per_query.items()}
         return out
@@ -401,6 +425,7 @@ class Param(NamedTuple):
     choices: Tuple[str, ...] = ()
     minimum: object = None
     peer_values: Tuple[Tuple[str, object], ...] = ()
+    maximum: object = None
 
     def rule(self):
         """What a value must be, in words.
@@ -413,6 +438,9 @@ class Param(NamedTuple):
         noun = "integer" if self.kind is int else "number"
         if self.minimum is None:
             return "a finite " + noun if self.kind is float else "an integer"
+        if self.maximum is not None:
+            return "a %s from %s to %s" % (noun, _value_text(self.minimum),
+                                           _value_text(self.maximum))
         if self.minimum == 1 and self.kind is int:
             return "a positive integer"
         return "a%s %s >= %s" % ("n" if noun == "integer" else "", noun, _value_text(self.minimum))
@@ -466,8 +494,29 @@ GAIN = Param(str, "exponential", "gain of grade g: 2^g - 1 (exponential, Burges)
              "(linear, Jarvelin; trec_eval, ir_measures)", choices=("exponential", "linear"),
              peer_values=(("dcg=exp-log2", "exponential"), ("dcg=log2", "linear")))
 
+DUP = Param(str, "merge", "overlapping retrieved characters: counted once (merge) or once per "
+            "chunk that holds them (count, Chroma's precision and IoU)", choices=("merge", "count"))
+
+# Options every measure of a kind takes, handled by the scorer rather than by
+# the measure's function: what a label names (unit), when evidence counts as
+# found (cover), and a cutoff by context size instead of count (budget).
+UNITS = ("id", "doc", "evidence")
+COVER = Param(float, 1.0, "share of an evidence span's characters the top chunks must hold for "
+              "it to count as found (0: any character)", minimum=0, maximum=1)
+BUDGET = Param(int, None, "cut at a context budget instead of @k: the longest prefix of the "
+               "ranking whose chunks' sizes (tokens, else characters) sum to at most this",
+               minimum=1)
+
+
+def _unit_param(units):
+    return Param(str, "id", "what a label names and a hit counts: the retrieved id, its "
+                 "document (doc), or a labelled evidence span (evidence); k counts chunks",
+                 choices=units)
+
+
 # Which queries a measure averages over (its ``population``).
-POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel"}
+POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel",
+               "spans": "the scored queries with a span label graded >= rel"}
 
 _WHOLE_RANKING = sys.maxsize   # the cutoff a measure function gets for @all
 _MEASURE_NAME = re.compile(r"[a-z][a-z0-9_]*$")
@@ -481,10 +530,18 @@ class _Spec(NamedTuple):
     peers: Tuple[Spelling, ...]
     population: str
     cutoff: bool                    # takes a cutoff (@k, @all); else none at all
+    options: Dict[str, Param]       # unit, cover, budget: read by the scorer, not by func
+    view: str                       # what func reads: "ranked" (a _Ranked) or "spans"
+    refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
+
+    @property
+    def accepts(self):
+        """Every parameter a name may give: the function's, then the options."""
+        return dict(self.params, **self.options)
 
     @property
     def defaults(self):
-        return {key: param.default for key, param in self.params.items()}
+        return {key: param.default for key, param in self.accepts.items()}
 
 
 _REGISTRY: Dict[str, _Spec] = {}
@@ -492,7 +549,8 @@ _SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # name as written -> (measure, i
 _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measure, implied)
 
 
-def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True):
+def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
+            units=("id",), view="ranked", refused=None):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -502,9 +560,24 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
     ``peers``       :func:`peer` spellings accepted as input;
     ``population``  which queries the mean is over (a key of POPULATIONS);
     ``cutoff``      False for a measure without one (``rprec``): its function
-                    takes no ``k``.
+                    takes no ``k``; a measure with one also takes ``budget``;
+    ``units``       the units it counts (see UNITS): more than ``id`` adds
+                    the option ``unit`` (and ``cover`` with ``evidence``); the
+                    scorer hands the function the ranking of those units;
+    ``view``        "spans" for a character measure: the function gets the
+                    query's top chunks (a _Context) and its span labels;
+    ``refused``     ``{"param=value": reason}`` for values refused with a reason.
+
+    A function may return None for a query outside its population.
     """
     params = dict(params or {})
+    options = {}
+    if tuple(units) != ("id",):
+        options["unit"] = _unit_param(tuple(units))
+    if "evidence" in units:
+        options["cover"] = COVER
+    if cutoff:
+        options["budget"] = BUDGET
 
     def register(func):
         names = _parameter_names(func, cutoff)
@@ -516,7 +589,8 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                             "declared defaults" % (name, list(params)))
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
-        spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff)
+        spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
+                     view, dict(refused or {}))
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:
@@ -545,8 +619,8 @@ def _parameter_names(func, cutoff=True):
 def available_measures():
     """Names of the registered measures, sorted.
 
-    >>> available_measures()[:3]
-    ['bpref', 'context_precision', 'judged']
+    >>> available_measures()[:4]
+    ['bpref', 'complete', 'context_precision', 'diversity']
     """
     return sorted(_REGISTRY)
 
@@ -673,7 +747,12 @@ def _ideal_dcg(grades, k, gain):
     return _dcg(list(enumerate(grades[:k], 1)), k, gain)
 
 
-@measure("recall", params={"rel": REL},
+_NOT_EVIDENCE = {"unit=evidence": "one chunk can cover two evidence spans at one rank, so "
+                 "evidence units have no ranking of their own; use recall, success, mrr or "
+                 "complete(unit=evidence)"}
+
+
+@measure("recall", params={"rel": REL}, units=UNITS,
          peers=(peer("trec_eval", "recall_K"), peer("trec_eval", "set_recall", k=ALL),
                 peer("ir_measures", "R"), peer("ranx", "recall")),
          summary="relevant ids in the top k / all relevant ids in the qrels")
@@ -692,7 +771,7 @@ def recall(ranked, grades, k, rel=1):
     return _relevant_in_top(ranked, k, rel) / relevant
 
 
-@measure("success", params={"rel": REL},
+@measure("success", params={"rel": REL}, units=UNITS,
          peers=(peer("trec_eval", "success_K"), peer("ir_measures", "Success"),
                 peer("ranx", "hit_rate")),
          summary="1 if any relevant id is in the top k, else 0 (not recall)")
@@ -706,7 +785,7 @@ def success(ranked, grades, k, rel=1):
     return 1.0 if mrr(ranked, grades, k, rel) else 0.0
 
 
-@measure("mrr", params={"rel": REL},
+@measure("mrr", params={"rel": REL}, units=UNITS,
          peers=(peer("trec_eval", "recip_rank", k=ALL), peer("ir_measures", "RR"),
                 peer("ranx", "mrr"), peer("other", "MRR")),
          summary="1 / rank of the first relevant id in the top k, else 0")
@@ -726,7 +805,7 @@ def mrr(ranked, grades, k, rel=1):
     return 0.0
 
 
-@measure("ndcg", params={"gain": GAIN},
+@measure("ndcg", params={"gain": GAIN}, units=("id", "doc"), refused=_NOT_EVIDENCE,
          peers=(peer("trec_eval", "ndcg_cut_K", gain="linear"),
                 peer("trec_eval", "ndcg", k=ALL, gain="linear", output_only=True),
                 peer("ir_measures", "nDCG", gain="linear"), peer("ranx", "ndcg_burges")),
@@ -751,7 +830,7 @@ def ndcg(ranked, grades, k, gain="exponential"):
     return _dcg(ranked.labelled, k, gain) / ideal
 
 
-@measure("map", params={"rel": REL},
+@measure("map", params={"rel": REL}, units=("id", "doc"), refused=_NOT_EVIDENCE,
          peers=(peer("trec_eval", "map_cut_K"), peer("trec_eval", "map", k=ALL, output_only=True),
                 peer("ir_measures", "AP"), peer("ranx", "map"), peer("other", "MAP")),
          summary="sum of precision@i at relevant ranks i <= k / all relevant ids")
@@ -780,7 +859,7 @@ def _precision_sum(ranked, k, rel):
     return math.fsum(total), found
 
 
-@measure("precision", params={"rel": REL},
+@measure("precision", params={"rel": REL}, units=("id", "doc"), refused=_NOT_EVIDENCE,
          peers=(peer("trec_eval", "P_K"), peer("trec_eval", "set_P", k=ALL),
                 peer("ir_measures", "P"), peer("ranx", "precision")),
          summary="relevant ids in the top k / k (missing slots count as misses); "
@@ -797,8 +876,8 @@ def precision(ranked, grades, k, rel=1):
     """
     if k == _WHOLE_RANKING:
         k = ranked.length
-        if not k:
-            return 0.0
+    if not k:               # an empty ranking @all, or a budget no chunk fits
+        return 0.0
     return _relevant_in_top(ranked, k, rel) / k
 
 
@@ -879,6 +958,303 @@ def bpref(ranked, grades, rel=1):
     return math.fsum(total) / relevant
 
 
+@measure("complete", params={"rel": REL}, units=UNITS,
+         summary="1 if every relevant unit is in the top k, else 0 (multi-hop questions)")
+def complete(ranked, grades, k, rel=1):
+    """1.0 when the top k hold every relevant unit (id, document or evidence
+    span): a multi-hop question needs all of them, and recall hides the one
+    that is missing.
+
+    >>> complete(_from_grades([1, 0, 1]), (1, 1), 3), complete(_from_grades([1, 0]), (1, 1), 3)
+    (1.0, 0.0)
+    """
+    relevant = _count_relevant(tuple(grades), rel)
+    return 1.0 if relevant and _relevant_in_top(ranked, k, rel) == relevant else 0.0
+
+
+@measure("diversity", units=("doc",),
+         summary="distinct documents in the top k / min(k, distinct ids returned)")
+def diversity(ranked, grades, k):
+    """How many different documents fill the context: distinct documents
+    among the first min(k, n) chunks over min(k, n), n being the distinct
+    ids returned; 0 for an empty ranking.  Labels play no part.
+
+    >>> diversity(_Units([], 4, (1, 3), 4), (), 3)   # chunks of docs A A B A: 2 docs in 3 slots
+    0.6666666666666666
+    """
+    slots = min(k, ranked.returned)
+    if not slots:
+        return 0.0
+    return sum(1 for p in ranked.positions if p <= slots) / slots
+
+
+@measure("span_recall", params={"rel": REL}, view="spans", population="spans",
+         summary="labelled relevant characters inside the top k chunks / all of them")
+def span_recall(context, labels, k, rel=1):
+    """|R_k ∩ E| / |E|: E the characters of the span labels graded >= rel
+    (their union), R_k those of the top k chunks (their union).
+
+    >>> span_recall(_context(("a", 0, 10), ("a", 20, 30)), _labels(("a", 5, 25, 1)), 2)
+    0.5
+    """
+    parts = _span_parts(context, labels, k, rel)
+    return None if parts is None else parts.shared / parts.evidence
+
+
+@measure("span_precision", params={"rel": REL, "dup": DUP}, view="spans", population="spans",
+         summary="labelled relevant characters inside the top k chunks / characters of "
+                 "those chunks")
+def span_precision(context, labels, k, rel=1, dup="merge"):
+    """|R_k ∩ E| / |R_k|, or with dup=count / S_k, the summed lengths of the
+    top k chunks (overlapping chunks count their shared characters each time,
+    as Chroma's precision); 0 when nothing was retrieved.
+
+    >>> c, e = _context(("a", 0, 10), ("a", 5, 15)), _labels(("a", 0, 10, 1))
+    >>> span_precision(c, e, 2), span_precision(c, e, 2, dup="count")   # 10/15, 10/20
+    (0.6666666666666666, 0.5)
+    """
+    parts = _span_parts(context, labels, k, rel)
+    if parts is None:
+        return None
+    retrieved = parts.summed if dup == "count" else parts.retrieved
+    return parts.shared / retrieved if retrieved else 0.0
+
+
+@measure("span_iou", params={"rel": REL, "dup": DUP}, view="spans", population="spans",
+         summary="labelled relevant characters inside the top k chunks / characters in "
+                 "either (intersection over union)")
+def span_iou(context, labels, k, rel=1, dup="merge"):
+    """|R_k ∩ E| / |R_k ∪ E|, or with dup=count |R_k ∩ E| / (S_k + |E| - |R_k ∩ E|)
+    (Chroma's IoU).
+
+    >>> c, e = _context(("a", 0, 10), ("a", 5, 15)), _labels(("a", 0, 10, 1))
+    >>> span_iou(c, e, 2), span_iou(c, e, 2, dup="count")   # 10/15, 10/(20 + 10 - 10)
+    (0.6666666666666666, 0.5)
+    """
+    parts = _span_parts(context, labels, k, rel)
+    if parts is None:
+        return None
+    retrieved = parts.summed if dup == "count" else parts.retrieved
+    return parts.shared / (retrieved + parts.evidence - parts.shared)
+
+
+# --- units: documents, evidence spans, characters ------------------------------
+#
+# The run ranks chunks; a label may name a document, or a span of one:
+# ``[start, end)`` in code points of the document text, two spans overlapping
+# when they share a character.  For unit=doc and unit=evidence the scorer
+# builds the ranking of those units (see _doc_units, _evidence_units) and the
+# measures above read it as they read ids: a _Units holds ``labelled``, the
+# (rank, grade) of each labelled unit at the rank (in chunks) where it was
+# found.  Character measures read the top chunks themselves (a _Context).
+
+class Label(NamedTuple):
+    """A document label (``start``/``end`` None: the whole document) or a span
+    label, as span-label qrels give them."""
+    doc: str
+    start: Optional[int]
+    end: Optional[int]
+    grade: int
+    doc_sha256: Optional[str] = None
+
+
+class Chunk(NamedTuple):
+    """Where a retrieved id comes from: its document and, when known, its span
+    and size (the chunk map, or the run's own fields)."""
+    doc: str
+    start: Optional[int] = None
+    end: Optional[int] = None
+    tokens: Optional[int] = None
+    doc_sha256: Optional[str] = None
+
+
+class _Units(NamedTuple):
+    """A query's ranking of units (documents or evidence spans): read by the
+    measures like a _Ranked."""
+    labelled: list      # (rank in chunks, grade) of each labelled unit found, by rank
+    length: int         # chunks in the top K
+    positions: tuple = ()   # unit=doc: the rank of every document's first chunk
+    returned: int = 0   # distinct ids in the ranking
+
+
+class _Context(NamedTuple):
+    """A query's top chunks, resolved: ids and Chunks, best first."""
+    ids: list
+    chunks: list
+
+
+class _SpanParts(NamedTuple):
+    shared: int         # |R_k ∩ E|
+    evidence: int       # |E|
+    retrieved: int      # |R_k|
+    summed: int         # S_k
+
+
+def _context(*spans):
+    """A _Context of chunks given as (doc, start, end): for examples."""
+    return _Context(["c%d" % i for i in range(1, len(spans) + 1)],
+                    [Chunk(doc, start, end) for doc, start, end in spans])
+
+
+def _labels(*spans):
+    """A query's span labels {doc: [(start, end, grade)]}: for examples."""
+    out = {}
+    for doc, start, end, grade in spans:
+        out.setdefault(doc, []).append((start, end, grade))
+    return out
+
+
+def _union(intervals):
+    """Disjoint sorted intervals covering the same characters.
+
+    >>> _union([(5, 9), (0, 3), (2, 4), (9, 10)])   # touching ones join: same characters
+    [(0, 4), (5, 10)]
+    """
+    out = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def _length(intervals):
+    return sum(end - start for start, end in intervals)
+
+
+def _shared(a, b):
+    """Characters in both of two disjoint sorted interval lists.
+
+    >>> _shared([(0, 10), (20, 30)], [(5, 25)])
+    10
+    """
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        total += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _span_of(chunk, chunk_id):
+    if chunk.start is None:
+        raise EvalError("chunk %r has no start/end (document %r only): character measures and "
+                        "unit=evidence need offsets in the chunk map" % (chunk_id, chunk.doc))
+    return chunk.start, chunk.end
+
+
+def _span_parts(context, labels, k, rel):
+    """|R_k ∩ E|, |E|, |R_k| and S_k of the top k chunks, or None when the query
+    has no span label graded >= rel (it is outside the character measures'
+    population)."""
+    evidence = {doc: _union([(s, e) for s, e, g in spans if g >= rel and s is not None])
+                for doc, spans in labels.items()}
+    evidence_length = sum(map(_length, evidence.values()))
+    if not evidence_length:
+        return None
+    retrieved, summed = {}, 0
+    for chunk_id, chunk in zip(context.ids[:k], context.chunks):
+        start, end = _span_of(chunk, chunk_id)
+        retrieved.setdefault(chunk.doc, []).append((start, end))
+        summed += end - start
+    shared = length = 0
+    for doc, spans in retrieved.items():
+        spans = _union(spans)
+        length += _length(spans)
+        shared += _shared(spans, evidence.get(doc, ()))
+    return _SpanParts(shared, evidence_length, length, summed)
+
+
+def _doc_units(ids, chunks, grades_of, returned):
+    """unit=doc: each document at the rank of its first chunk, with its grade
+    (the highest of its labels).  Documents are never re-ranked by their chunks.
+
+    >>> _doc_units(["a1", "a2", "b1"], [Chunk("A"), Chunk("A"), Chunk("B")], {"B": 2}, 3)
+    _Units(labelled=[(3, 2)], length=3, positions=(1, 3), returned=3)
+    """
+    seen, positions, labelled = set(), [], []
+    for rank, chunk in enumerate(chunks, 1):
+        if chunk.doc not in seen:
+            seen.add(chunk.doc)
+            positions.append(rank)
+            grade = grades_of.get(chunk.doc)
+            if grade is not None and grade >= 0:
+                labelled.append((rank, grade))
+    return _Units(labelled, len(ids), tuple(positions), returned)
+
+
+def _evidence(labels, rel):
+    """The evidence units of a query: per document, the span labels graded >=
+    rel with overlapping ones merged (sharing a character; the higher grade),
+    or the whole document when a whole-document label graded >= rel names it.
+    Returns [(doc, start, end, grade)], start/end None for a whole document.
+
+    >>> _evidence(_labels(("a", 0, 10, 1), ("a", 5, 20, 2), ("a", 20, 30, 1), ("a", 40, 50, 0)), 1)
+    [('a', 0, 20, 2), ('a', 20, 30, 1)]
+    """
+    units = []
+    for doc in sorted(labels):
+        relevant = [(s, e, g) for s, e, g in labels[doc] if g >= rel]
+        if any(s is None for s, _, _ in relevant):
+            units.append((doc, None, None, max(g for _, _, g in relevant)))
+            continue
+        spans = sorted(relevant)
+        merged = []
+        for start, end, grade in spans:
+            if merged and start < merged[-1][1]:
+                last = merged[-1]
+                merged[-1] = (last[0], max(last[1], end), max(last[2], grade))
+            else:
+                merged.append((start, end, grade))
+        units.extend((doc,) + unit for unit in merged)
+    return units
+
+
+@functools.lru_cache(maxsize=64)
+def _exact_share(cover):
+    """A cover as the exact fraction its shortest decimal writes (0.1 is 1/10)."""
+    import fractions   # only with unit=evidence: keeps start-up fast
+    return fractions.Fraction(repr(float(cover)))
+
+
+def _evidence_units(units, ids, chunks, cover, returned):
+    """unit=evidence: each unit at the rank where the top chunks first hold at
+    least ``cover`` of its characters (and at least one); a whole document at
+    its first chunk.  ``cover`` is compared exactly, as the decimal written.
+
+    >>> units = [("a", 0, 10, 1)]
+    >>> _evidence_units(units, ["c1", "c2"], [Chunk("a", 0, 6), Chunk("a", 6, 12)], 1.0, 2)
+    _Units(labelled=[(2, 1)], length=2, positions=(), returned=2)
+    >>> _evidence_units(units, ["c1", "c2"], [Chunk("a", 0, 6), Chunk("a", 6, 12)], 0.5, 2)
+    _Units(labelled=[(1, 1)], length=2, positions=(), returned=2)
+    """
+    share = _exact_share(cover)
+    by_doc = {}
+    for i, unit in enumerate(units):
+        by_doc.setdefault(unit[0], []).append(i)
+    found, held = {}, {}
+    for rank, (chunk_id, chunk) in enumerate(zip(ids, chunks), 1):
+        for i in by_doc.get(chunk.doc, ()):
+            if i in found:
+                continue
+            _, start, end, grade = units[i]
+            if start is None:
+                found[i] = rank
+                continue
+            c_start, c_end = _span_of(chunk, chunk_id)
+            if min(end, c_end) > max(start, c_start):
+                held[i] = _union(held.get(i, []) + [(max(start, c_start), min(end, c_end))])
+                have = _length(held[i])
+                if have * share.denominator >= share.numerator * (end - start):
+                    found[i] = rank
+    labelled = sorted((rank, units[i][3]) for i, rank in found.items())
+    return _Units(labelled, len(ids), (), returned)
+
+
 # --- measure names ----------------------------------------------------------
 #
 # Every name is read from the registry: our names and the peers' spellings
@@ -928,9 +1304,9 @@ def _read_name(text):
         if not sep:
             raise EvalError("measure %r: parameter %r must look like name=value" % (text, item))
         key, raw = _our_param(spec, key.strip(), raw.strip())
-        if key not in spec.params:
+        if key not in spec.accepts:
             raise EvalError("measure %r: unknown parameter %r for %s (allowed: %s)"
-                            % (text, key, name, ", ".join(spec.params) or "none"))
+                            % (text, key, name, ", ".join(spec.accepts) or "none"))
         if key in params:
             raise EvalError("measure %r: parameter %r is given twice" % (text, key))
         params[key] = _param_value(spec, key, raw, "measure %r: %s" % (text, key))
@@ -940,6 +1316,9 @@ def _read_name(text):
                             "another" % (text, word, name, _cutoff_text(implies["k"]), name))
         if not spec.cutoff:
             raise EvalError("measure %r: %s takes no cutoff; write %s" % (text, name, name))
+        if "budget" in params:
+            raise EvalError("measure %r: a budget is the cutoff; write %s(budget=%s) without @"
+                            % (text, name, params["budget"]))
         cutoff = ALL if cutoff == "all" else _positive_int(cutoff, "measure %r: the cutoff k"
                                                            % text)
     return _Name(text, name, params, implies, cutoff)
@@ -947,7 +1326,7 @@ def _read_name(text):
 
 def _our_param(spec, key, raw):
     """(key, raw value) in our terms: a peer's ``dcg=log2`` is ``gain``'s ``linear``."""
-    for our_key, param in spec.params.items():
+    for our_key, param in spec.accepts.items():
         for spelling, value in param.peer_values:
             if spelling == "%s=%s" % (key, raw):
                 return our_key, value
@@ -957,8 +1336,12 @@ def _our_param(spec, key, raw):
 def _param_value(spec, key, raw, what):
     """The value of parameter ``key`` of measure ``spec`` from text (or from a
     library value), checked against its declaration."""
-    param = spec.params[key]
+    param = spec.accepts[key]
     if param.choices:
+        reason = spec.refused.get("%s=%s" % (key, raw))
+        if reason:
+            raise EvalError("%s: %s=%s is refused: %s" % (what.rpartition(":")[0], key, raw,
+                                                         reason))
         if not isinstance(raw, str) or raw not in param.choices:
             raise EvalError("%s must be %s, got %r" % (what, param.rule(), raw))
         return raw
@@ -971,7 +1354,8 @@ def _param_value(spec, key, raw, what):
             raise ValueError(raw)
     except (ValueError, OverflowError):
         raise EvalError("%s must be %s, got %r" % (what, param.rule(), raw)) from None
-    if param.minimum is not None and value < param.minimum:
+    if ((param.minimum is not None and value < param.minimum)
+            or (param.maximum is not None and value > param.maximum)):
         raise EvalError("%s must be %s, got %r" % (what, param.rule(), raw))
     return value
 
@@ -986,25 +1370,39 @@ def _complete(name, k, overrides):
         if key != "k":
             params.setdefault(key, value)
     for key, value in overrides.items():
-        if key in spec.params and key not in params:
+        if key in spec.accepts and key not in params:
             params[key] = _param_value(spec, key, value, "measure %r: %s" % (name.text, key))
+    _check_options(spec, params, name.text)
     cutoff = None
-    if spec.cutoff:
+    if spec.cutoff and "budget" not in params:
         cutoff = name.implies.get("k", name.cutoff if name.cutoff is not None else k)
         if cutoff is None:
             raise EvalError("measure %r has no cutoff: write it as %s@K or %s@all, or give k"
                             % (name.text, name.measure, name.measure))
         if cutoff is not ALL:
             cutoff = _cutoff_int(cutoff, "measure %r: the cutoff k" % name.text)
-    kept = tuple(sorted((key, v) for key, v in params.items() if v != spec.params[key].default))
+    kept = tuple(sorted((key, v) for key, v in params.items() if v != spec.accepts[key].default))
     return Measure(name.measure, cutoff, kept)
+
+
+def _check_options(spec, params, text):
+    """The options that only make sense together: a unit the measure counts
+    (its default included: diversity counts documents only), cover only for
+    evidence."""
+    unit = params.get("unit", "id")
+    if "unit" in spec.options and unit not in spec.options["unit"].choices:
+        raise EvalError("measure %r: %s counts %s only: write %s(unit=%s)"
+                        % (text, spec.name, " or ".join(spec.options["unit"].choices),
+                           spec.name, spec.options["unit"].choices[0]))
+    if "cover" in params and unit != "evidence" and params["cover"] != COVER.default:
+        raise EvalError("measure %r: cover applies to unit=evidence only" % text)
 
 
 def _expands(name):
     """True when a name is taken at every cutoff of ``k``: it takes a cutoff and
-    neither its text nor its spelling gives one."""
+    neither its text nor its spelling gives one (nor a budget)."""
     return (_REGISTRY[name.measure].cutoff and name.cutoff is None
-            and "k" not in name.implies)
+            and "k" not in name.implies and "budget" not in name.params)
 
 
 def _number(raw, kind):
@@ -1117,12 +1515,15 @@ def _checked_measure(measure):
     return measure
 
 
-def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", metrics=None):
+def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", metrics=None,
+                     unit="id"):
     """Measures from names (a list, or one comma-separated string) and cutoffs.
 
     A name without ``@k`` is taken at every cutoff in ``k`` (``@all`` is the
-    whole ranking; a measure without a cutoff is taken once); the order is the
-    order of the names, then of the cutoffs; duplicates are dropped.
+    whole ranking; a measure without a cutoff, or cut at a budget, is taken
+    once); the order is the order of the names, then of the cutoffs;
+    duplicates are dropped.  ``unit`` is the unit of the names that give none
+    and count units (``recall``, not ``judged``).
 
     >>> [str(m) for m in resolve_measures("recall,ndcg@3,map@all,rprec", k="1,5")]
     ['recall@1', 'recall@5', 'ndcg@3', 'map@all', 'rprec']
@@ -1141,7 +1542,11 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
     rel = _positive_int(rel, "rel")
     if gain not in GAIN.choices:
         raise EvalError("gain must be %s, got %r" % (GAIN.rule(), gain))
+    if unit not in UNITS:
+        raise EvalError("unit must be one of %s, got %r" % (", ".join(UNITS), unit))
     overrides = {"rel": rel, "gain": gain}
+    if unit != "id":
+        overrides["unit"] = unit
     out = []
     for item in metrics:
         if isinstance(item, Measure):
@@ -1539,6 +1944,10 @@ def _as_score(value, what):
 # only walk item by item to name the culprit or convert integer ids.
 
 def _check_qrels_query(qid, grades, where):
+    if isinstance(grades, list) and grades and all(
+            isinstance(item, (dict, Label)) for item in grades):
+        return [_as_label(item, "%s: query %r: label %d" % (where, qid, i))
+                for i, item in enumerate(grades, 1)]
     if not isinstance(grades, dict):
         hint = "; a ranked list is a run: " + _SWAPPED if isinstance(grades, list) else ""
         raise EvalError("%s: query %r: judgments must be an object {doc_id: grade}, got %s%s"
@@ -1548,6 +1957,52 @@ def _check_qrels_query(qid, grades, where):
     return {_as_id(doc, "%s: query %r: doc id" % (where, qid)):
             _as_grade(g, "%s: query %r: grade of %r" % (where, qid, doc))
             for doc, g in grades.items()}
+
+
+_LABEL_FORM = '{"doc": ..., "start": ..., "end": ..., "grade": ...}'
+
+
+def _offset(value, what):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise EvalError("%s must be a non-negative integer (a code point offset), got %s"
+                        % (what, _short_repr(value, 40)))
+    return value
+
+
+def _span_fields(record, what):
+    """(start, end) of a label or chunk record: both or neither, start < end."""
+    has_start, has_end = "start" in record, "end" in record
+    if has_start != has_end:
+        raise EvalError("%s: give start and end together (got only %s)"
+                        % (what, "start" if has_start else "end"))
+    if not has_start:
+        return None, None
+    start, end = _offset(record["start"], what + ": start"), _offset(record["end"], what + ": end")
+    if start >= end:
+        raise EvalError("%s: start (%d) must be below end (%d): spans are [start, end)"
+                        % (what, start, end))
+    return start, end
+
+
+def _sha_field(record, what):
+    sha = record.get("doc_sha256")
+    if sha is not None and not isinstance(sha, str):
+        raise EvalError("%s: doc_sha256 must be a string, got %s" % (what, _short_repr(sha, 40)))
+    return sha
+
+
+def _as_label(item, what):
+    """A Label from a label object (or a Label): a whole document without
+    start/end, else a span of it."""
+    if isinstance(item, Label):
+        item = item._asdict()
+    if "doc" not in item or "grade" not in item:
+        raise EvalError("%s must look like %s (start/end left out for a whole document), got "
+                        "keys %r" % (what, _LABEL_FORM, list(item)[:6]))
+    doc = _as_id(item["doc"], what + ": doc")
+    start, end = _span_fields(item, what)
+    return Label(doc, start, end, _as_grade(item["grade"], what + ": grade"),
+                 _sha_field(item, what))
 
 
 def _all_str(items):
@@ -1563,6 +2018,8 @@ def _check_run_query(qid, ranking, where):
     if isinstance(ranking, list):
         if _all_str(ranking):
             return ranking
+        if any(isinstance(item, dict) for item in ranking):
+            return _mapped_ranking(qid, ranking, where)
         return [_as_id(doc, "%s: query %r: id at position %d" % (where, qid, i))
                 for i, doc in enumerate(ranking, 1)]
     if isinstance(ranking, dict):
@@ -1579,6 +2036,48 @@ def _check_run_query(qid, ranking, where):
         return checked
     raise EvalError("%s: query %r: expected a ranked list of ids or an object "
                     "{doc_id: score}, got %s" % (where, qid, type(ranking).__name__))
+
+
+class _MappedRanking(list):
+    """A ranked list of ids whose items said where they come from
+    (``{"id": ..., "doc": ..., "start": ..., "end": ...}``): ``chunks`` maps
+    those ids to their Chunk."""
+    chunks: dict = {}
+
+
+def _mapped_ranking(qid, ranking, where):
+    out, chunks = _MappedRanking(), {}
+    for i, item in enumerate(ranking, 1):
+        what = "%s: query %r: item %d" % (where, qid, i)
+        if not isinstance(item, dict):
+            out.append(_as_id(item, what))
+            continue
+        if "id" not in item:
+            raise EvalError('%s: an object in a ranking needs "id" (and may give doc, start, '
+                            'end, tokens), got keys %r' % (what, list(item)[:6]))
+        chunk_id = _as_id(item["id"], what + ": id")
+        out.append(chunk_id)
+        if "doc" in item:
+            chunk = _as_chunk(item, what)
+            if chunks.get(chunk_id, chunk) != chunk:
+                raise EvalError("%s: id %r is given twice with different fields"
+                                % (what, chunk_id))
+            chunks[chunk_id] = chunk
+    out.chunks = chunks
+    return out
+
+
+def _as_chunk(record, what):
+    """A Chunk from a chunk-map record (or a run item): doc, and optionally
+    start/end, tokens and doc_sha256."""
+    doc = _as_id(record["doc"], what + ": doc")
+    start, end = _span_fields(record, what)
+    tokens = record.get("tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                               or tokens < 0):
+        raise EvalError("%s: tokens must be a non-negative integer, got %s"
+                        % (what, _short_repr(tokens, 40)))
+    return Chunk(doc, start, end, tokens, _sha_field(record, what))
 
 
 _CHECKS = {"qrels": _check_qrels_query, "run": _check_run_query}
@@ -1638,11 +2137,22 @@ def _refuse_keyless_jsonl(text, name, kind):
 def _jsonl_queries(inp, kind):
     """One query a line: {"query_id": ..., "grades" | "docs" | "scores": ...}."""
     check, fields, seen = _CHECKS[kind], _JSONL_FIELDS[kind], set()
+    labels = {}     # one label a line: {"query_id": ..., "doc": ..., "grade": ...}
     for number, line in _lines(inp):
         if not line.strip():
             continue
         where = "%s:%d" % (inp.name, number)
         record = _json_loads(_decode(line, where), inp.name, number)
+        if kind == "qrels" and isinstance(record, dict) and "doc" in record:
+            if seen or "query_id" not in record:
+                raise EvalError('%s: a label line needs "query_id" (and the file one form: '
+                                'label lines or "grades" lines, not both)' % where)
+            qid = _as_id(record["query_id"], "%s: query_id" % where)
+            labels.setdefault(qid, []).append(_as_label(record, where))
+            continue
+        if labels:
+            raise EvalError('%s: expected a label line {"query_id": ..., "doc": ..., "grade": '
+                            '...} like the lines above' % where)
         present = [f for f in fields if f in record] if isinstance(record, dict) else ()
         if len(present) != 1 or "query_id" not in record:
             raise _jsonl_form_error(where, kind, record)
@@ -1656,7 +2166,8 @@ def _jsonl_queries(inp, kind):
         if present[0] in ("scores", "grades") and not isinstance(value, dict):
             raise EvalError("%s: %r must be an object {doc_id: ...}" % (where, present[0]))
         yield qid, check(qid, value, where)
-    if not seen:
+    yield from labels.items()
+    if not seen and not labels:
         raise EvalError("%s: no JSONL records found" % inp.name)
 
 
@@ -1863,6 +2374,105 @@ def _read_qrels(source, format=None):
     return qrels, inp.info(fmt)
 
 
+# --- chunk maps ------------------------------------------------------------------
+#
+# One chunk a line, written by the indexer: {"id": "c17", "doc": "handbook.md",
+# "start": 1100, "end": 1600} (start/end optional; optional "tokens" and
+# "doc_sha256").  A million lines are parsed as one JSON array (one C call);
+# only a file that fails is read line by line, to name the line.
+
+class _ChunkMap(dict):
+    """id -> Chunk; ``versions`` maps a document to its doc_sha256."""
+    versions: dict = {}
+
+
+def _chunk_records(inp):
+    """The records of a chunk-map file, each with its line number."""
+    text = inp.text()
+    numbered = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+    if not numbered:
+        raise EvalError("%s: empty chunk map" % inp.name)
+    try:
+        joined = "[%s]" % ",".join(line for _, line in numbered)
+        records = json.loads(joined, parse_constant=_reject_constant)
+        if (not all(type(r) is dict for r in records)
+                or sum(map(len, records)) != _key_bound(joined)
+                or _SURROGATE_ESCAPE.search(joined)):
+            raise ValueError("check line by line")
+    except (ValueError, EvalError, RecursionError):
+        records = [_json_loads(line, inp.name, n) for n, line in numbered]
+    return [(n, r) for (n, _), r in zip(numbered, records)]
+
+
+_CHUNK_FORM = '{"id": ..., "doc": ..., "start": ..., "end": ...}'
+
+
+def _chunk_map(records, name):
+    """A _ChunkMap from (line number or None, record) pairs."""
+    chunks, versions, with_tokens, first_without = _ChunkMap(), {}, 0, None
+    for number, record in records:
+        what = "%s:%d" % (name, number) if number else "%s: chunk %s" % (name, _short_repr(
+            record.get("id") if isinstance(record, dict) else record, 40))
+        if not isinstance(record, dict) or "id" not in record or "doc" not in record:
+            raise EvalError("%s: a chunk-map line must look like %s, got %s"
+                            % (what, _CHUNK_FORM, _short_repr(record, 60)))
+        chunk_id = _as_id(record["id"], what + ": id")
+        chunk = _as_chunk(record, what)
+        if chunks.setdefault(chunk_id, chunk) != chunk:
+            raise EvalError("%s: chunk %r is mapped twice with different fields (%s and %s)"
+                            % (what, chunk_id, _chunk_text(chunks[chunk_id]), _chunk_text(chunk)))
+        if chunk.tokens is None:
+            first_without = first_without or what
+        else:
+            with_tokens += 1
+        if chunk.doc_sha256 is not None:
+            if versions.setdefault(chunk.doc, chunk.doc_sha256) != chunk.doc_sha256:
+                raise EvalError("%s: document %r has two doc_sha256 in the chunk map (%s... and "
+                                "%s...)" % (what, chunk.doc, versions[chunk.doc][:12],
+                                            chunk.doc_sha256[:12]))
+    if with_tokens and first_without:
+        raise EvalError("%s: tokens are given for some chunks and not others (none at %s): "
+                        "give them for all or none" % (name, first_without))
+    chunks.versions = versions
+    return chunks
+
+
+def _chunk_text(chunk):
+    return "%s [%s, %s)" % (chunk.doc, chunk.start, chunk.end) if chunk.start is not None \
+        else chunk.doc
+
+
+def _read_chunks(source):
+    """(_ChunkMap, input info) of a chunk-map file (JSONL, gzip or not)."""
+    inp = _input_of(source)
+    chunks = _chunk_map(_chunk_records(inp), inp.name)
+    return chunks, inp.info("jsonl")
+
+
+def load_chunks(source):
+    """Read a chunk map (JSONL, one chunk a line) into ``{id: Chunk}``.
+
+    >>> load_chunks(io.StringIO('{"id": "c1", "doc": "a.md", "start": 0, "end": 120}\\n'))
+    {'c1': Chunk(doc='a.md', start=0, end=120, tokens=None, doc_sha256=None)}
+    """
+    return dict(_read_chunks(source)[0])
+
+
+def _library_chunks(chunks):
+    """The ``chunks=`` of evaluate(): a list of records, {id: record} or a
+    _ChunkMap already read."""
+    if chunks is None or isinstance(chunks, _ChunkMap):
+        return chunks
+    if isinstance(chunks, dict):
+        chunks = [dict(record._asdict() if isinstance(record, Chunk) else record, id=chunk_id)
+                  if isinstance(record, (dict, Chunk)) else record
+                  for chunk_id, record in chunks.items()]
+    if not isinstance(chunks, (list, tuple)):
+        raise EvalError("chunks must be a list of records %s or a dict {id: record}, got %s"
+                        % (_CHUNK_FORM, type(chunks).__name__))
+    return _chunk_map([(None, record) for record in chunks], "chunks")
+
+
 def load_qrels(source, *, format=None):
     """Read qrels ``{qid: {doc_id: grade}}`` from a path, ``-`` (stdin) or a file object.
 
@@ -1926,6 +2536,18 @@ def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
     """
     if ranking is None:
         return _Ranked([], 0)
+    top, scores, read, returned = _top_entries(ranking, depth)
+    length = min(len(top), depth)
+    straddling = 0 if isinstance(ranking, list) else _straddling(scores, cutoffs, len(scores))
+    return _Ranked(_labelled(map(labels.get, top[:depth])), length, read - length, straddling,
+                   returned)
+
+
+def _top_entries(ranking, depth):
+    """(top, scores, read, returned): the first ``depth`` distinct ids under the
+    tie and repeat rules of _rank_plain, and one more when there is one (it
+    shows a tie that straddles the deepest cutoff); their scores (None for a
+    ranked list); the entries read to fill the top; the distinct ids."""
     if isinstance(ranking, list):
         entries = [(doc, None) for doc in ranking]
     else:
@@ -1941,10 +2563,7 @@ def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
             scores.append(score)
             if len(top) > depth:            # one past the deepest cutoff shows a straddling tie
                 break
-    length = min(len(top), depth)
-    straddling = 0 if isinstance(ranking, list) else _straddling(scores, cutoffs, len(scores))
-    return _Ranked(_labelled(map(labels.get, top[:depth])), length, read - length, straddling,
-                   len({doc for doc, _ in entries}))
+    return top, scores, read, len({doc for doc, _ in entries})
 
 
 _rank = _rank_plain     # hook: Part II installs _rank_fast
@@ -2012,7 +2631,8 @@ def _gc_paused(func):
 
 @_gc_paused
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
-             skip_extra_queries=False, average="scored", metrics=None):
+             skip_extra_queries=False, average="scored", metrics=None, chunks=None,
+             doc_sep=None, unit="id"):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -2041,30 +2661,32 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     >>> t.per_query      # q3 (no relevant id) counts, q2 (not in the run) does not
     {'q1': {'recall@1': 1.0}, 'q3': {'recall@1': 0.0}}
     """
-    measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain)
+    measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     run = _validated(run, "run", _check_run_query)
-    scorer = _QueryScorer(qrels, measures, _positive_int(rel, "rel"), _checked_average(average))
+    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), _checked_average(average),
+                     _library_chunks(chunks), doc_sep)
     return _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run")
 
 
 @_gc_paused
 def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
                    skip_extra_queries=False, qrels_format=None, run_format=None,
-                   average="scored", metrics=None):
+                   average="scored", metrics=None, chunks=None, doc_sep=None, unit="id"):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
-    path, sha256 and format.
+    path, sha256 and format.  ``chunks`` is a chunk-map file (see load_chunks).
 
     >>> evaluate_files(io.StringIO('{"q": {"a": 1}}'),
     ...                io.StringIO('q Q0 b 1 2.0 x\\nq Q0 a 2 1.0 x\\n'), measures="mrr").mean
     {'mrr@5': 0.5}
     """
-    measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain)
+    measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     average = _checked_average(average)
     qrels, qrels_info = _read_qrels(qrels, qrels_format)
+    chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
-                         skip_extra_queries, run_format, average)
+                         skip_extra_queries, run_format, average, chunk_map, doc_sep, chunks_info)
 
 
 def _renamed(measures, metrics):
@@ -2083,16 +2705,20 @@ def _checked_average(average):
 
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
-                  average="scored"):
-    """evaluate_files() with the qrels already read (they may come from stdin)."""
+                  average="scored", chunks=None, doc_sep=None, chunks_info=None):
+    """evaluate_files() with the qrels (and chunk map) already read (they may
+    come from stdin)."""
+    scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep)
     inp, fmt = _open_input(run, run_format, "run")
     try:
-        report = _score_run(inp, fmt, _QueryScorer(qrels, measures, rel, average),
-                            skip_extra_queries)
+        report = _score_run(inp, fmt, scorer, skip_extra_queries)
     except BaseException:
         inp.stop_hashing()
         raise
-    return report._replace(inputs={"qrels": qrels_info, "run": inp.info(fmt)})
+    inputs = {"qrels": qrels_info, "run": inp.info(fmt)}
+    if chunks_info is not None:
+        inputs["chunks"] = chunks_info
+    return report._replace(inputs=inputs)
 
 
 def _score_run(inp, fmt, scorer, skip_extra_queries):
@@ -2147,18 +2773,32 @@ class _QueryScorer:
     _Ranked), and whether its ids carry labels (see _unlabelled); plain tuples
     are cheap to make and to pickle."""
 
-    def __init__(self, qrels, measures, rel, average="scored"):
+    def __init__(self, qrels, measures, rel, average="scored", labels=None, mapping=None):
         self.qrels, self.rel, self.average = qrels, rel, average
         self.every_query = average == "trec_eval"   # score unscored queries too
         self.names = tuple(str(m) for m in measures)
         self.depth, self.cutoffs = _plan(measures)
         self.calls = [(str(m),) + m._parts() for m in measures]
         self.met_label = False      # once a ranking met a label, the run is not unlabelled
+        self.labels, self.mapping = labels, mapping or _Mapping()
+        self.units = [_UnitCall.of(m) for m in measures]
+        self.mapped = any(call.view != "id" or call.budget for call in self.units)
+        self.forkable = not self.mapped or self.mapping.external
+        if labels is not None:
+            by_id = [str(m) for m, call in zip(measures, self.units)
+                     if call.view == "id" and m.name != "diversity"]
+            if by_id:
+                raise EvalError("the qrels label documents and spans, not retrieved ids: %s "
+                                "cannot count ids; score units instead (--unit doc or "
+                                "evidence, e.g. recall(unit=doc)@5), with --chunks or --doc-sep"
+                                % ", ".join(by_id[:3]))
 
     def __call__(self, qid, ranking):
         labels = self.qrels.get(qid, _NO_LABELS)
         grades = _sorted_grades(labels)
         scored = self.is_scored(grades)
+        if self.mapped:
+            return self._by_units(qid, ranking, labels, grades, scored)
         labels = _labels_for_ranking(ranking, labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
         values = None
@@ -2177,10 +2817,258 @@ class _QueryScorer:
             self.met_label = True
         return values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled
 
+    def _by_units(self, qid, ranking, labels, grades, scored):
+        """__call__ when measures count documents, evidence or characters, or
+        cut at a budget: the top chunks are resolved (see _Mapping) and each
+        unit's ranking is built once per query, on first use."""
+        if ranking is None:
+            ids, scores, read, returned, chunks = [], [], 0, 0, []
+        else:
+            ranking = _text_ids(ranking)
+            top, scores, read, returned = _top_entries(ranking, self.depth)
+            ids = top[:self.depth]
+            try:
+                chunks = self.mapping.resolve(ranking, ids)
+            except EvalError as exc:
+                raise EvalError("run: query %r: %s" % (qid, exc)) from None
+        straddling = 0 if isinstance(ranking, list) else _straddling(scores, self.cutoffs,
+                                                                      len(scores))
+        ranked = _Ranked(_labelled(map(labels.get, ids)), len(ids), read - len(ids), straddling,
+                         returned)
+        doc_units = _doc_units(ids, chunks, labels, returned)
+        values = None
+        if scored or self.every_query:
+            views = {"id": (ranked, grades), "doc": (doc_units, grades)}
+            values = {}
+            try:
+                for name, call in zip(self.names, self.units):
+                    if call.view not in views:
+                        views[call.view] = self._view(qid, call.view, labels, ids, chunks,
+                                                      returned)
+                    unit_ranking, unit_grades = views[call.view]
+                    args = call.args
+                    if call.budget:
+                        args = (_budget_cut(ids, chunks, call.budget),) + args
+                    value = call.func(unit_ranking, unit_grades, *args)
+                    if value is not None:
+                        values[name] = value
+            except EvalError as exc:
+                raise EvalError("query %r: %s" % (qid, exc)) from None
+        labelled = ranked.labelled or doc_units.labelled
+        if labelled or not ids:
+            unlabelled = None
+        elif self.met_label:
+            unlabelled = True
+        else:
+            unlabelled = self._unlabelled_docs(ranking, labels)
+        if labelled or unlabelled is True:
+            self.met_label = True
+        return values, read - len(ids), straddling, returned, unlabelled
+
+    def _view(self, qid, view, labels, ids, chunks, returned):
+        """(unit ranking, unit grades) of a view other than id and doc."""
+        spans = self.labels.get(qid, {}) if self.labels is not None else {
+            doc: [(None, None, grade)] for doc, grade in labels.items()}
+        if view == "spans":
+            return _Context(ids, chunks), spans
+        _, rel, cover = view
+        units = _evidence(spans, rel)
+        return (_evidence_units(units, ids, chunks, cover, returned),
+                tuple(sorted((unit[3] for unit in units), reverse=True)))
+
+    def _unlabelled_docs(self, ranking, labels):
+        """_unlabelled, where a retrieved id is labelled through its document too."""
+        found = _unlabelled(ranking, labels)
+        if found is True:
+            return True
+        docs = ranking.docs if type(ranking) is _Scored else list(ranking)
+        try:
+            chunks = self.mapping.resolve(ranking, docs)
+        except EvalError:
+            return found
+        return True if any(labels.get(c.doc, -1) >= 0 for c in chunks) else found
+
     def is_scored(self, grades):
         """True when a query's grades (see _sorted_grades) hold a relevant one;
         else the query is unscored."""
         return bool(grades) and grades[0] >= self.rel
+
+
+class _UnitCall(NamedTuple):
+    """How the scorer calls one measure: the view it reads ("id", "doc",
+    ("evidence", rel, cover) or "spans"), its budget (or None) and its
+    function's arguments after the view (the cutoff first, unless a budget
+    gives it per query)."""
+    func: object
+    view: object
+    budget: Optional[int]
+    args: tuple
+
+    @classmethod
+    def of(cls, m):
+        spec = _REGISTRY[m.name]
+        given = dict(m.params)
+        func, args = m._parts()
+        unit = given.get("unit", "id")
+        if spec.view == "spans":
+            view = "spans"
+        elif unit == "evidence":
+            view = ("evidence", given.get("rel", REL.default), given.get("cover", COVER.default))
+        else:
+            view = unit
+        budget = given.get("budget")
+        if budget:
+            args = args[1:]     # the cutoff comes from the budget, query by query
+        return cls(func, view, budget, args)
+
+
+def _budget_cut(ids, chunks, budget):
+    """How many of the top chunks fit the budget: the longest prefix whose
+    sizes (tokens, else end - start characters) sum to at most ``budget``.
+
+    >>> _budget_cut(["a", "b", "c"], [Chunk("d", 0, 50), Chunk("d", 50, 80), Chunk("d", 0, 5)], 70)
+    1
+    """
+    used = 0
+    for n, (chunk_id, chunk) in enumerate(zip(ids, chunks)):
+        if chunk.tokens is not None:
+            used += chunk.tokens
+        elif chunk.start is not None:
+            used += chunk.end - chunk.start
+        else:
+            raise EvalError("chunk %r has no size: a budget needs tokens or start/end in the "
+                            "chunk map" % chunk_id)
+        if used > budget:
+            return n
+    return len(ids)
+
+
+def _text_ids(ranking):
+    """A ranking with text ids (Part II's TREC reader hands over bytes)."""
+    if type(ranking) is _Scored and ranking.docs and isinstance(ranking.docs[0], bytes):
+        return _Scored([_doc_text(doc) for doc in ranking.docs], ranking.scores)
+    return ranking
+
+
+class _Mapping:
+    """Where each retrieved id comes from (its Chunk): a chunk map, the part of
+    the id before the last ``doc_sep``, or the run's own fields (objects in a
+    ranked list, see _MappedRanking).  Given a map or a separator, the run's
+    fields must agree with it."""
+
+    def __init__(self, chunks=None, doc_sep=None):
+        if chunks is not None and doc_sep is not None:
+            raise EvalError("give a chunk map or a document separator, not both "
+                            "(--chunks or --doc-sep)")
+        if doc_sep is not None and (not isinstance(doc_sep, str) or not doc_sep):
+            raise EvalError("doc_sep must be a non-empty string, got %s" % _short_repr(doc_sep))
+        self.chunks, self.doc_sep, self.inline = chunks, doc_sep, {}
+
+    @property
+    def external(self):
+        return self.chunks is not None or self.doc_sep is not None
+
+    def resolve(self, ranking, ids):
+        """The Chunk of each of ``ids`` (from ``ranking``)."""
+        own = getattr(ranking, "chunks", None)
+        if own:
+            self._take(own)
+        if self.doc_sep is not None:
+            return [Chunk(_doc_of(chunk_id, self.doc_sep)) for chunk_id in ids]
+        table = self.chunks if self.chunks is not None else self.inline
+        docs = ranking.docs if type(ranking) is _Scored else ranking
+        if not all(map(table.__contains__, docs)):
+            missing = next(doc for doc in docs if doc not in table)
+            if self.chunks is not None:
+                raise EvalError("retrieved id %r is not in the chunk map" % missing)
+            raise EvalError("retrieved id %r has no document: give a chunk map (--chunks) or "
+                            "--doc-sep, or doc/start/end for it in the run" % missing)
+        return [table[chunk_id] for chunk_id in ids]
+
+    def _take(self, own):
+        for chunk_id, chunk in own.items():
+            if not self.external:
+                if self.inline.setdefault(chunk_id, chunk) != chunk:
+                    raise EvalError("chunk %r is given twice with different fields (%s and %s)"
+                                    % (chunk_id, _chunk_text(self.inline[chunk_id]),
+                                       _chunk_text(chunk)))
+                continue
+            known = (Chunk(_doc_of(chunk_id, self.doc_sep)) if self.doc_sep is not None
+                     else self.chunks.get(chunk_id))
+            if known is not None and (known.doc != chunk.doc or (
+                    chunk.start is not None and (known.start, known.end) != (chunk.start,
+                                                                            chunk.end))):
+                raise EvalError("the run places %r at %s, the %s at %s"
+                                % (chunk_id, _chunk_text(chunk), "chunk map" if self.chunks
+                                   is not None else "--doc-sep", _chunk_text(known)))
+
+    def info(self):
+        """What the report says of the mapping."""
+        return {"doc_sep": self.doc_sep, "offsets": "code points",
+                "source": "chunk map" if self.chunks is not None else "doc_sep"
+                if self.doc_sep is not None else "run" if self.inline else None}
+
+
+def _doc_of(chunk_id, sep):
+    """The document of a chunk id: everything before the last ``sep`` (the id
+    itself when it holds none).
+
+    >>> _doc_of("refund-policy#3", "#"), _doc_of("a#b#2", "#"), _doc_of("plain", "#")
+    ('refund-policy', 'a#b', 'plain')
+    """
+    head, found, _ = chunk_id.rpartition(sep)
+    return head if found else chunk_id
+
+
+def _check_versions(versions, mapping):
+    """Each doc_sha256 a label gives must be the chunk map's for that document."""
+    known = getattr(mapping.chunks, "versions", None) or {}
+    for qid, docs in sorted(versions.items()):
+        for doc, sha in sorted(docs.items()):
+            if doc in known and known[doc] != sha:
+                raise EvalError("query %r: labels were written against %s %s..., the chunks "
+                                "come from %s...: the document changed; label it again or "
+                                "chunk the labelled version" % (qid, doc, sha[:12],
+                                                                  known[doc][:12]))
+
+
+def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None):
+    """The _QueryScorer of validated qrels (id labels or label lists) and
+    of the mapping given (a _ChunkMap, a separator, or neither)."""
+    grades, spans, versions = _split_qrels(qrels)
+    mapping = _Mapping(chunks, doc_sep)
+    _check_versions(versions, mapping)
+    return _QueryScorer(grades, measures, rel, average, spans, mapping)
+
+
+def _split_qrels(qrels):
+    """(grades, spans, versions) of validated qrels.  Id labels pass as they are
+    (spans None).  Label lists become the documents' grades (the highest label
+    on each, so every policy on scored queries holds), the span labels by
+    document {qid: {doc: [(start, end, grade)]}} (start/end None: the whole
+    document) and the labels' doc_sha256 {qid: {doc: sha}}.
+
+    >>> _split_qrels({"q": [Label("a", 0, 5, 1), Label("a", 9, 12, 2), Label("b", None, None, 0)]})
+    ({'q': {'a': 2, 'b': 0}}, {'q': {'a': [(0, 5, 1), (9, 12, 2)], 'b': [(None, None, 0)]}}, {})
+    """
+    forms = {type(labels) is list for labels in qrels.values()}
+    if True not in forms:
+        return qrels, None, {}
+    if False in forms:
+        raise EvalError("qrels: some queries give {id: grade} and others lists of labels; "
+                        "write one form")
+    grades, spans, versions = {}, {}, {}
+    for qid, labels in qrels.items():
+        grades[qid], spans[qid] = {}, {}
+        for label in labels:
+            grades[qid][label.doc] = max(label.grade, grades[qid].get(label.doc, label.grade))
+            spans[qid].setdefault(label.doc, []).append((label.start, label.end, label.grade))
+            if label.doc_sha256 is not None:
+                seen = versions.setdefault(qid, {}).setdefault(label.doc, label.doc_sha256)
+                if seen != label.doc_sha256:
+                    raise EvalError("qrels: query %r: labels on %s give two doc_sha256"
+                                    % (qid, label.doc))
+    return grades, spans, versions
 
 
 def _unlabelled(ranking, labels):
@@ -2305,11 +3193,123 @@ def _score(scorer, scored, skip_extra, run_name):
                            "ranking" if scorer.depth == _WHOLE_RANKING else
                            "top %d" % scorer.depth, _preview(unlabelled)))
     per_query = dict(sorted(per_query.items()))
-    mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
+    counts = None
+    if scorer.mapped:
+        mean, counts = _population_means(per_query, names)
+        warnings.extend(_population_notes(per_query, names, counts))
+        warnings.extend(_label_notes(scorer))
+    else:
+        mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
     return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
                   tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
                   tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run,
-                  scorer.average)
+                  scorer.average, counts, _mapping_info(scorer) if scorer.mapped else None)
+
+
+def _label_notes(scorer):
+    """Warnings about the labels themselves: overlapping span labels (merged
+    into one evidence unit) and labels no chunk of the map can ever reach."""
+    notes = []
+    overlapping = sorted(qid for qid, docs in (scorer.labels or {}).items()
+                         if any(_overlaps(spans, scorer.rel) for spans in docs.values()))
+    if overlapping:
+        notes.append("%s overlapping span labels on one document, merged into one evidence "
+                     "unit (the higher grade): %s"
+                     % (_plural(len(overlapping), "query has", "queries have"),
+                        _preview(overlapping)))
+    lost = _uncoverable(scorer)
+    if lost:
+        shown = ["%s %s" % (qid, _unit_text(units[0])) for qid, units in list(lost.items())[:5]]
+        notes.append("%s labelled evidence that no chunk of the map %s: lost at ingestion, "
+                     "not by the retriever (scored as misses; see mapping.uncoverable): %s"
+                     % (_plural(len(lost), "query has", "queries have"),
+                        "holds" if _needed_cover(scorer) else "touches", "; ".join(shown)))
+    return notes
+
+
+def _overlaps(spans, rel):
+    spans = sorted((s, e) for s, e, g in spans if s is not None and g >= rel)
+    return any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
+
+
+def _unit_text(unit):
+    doc, start, end = unit[:3]
+    return doc if start is None else "%s [%d, %d)" % (doc, start, end)
+
+
+def _needed_cover(scorer):
+    """The cover a labelled span must reach in the chunk map to be findable:
+    the largest cover asked for (1 when no evidence measure asks)."""
+    covers = [call.view[2] for call in scorer.units if isinstance(call.view, tuple)]
+    return max(covers) if covers else COVER.default
+
+
+def _uncoverable(scorer):
+    """{qid: [(doc, start, end), ...]}: the relevant units (see _evidence) of
+    scored queries that the chunk map cannot deliver: a document with no chunk,
+    or a span its chunks do not cover to the needed cover (see _needed_cover)."""
+    chunks = scorer.mapping.chunks
+    if chunks is None:
+        return {}
+    spans = scorer.labels if scorer.labels is not None else {
+        qid: {doc: [(None, None, g)] for doc, g in grades.items()}
+        for qid, grades in scorer.qrels.items()}
+    needed = {doc for docs in spans.values() for doc in docs}
+    held = {}
+    for chunk in chunks.values():
+        if chunk.doc in needed:
+            held.setdefault(chunk.doc, []).append((chunk.start, chunk.end))
+    share, lost = _exact_share(_needed_cover(scorer)), {}
+    for qid in sorted(spans):
+        for doc, start, end, grade in _evidence(spans[qid], scorer.rel):
+            have = held.get(doc)
+            if have is not None and start is not None:
+                cover = _shared(_union([h for h in have if h[0] is not None]), [(start, end)])
+                if cover and cover * share.denominator >= share.numerator * (end - start):
+                    continue
+            elif have is not None:
+                continue
+            lost.setdefault(qid, []).append((doc, start, end))
+    return lost
+
+
+def _mapping_info(scorer):
+    info = scorer.mapping.info()
+    info["uncoverable"] = {qid: [list(unit) for unit in units]
+                           for qid, units in _uncoverable(scorer).items()}
+    return info
+
+
+def _population_means(per_query, names):
+    """(mean, n) of each measure over the queries that have a value for it
+    (its population: a character measure leaves out the queries with no span
+    label).  A measure no query has a value for has no mean; n is returned
+    only when the populations differ."""
+    mean, counts = {}, {}
+    for name in names:
+        values = [row[name] for row in per_query.values() if name in row]
+        counts[name] = len(values)
+        if values:
+            mean[name] = _mean(values)
+    same = all(n == len(per_query) for n in counts.values())
+    return mean, None if same else counts
+
+
+def _population_notes(per_query, names, counts):
+    if counts is None:
+        return []
+    notes = []
+    for name in names:
+        if counts[name] < len(per_query):
+            left = [q for q, row in per_query.items() if name not in row]
+            notes.append("%s averages over %d of %s: %s %s (%s)"
+                         % (name, counts[name], _plural(len(per_query), "scored query",
+                                                        "scored queries"),
+                            _plural(len(left), "query has", "queries have"),
+                            "no span label graded >= rel (whole-document labels only)"
+                            if counts[name] else "no span label graded >= rel: not scored",
+                            _preview(left)))
+    return notes
 
 
 def _no_label_reason(qrels, strays, extra):
@@ -2369,8 +3369,8 @@ def _no_label_cause(qrels, strays, graded, retrieved):
     for doc in sorted(retrieved):
         for prefix in _id_prefixes(doc):
             if prefix in graded:
-                return ("the run names chunks and the qrels whole documents; label the chunk "
-                        "ids, or score documents once chunk-to-document mapping exists",
+                return ("the run names chunks and the qrels whole documents; score documents "
+                        "(--unit doc) with --doc-sep or --chunks, or label the chunk ids",
                         (doc, prefix))
     for label in sorted(graded):
         for prefix in _id_prefixes(label):
@@ -3610,6 +4610,15 @@ def build_parser():
                         help="lowest grade that counts as relevant (default 1; nDCG ignores it)")
     parser.add_argument("--gain", choices=GAIN.choices, default="exponential",
                         help="nDCG gain: 2^g-1 (exponential, default) or g (linear, trec_eval)")
+    parser.add_argument("--chunks", default=None, metavar="FILE",
+                        help="chunk map (JSONL: id, doc, start, end[, tokens]): where each "
+                        "retrieved id comes from, for unit=doc|evidence and span measures")
+    parser.add_argument("--doc-sep", default=None, metavar="SEP",
+                        help="the document of a chunk id is what precedes its last SEP "
+                        "(refund-policy#3 -> refund-policy); instead of --chunks")
+    parser.add_argument("--unit", choices=UNITS, default="id",
+                        help="what bare measure names count: the retrieved id (default), its "
+                        "document, or labelled evidence spans; k always counts chunks")
     parser.add_argument("--qrels-format", choices=FORMATS, default=None, help="override detection")
     parser.add_argument("--run-format", choices=FORMATS, default=None, help="override detection")
     parser.add_argument("--skip-extra-queries", action="store_true",
@@ -3729,13 +4738,17 @@ def _parse_seed(text):
 def _check_paths(args):
     """Usage errors of the file options, before any work is done."""
     named = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
-             ("--save-baseline", args.save_baseline), ("-o", args.output)]
+             ("--save-baseline", args.save_baseline), ("-o", args.output),
+             ("--chunks", args.chunks), ("--doc-sep", args.doc_sep)]
     named += [("--compare", path) for path in args.compare]
     for option, path in named:
         if path == "":
             # An unset CI variable must not turn the gate (or a save) into a no-op.
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
-    sources = [args.qrels, args.run, args.baseline] + args.compare
+    sources = [args.qrels, args.run, args.baseline, args.chunks] + args.compare
+    if args.chunks is not None and args.doc_sep is not None:
+        raise EvalError("give --chunks or --doc-sep, not both: a chunk map already names each "
+                        "chunk's document")
     if sources.count("-") > 1:
         raise EvalError("only one input can come from stdin")
     if args.save_baseline == "-":
@@ -3756,7 +4769,8 @@ def _check_outputs(args):
             return os.path.realpath(a) == os.path.realpath(b)
         except (OSError, ValueError):
             return False
-    inputs = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline)]
+    inputs = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
+              ("--chunks", args.chunks)]
     inputs += [("--compare", path) for path in args.compare]
     for output, path in (("-o", args.output), ("--save-baseline", args.save_baseline)):
         for option, source in inputs:
@@ -3782,7 +4796,8 @@ def _run_cli(args, stdout, stderr):
                "resamples": _checked_resamples(args.resamples)}
     parse_tolerance(args.max_drop)   # reject bad options before any work
     baseline = load_baseline(args.baseline) if args.baseline else None
-    metrics = list(resolve_measures(args.metrics, args.k or DEFAULT_K, rel=args.rel, gain=args.gain))
+    metrics = list(resolve_measures(args.metrics, args.k or DEFAULT_K, rel=args.rel,
+                                    gain=args.gain, unit=args.unit))
     if baseline is not None and args.metrics is None and args.k is None:
         # With no --metrics/--k, the baseline decides what is gated as well.
         metrics += [m for m in map(parse_measure, baseline.mean) if m not in metrics]
@@ -3792,10 +4807,11 @@ def _run_cli(args, stdout, stderr):
     allow_unlabelled = args.allow_unlabelled_run or any(
         parse_measure(m).name == "judged" for m in metrics)
     qrels, qrels_info = _read_qrels(args.qrels, args.qrels_format)
+    chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
 
     def score(run):
         report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
-                               args.run_format, args.average)
+                               args.run_format, args.average, chunks, args.doc_sep, chunks_info)
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))

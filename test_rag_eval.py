@@ -347,14 +347,63 @@ class MeasureInvariantsTest(unittest.TestCase):
     RUN = {"q1": ["x", "a", "c", "a", "d", "b"], "q2": {"f": 0.2, "z": 0.2, "e": 0.9},
            "q3": ["h", "i"]}
 
+    # The same shapes over chunks: span and document labels, a chunk map with
+    # overlapping (sliding-window) chunks, a repeated document, a tie.
+    SPAN_QRELS = {"q1": [{"doc": "A", "start": 0, "end": 40, "grade": 2},
+                         {"doc": "A", "start": 30, "end": 60, "grade": 1},
+                         {"doc": "B", "start": 5, "end": 9, "grade": 0},
+                         {"doc": "C", "grade": 1}],
+                  "q2": [{"doc": "B", "start": 10, "end": 30, "grade": 3}],
+                  "q3": [{"doc": "D", "grade": 1}]}
+    CHUNKS = [{"id": "a1", "doc": "A", "start": 0, "end": 25},
+              {"id": "a2", "doc": "A", "start": 20, "end": 45},
+              {"id": "a3", "doc": "A", "start": 40, "end": 70},
+              {"id": "b1", "doc": "B", "start": 0, "end": 20},
+              {"id": "b2", "doc": "B", "start": 20, "end": 40},
+              {"id": "c1", "doc": "C", "start": 0, "end": 10},
+              {"id": "x1", "doc": "X", "start": 0, "end": 50}]
+    SPAN_RUN = {"q1": ["x1", "a2", "b1", "a2", "a1", "c1", "a3"],
+                "q2": {"b2": 0.2, "x1": 0.2, "b1": 0.9}, "q3": ["x1", "a1"]}
+
     def measures(self):
-        """(metric, k) for every registered measure at several cutoffs and,
-        for those that take one, @all."""
+        """(metric, k) for every registered measure, in each unit it counts
+        (and cover=0.5 for evidence), at several cutoffs and, for those that
+        take one, @all and a budget."""
         for name in rag_eval.available_measures():
-            for k in (1, 2, 3, 10):
-                yield name, k
-            if rag_eval._REGISTRY[name].cutoff:
-                yield name + "@all", 1
+            spec = rag_eval._REGISTRY[name]
+            variants = [name]
+            if "unit" in spec.options:
+                variants = ["%s(unit=%s)" % (name, u) if u != "id" else name
+                            for u in spec.options["unit"].choices]
+                if "evidence" in spec.options["unit"].choices:
+                    variants.append("%s(cover=0.5,unit=evidence)" % name)
+            for variant in variants:
+                for k in (1, 2, 3, 10):
+                    yield variant, k
+                if spec.cutoff:
+                    yield variant + "@all", 1
+                    yield variant.replace(")", ",budget=50)") if "(" in variant else \
+                        variant + "(budget=50)", 1
+
+    def evaluate(self, name, k, run=None, qrels=None):
+        """Score ``name``: measures that count ids on the id fixture, the
+        others on the chunk fixture."""
+        measure = rag_eval.resolve_measures([name], k)[0]
+        call = rag_eval._UnitCall.of(measure)
+        if call.view == "id" and not call.budget:
+            return rag_eval.evaluate(qrels or self.QRELS, run or self.RUN, k=k, metrics=[name])
+        if call.view == "id":       # a budget over ids: every id a chunk of 20 characters
+            sized = [{"id": i, "doc": i, "start": 0, "end": 20} for i in "abcdefghixz"]
+            return rag_eval.evaluate(qrels or self.QRELS, run or self.RUN, k=k, metrics=[name],
+                                     chunks=sized)
+        return rag_eval.evaluate(qrels or self.SPAN_QRELS, run or self.SPAN_RUN, k=k,
+                                 metrics=[name], chunks=self.CHUNKS)
+
+    def test_every_measure_and_unit_is_tried(self):
+        tried = {str(rag_eval.parse_measure(n, k=k)) for n, k in self.measures()}
+        self.assertIn("recall(cover=0.5,unit=evidence)@all", tried)
+        self.assertIn("span_iou(budget=50)", tried)
+        self.assertIn("diversity(unit=doc)@3", tried)
 
     def test_a_huge_cutoff_costs_what_the_ranking_costs(self):
         # k = 10**7 means "no cutoff" to some users: the discount table grows with
@@ -386,25 +435,29 @@ class MeasureInvariantsTest(unittest.TestCase):
     def test_values_in_unit_interval(self):
         for name, k in self.measures():
             with self.subTest(measure=name, k=k):
-                report = rag_eval.evaluate(self.QRELS, self.RUN, k=k, metrics=[name])
+                report = self.evaluate(name, k)
+                self.assertTrue(report.per_query)
                 for values in report.per_query.values():
                     for value in values.values():
                         self.assertTrue(0.0 <= value <= 1.0, value)
 
     def test_inputs_unchanged(self):
-        qrels, run = copy.deepcopy(self.QRELS), copy.deepcopy(self.RUN)
+        saved = copy.deepcopy((self.QRELS, self.RUN, self.SPAN_QRELS, self.SPAN_RUN, self.CHUNKS))
         for name, k in self.measures():
-            rag_eval.evaluate(qrels, run, k=k, metrics=[name])
-        self.assertEqual(qrels, self.QRELS)
-        self.assertEqual(run, self.RUN)
+            self.evaluate(name, k)
+        self.assertEqual((self.QRELS, self.RUN, self.SPAN_QRELS, self.SPAN_RUN, self.CHUNKS),
+                         saved)
 
     def test_query_order_irrelevant(self):
         reordered_qrels = dict(reversed(list(self.QRELS.items())))
         reordered_run = dict(reversed(list(self.RUN.items())))
         for name, k in self.measures():
             with self.subTest(measure=name, k=k):
-                a = rag_eval.evaluate(self.QRELS, self.RUN, k=k, metrics=[name])
-                b = rag_eval.evaluate(reordered_qrels, reordered_run, k=k, metrics=[name])
+                a = self.evaluate(name, k)
+                spans = "unit=" in name or "span_" in name
+                b = self.evaluate(name, k, qrels=dict(reversed(list(
+                    (self.SPAN_QRELS if spans else self.QRELS).items()))), run=dict(
+                    reversed(list((self.SPAN_RUN if spans else self.RUN).items()))))
                 self.assertEqual(a.mean, b.mean)
                 self.assertEqual(list(a.per_query), list(b.per_query))
 
@@ -412,20 +465,27 @@ class MeasureInvariantsTest(unittest.TestCase):
         empty = {q: [] for q in self.QRELS}
         for name, k in self.measures():
             with self.subTest(measure=name, k=k):
-                report = rag_eval.evaluate(self.QRELS, empty, k=k, metrics=[name])
+                report = self.evaluate(name, k, run=empty)
                 self.assertEqual(set(report.mean.values()), {0.0})
 
     def test_perfect_run_scores_one_where_defined(self):
         # Every relevant id first, in grade order: every measure reaches 1.0 at
         # a k that covers them, and over the whole ranking.
+        # Over chunks: each chunk is exactly one labelled span of its own document.
         qrels = {"q": {"a": 3, "b": 2, "c": 1}}
         run = {"q": ["a", "b", "c"]}
-        for name in rag_eval.available_measures():
-            for metric in ([name + "@3", name + "@all"] if rag_eval._REGISTRY[name].cutoff
-                           else [name]):
-                with self.subTest(measure=metric):
-                    report = rag_eval.evaluate(qrels, run, metrics=[metric])
-                    self.assertAlmostEqual(report.mean[metric], 1.0, places=15)
+        spans = {"q": [{"doc": d, "start": 0, "end": 10, "grade": g} for d, g in qrels["q"].items()]}
+        chunks = [{"id": d, "doc": d, "start": 0, "end": 10} for d in "abc"]
+        for name, k in self.measures():
+            if k != 3 and "@all" not in name:
+                continue
+            metric = str(rag_eval.parse_measure(name, k=k))
+            with self.subTest(measure=metric):
+                if rag_eval._UnitCall.of(rag_eval.parse_measure(metric)).view == "id":
+                    report = rag_eval.evaluate(qrels, run, metrics=[metric], chunks=chunks)
+                else:
+                    report = rag_eval.evaluate(spans, run, metrics=[metric], chunks=chunks)
+                self.assertAlmostEqual(report.mean[metric], 1.0, places=15)
 
 
 PEERS = os.path.join(DATA, "peers")
@@ -497,14 +557,23 @@ class MeasureNamesTest(unittest.TestCase):
         allows, with its defaults and with every parameter at a non-default."""
         for name, spec in sorted(rag_eval._REGISTRY.items()):
             cutoffs = ("@1", "@10", "@all") if spec.cutoff else ("",)
-            others = {"": ""}
+            units = spec.options["unit"].choices if "unit" in spec.options else ("id",)
+            base = "" if "id" in units else "unit=%s" % units[0]
+            others = {"": base}
             for key, param in spec.params.items():
                 value = next((c for c in param.choices if c != param.default),
                              param.default + 2 if not param.choices else None)
-                others[key] = "(%s=%s)" % (key, rag_eval._value_text(value))
+                others[key] = ",".join(sorted(filter(None, [
+                    base, "%s=%s" % (key, rag_eval._value_text(value))])))
+            for unit in units[1:] if "id" in units else ():
+                others[unit] = "unit=%s" % unit
+            if "evidence" in units:
+                others["cover"] = "cover=0.5,unit=evidence"
             for cutoff in cutoffs:
                 for inner in others.values():
-                    yield name + inner + cutoff
+                    yield name + ("(%s)" % inner if inner else "") + cutoff
+            if spec.cutoff:
+                yield "%s(%s)" % (name, ",".join(sorted(filter(None, ["budget=300", base]))))
 
     def test_hand_built_measures_are_checked(self):
         # Found by review: a Measure built by hand went in unchecked (tracebacks, and
@@ -553,21 +622,17 @@ class MeasureNamesTest(unittest.TestCase):
         self.assertEqual(names, ["map@1", "map@5", "map@all", "mrr@all", "rprec", "bpref"])
 
     def test_numeric_parameters_render_their_shortest_repr(self):
-        # A float parameter (none is registered yet: declared here) parses to a
-        # float and renders as repr: 0.50 and .5 are both 0.5.
-        spec = rag_eval._REGISTRY["recall"]
-        cover = rag_eval.Param(float, 1.0, "test only", minimum=0.0)
-        patched = spec._replace(params=dict(spec.params, cover=cover))
-        rag_eval._REGISTRY["recall"] = patched
-        try:
-            for text in ("recall(cover=0.50)@5", "recall(cover=.5)@5"):
-                self.assertEqual(str(rag_eval.parse_measure(text)), "recall(cover=0.5)@5")
-            self.assertEqual(str(rag_eval.parse_measure("recall(cover=1)@5")), "recall@5")
-            for bad in ("recall(cover=nan)@5", "recall(cover=-1)@5", "recall(cover=1_0)@5"):
-                with self.assertRaises(rag_eval.EvalError):
-                    rag_eval.parse_measure(bad)
-        finally:
-            rag_eval._REGISTRY["recall"] = spec
+        # A float parameter parses to a float and renders as repr: 0.50 and .5
+        # are both 0.5; its default (1) is left out.
+        for text in ("recall(cover=0.50,unit=evidence)@5", "recall(unit=evidence,cover=.5)@5"):
+            self.assertEqual(str(rag_eval.parse_measure(text)),
+                             "recall(cover=0.5,unit=evidence)@5")
+        self.assertEqual(str(rag_eval.parse_measure("recall(cover=1,unit=evidence)@5")),
+                         "recall(unit=evidence)@5")
+        for bad in ("nan", "-1", "1_0", "1.5", "any"):
+            with self.subTest(cover=bad):
+                with self.assertRaisesRegex(rag_eval.EvalError, "a number from 0 to 1"):
+                    rag_eval.parse_measure("recall(cover=%s,unit=evidence)@5" % bad)
 
     def test_registry_declares_everything(self):
         for name, spec in rag_eval._REGISTRY.items():
@@ -891,9 +956,10 @@ class JsonInputTest(TempDir, unittest.TestCase):
         self.assertBad(run='{"q1": "a"}', expect="ranked list")
 
     def test_ids_must_be_strings_or_ints(self):
-        for bad in ("1.5", "null", "true", '["a"]', '{"x": 1}'):
+        for bad in ("1.5", "null", "true", '["a"]'):
             with self.subTest(id=bad):
                 self.assertBad(run='{"q1": [%s]}' % bad, expect="string (or an integer)")
+        self.assertBad(run='{"q1": [{"x": 1}]}', expect='an object in a ranking needs "id"')
 
     def test_bad_scores(self):
         for score in ("NaN", "Infinity", "-Infinity", '"0.5"', '"x"', "true", "null"):
