@@ -34,8 +34,8 @@ Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential;
 
 Labels that survive re-chunking: a label may name a document or a character
 span of one; with a chunk map (``chunks=``) or ``doc_sep=``, ``unit=doc`` and
-``unit=evidence`` count documents or evidence spans (``recall(unit=doc)@5``;
-k still counts chunks), and ``name(budget=N)`` cuts at a context size.
+``unit=evidence`` count documents or evidence spans (e.g. recall(unit=doc)@5;
+k still counts chunks), and name(budget=N) cuts at a context size.
 
 To add a measure: one ``@measure(...)`` declaration (see :func:`measure`), one
 hand-worked row in tests/data/hand_worked.json, peer data if a peer has it
@@ -61,14 +61,14 @@ on one line and exits 2.
 """
 
 __all__ = [
-    "Baseline", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "EvalError",
-    "GateResult", "Measure", "MeasureChange", "MeasureComparison", "QueryDrop", "Report",
-    "Chunk", "Label", "available_measures", "bootstrap_ci", "compare", "compare_all", "evaluate",
-    "evaluate_files", "gate", "holm", "load_baseline", "load_chunks", "load_qrels", "load_run",
-    "main",
-    "margin_of_error", "min_detectable_difference", "paired_ttest", "parse_measure",
-    "queries_needed", "randomization_p", "render_json", "render_markdown", "render_text",
-    "render_trec", "resolve_measures", "save_baseline", "t_two_sided_p",
+    "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
+    "EvalError", "GateResult", "Label", "Measure", "MeasureChange", "MeasureComparison",
+    "QueryDrop", "Report", "available_measures", "bootstrap_ci", "compare", "compare_all",
+    "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
+    "load_qrels", "load_run", "main", "margin_of_error", "min_detectable_difference",
+    "paired_ttest", "parse_measure", "queries_needed", "randomization_p", "render_json",
+    "render_markdown", "render_text", "render_trec", "resolve_measures", "save_baseline",
+    "t_two_sided_p",
 ]
 
 import argparse
@@ -3318,7 +3318,7 @@ def _no_label_reason(qrels, strays, extra):
     (looked for over the kept retrieved ids and every label).
 
     >>> print(_no_label_reason({"q1": {"doc1": 2, "doc7": 1}}, [("q1", "doc7#2")], []))
-    not one retrieved id carries a label in the qrels (e.g. run 'doc7#2', qrels 'doc7'): the run names chunks and the qrels whole documents; label the chunk ids, or score documents once chunk-to-document mapping exists
+    not one retrieved id carries a label in the qrels (e.g. run 'doc7#2', qrels 'doc7'): the run names chunks and the qrels whole documents; score documents (--unit doc) with --doc-sep or --chunks, or label the chunk ids
     """
     if not strays:
         if extra:

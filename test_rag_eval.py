@@ -308,14 +308,23 @@ class HandWorkedMeasuresTest(unittest.TestCase):
             for name, text in case["arithmetic"].items():
                 value = eval(text, {"__builtins__": {}, "L": math.log2})
                 self.assertAlmostEqual(value, case["expected"][name], places=15)
+            unscored = {name for name, value in case["expected"].items() if value is None}
+            self.assertEqual(set(case["arithmetic"]) | unscored, set(case["expected"]))
 
     def test_values(self):
+        # A case over chunks gives its chunk map (or doc_sep); an expected null
+        # is a query outside the measure's population (no value for it).
         for case in self.cases:
             for name, expected in case["expected"].items():
                 with self.subTest(case=case["name"], measure=name):
                     report = rag_eval.evaluate({"q": case["qrels"]}, {"q": case["run"]},
-                                               metrics=[name])
-                    self.assertAlmostEqual(report.per_query["q"][name], expected, places=12)
+                                               metrics=[name], chunks=case.get("chunks"),
+                                               doc_sep=case.get("doc_sep"))
+                    if expected is None:
+                        self.assertNotIn(name, report.per_query["q"])
+                        self.assertNotIn(name, report.mean)
+                    else:
+                        self.assertAlmostEqual(report.per_query["q"][name], expected, places=12)
 
     def test_every_measure_is_covered(self):
         covered = {rag_eval.parse_measure(n).name for c in self.cases for n in c["expected"]}
