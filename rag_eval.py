@@ -3927,7 +3927,15 @@ def _verdict(row, alpha, tests):
             % row.min_detectable)
 
 
+def _having(measure, queries, *reports):
+    """The queries that have a value for ``measure`` in every report (a
+    character measure leaves out queries with no span label)."""
+    return [q for q in queries if all(measure in r.per_query[q] for r in reports)]
+
+
 def _compare_measure(measure, queries, values, reference, resamples, seed):
+    if not queries:
+        return None
     ours, theirs = _paired(values, reference, measure, queries)
     diffs = [a - b for a, b in zip(ours, theirs)]
     n = len(diffs)
@@ -3989,8 +3997,10 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
         measures = [m for m in report.measures if m in reference.mean]
         if not queries or not measures:
             raise EvalError("%s: no query or measure in common with the run" % name)
-        rows = {m: _compare_measure(m, queries, report.per_query, reference.per_query,
-                                    resamples, seed) for m in measures}
+        rows = {m: _compare_measure(m, _having(m, queries, report, reference),
+                                    report.per_query, reference.per_query, resamples, seed)
+                for m in measures}
+        rows = {m: row for m, row in rows.items() if row is not None}
         comparisons.append(Comparison(
             name, rows, tuple(sorted(set(report.per_query) - set(reference.per_query))),
             tuple(sorted(set(reference.per_query) - set(report.per_query)))))
@@ -4014,7 +4024,7 @@ def _sample_size_note(report, allowed):
     """
     parts = []
     for measure in sorted(set(allowed) & set(report.mean)):
-        values = [v[measure] for v in report.per_query.values()]
+        values = [v[measure] for v in report.per_query.values() if measure in v]
         if len(values) < 2 or allowed[measure] <= 0:
             continue
         margin = margin_of_error(values)
@@ -4344,7 +4354,8 @@ def _paired_means_and_p(report, baseline, common, resamples, seed, alpha):
     are too few for any p to reach ``alpha``."""
     ours, theirs, raw, smallest = {}, {}, {}, {}
     for measure in sorted(set(baseline.mean) & set(report.mean)):
-        rows = [q for q in common if measure in baseline.per_query[q]]
+        rows = [q for q in common
+                if measure in baseline.per_query[q] and measure in report.per_query[q]]
         if not rows:
             continue
         now, then = _paired(report.per_query, baseline.per_query, measure, rows)
@@ -4359,13 +4370,28 @@ def _paired_means_and_p(report, baseline, common, resamples, seed, alpha):
 
 def _input_notes(report, baseline):
     notes = []
-    for kind in ("qrels", "run"):
+    for kind in ("qrels", "chunks"):
         before = ((baseline.inputs or {}).get(kind) or {}).get("sha256")
         now = ((report.inputs or {}).get(kind) or {}).get("sha256")
         if kind == "qrels" and before and now and before != now:
             notes.append("the qrels changed since the baseline (sha256 %s... -> %s...): "
                          "the numbers are not about the same test set" % (before[:12], now[:12]))
+        if kind == "chunks" and before and now and before != now:
+            by_id = sorted(m for m in baseline.mean if _counts_ids(m))
+            notes.append("the chunk map changed since the baseline (sha256 %s... -> %s...): "
+                         "documents, evidence and characters compare across chunkers%s"
+                         % (before[:12], now[:12], "; chunk-id measures do not (%s)"
+                            % ", ".join(by_id[:5]) if by_id else ""))
     return notes
+
+
+def _counts_ids(name):
+    """True when a measure name counts retrieved ids (unit=id, no span view)."""
+    try:
+        call = _UnitCall.of(parse_measure(name))
+    except EvalError:
+        return False
+    return call.view == "id"
 
 
 # ---------------------------------------------------------------------------
@@ -4418,9 +4444,12 @@ _SHOWN_QUERY_DROPS = 20
 def _sections(report, gate_result, comparisons, per_query, baseline_name):
     """The report as (title, header, rows, notes) blocks, laid out by the text and
     Markdown renderers alike."""
-    rows = [[q] + [_fmt(v[m]) for m in report.measures]
+    rows = [[q] + [_fmt(v[m]) if m in v else "-" for m in report.measures]
             for q, v in report.per_query.items()] if per_query else []
-    rows.append(["mean"] + [_fmt(report.mean[m]) for m in report.measures])
+    rows.append(["mean"] + [_fmt(report.mean[m]) if m in report.mean else "-"
+                            for m in report.measures])
+    if report.n is not None:    # the measures average over different queries
+        rows.append(["n"] + [str(report.n[m]) for m in report.measures])
     yield _summary_line(report), ["query"] + list(report.measures), rows, []
     if gate_result is not None:
         significant = gate_result.mode == "significant"
@@ -4548,9 +4577,10 @@ def render_trec(report, gate_result=None, comparisons=(), *, per_query=False, **
                             "(it holds white space or is 'all', trec_eval's name for the means)"
                             % qid)
     lines = [_TREC_LINE % (name, qid, values[m]) for qid, values in sorted(queries)
-             for m, name in names]
+             for m, name in names if m in values]
     lines.append(_TREC_COUNT % ("num_q", "all", len(report.per_query)))
-    lines += [_TREC_LINE % (name, "all", report.mean[m]) for m, name in names]
+    lines += [_TREC_LINE % (name, "all", report.mean[m]) for m, name in names
+              if m in report.mean]
     return "".join(lines)
 
 
