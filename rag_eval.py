@@ -503,9 +503,8 @@ DUP = Param(str, "merge", "overlapping retrieved characters: counted once (merge
 UNITS = ("id", "doc", "evidence")
 COVER = Param(float, 1.0, "share of an evidence span's characters the top chunks must hold for "
               "it to count as found (0: any character)", minimum=0, maximum=1)
-BUDGET = Param(int, None, "cut at a context budget instead of @k: the longest prefix of the "
-               "ranking whose chunks' sizes (tokens, else characters) sum to at most this",
-               minimum=1)
+BUDGET = Param(int, None, "the longest prefix of the ranking whose chunks' sizes (tokens, "
+               "else characters) sum to at most N", minimum=1)
 
 
 def _unit_param(units):
@@ -638,11 +637,14 @@ def describe_measures():
     """
     blocks = ["rag_eval %s: %d measures. Write name@k for one cutoff, name@all for the whole "
               "ranking, name alone for every --k; parameters as name(param=value,...)@k, "
-              "defaults left out." % (__version__, len(_REGISTRY))]
+              "defaults left out. A measure with a cutoff may instead be cut at a context "
+              "budget, name(budget=N) without @k: %s." % (__version__, len(_REGISTRY),
+                                                           BUDGET.meaning)]
     for name in available_measures():
         spec = _REGISTRY[name]
         lines = ["%s%s" % (name, "@k" if spec.cutoff else " (no cutoff)"), "  " + spec.summary]
-        for key, param in spec.params.items():
+        shown = dict(spec.params, **{k: v for k, v in spec.options.items() if k != "budget"})
+        for key, param in shown.items():
             aliases = ["%s means %s" % pair for pair in param.peer_values]
             lines.append("  parameter %s: %s, default %s, %s%s: %s"
                          % (key, param.kind.__name__, _value_text(param.default), param.rule(),

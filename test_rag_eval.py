@@ -1665,6 +1665,267 @@ class EvaluationTest(TempDir, unittest.TestCase):
 # numpy and statsmodels; the rest worked out by hand or from closed forms)
 # ---------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------
+# Units that survive re-chunking: documents, evidence spans, characters (issue 11)
+# ---------------------------------------------------------------------------
+
+def jsonl(*records):
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+class UnitsTest(TempDir, unittest.TestCase):
+    """Span and document labels, chunk maps, --doc-sep, run fields; the checks
+    and reports around them.  Values: HandWorkedMeasuresTest and
+    DocUnitPeerTest."""
+
+    LABELS = [{"query_id": "q1", "doc": "A", "start": 0, "end": 10, "grade": 2},
+              {"query_id": "q1", "doc": "B", "grade": 1},
+              {"query_id": "q2", "doc": "B", "start": 3, "end": 8, "grade": 1}]
+    CHUNKS = [{"id": "a1", "doc": "A", "start": 0, "end": 6, "tokens": 3},
+              {"id": "a2", "doc": "A", "start": 6, "end": 12, "tokens": 3},
+              {"id": "b1", "doc": "B", "start": 0, "end": 5, "tokens": 2},
+              {"id": "b2", "doc": "B", "start": 5, "end": 10, "tokens": 2}]
+    RUN = {"q1": ["a1", "b1", "a2"], "q2": ["b2", "a1"]}
+    MEASURES = "recall(unit=doc),recall(unit=evidence),span_recall,diversity(unit=doc)"
+
+    def cli(self, *argv, labels=None, chunks=None, run=None):
+        files = [self.write("labels.jsonl", jsonl(*(self.LABELS if labels is None else labels))),
+                 self.input_file(self.RUN if run is None else run, "run.json")]
+        if chunks is not False:
+            files += ["--chunks", self.write("chunks.jsonl", jsonl(*(
+                self.CHUNKS if chunks is None else chunks)))]
+        return run_cli(*files, *argv)
+
+    def bad(self, expect, *argv, **inputs):
+        code, out, err = self.cli(*argv, **inputs)
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertNotIn("Traceback", err)
+        self.assertIn(expect, err)
+        self.assertEqual(out, "")
+        return err
+
+    # --- what survives re-chunking -------------------------------------------
+
+    def test_document_and_character_measures_survive_a_new_chunker(self):
+        # Chunker B cuts the same documents elsewhere: its ids are all new.
+        chunks_b = [{"id": "A-0", "doc": "A", "start": 0, "end": 12},
+                    {"id": "B-0", "doc": "B", "start": 0, "end": 10}]
+        run_b = {"q1": ["A-0", "B-0"], "q2": ["B-0"]}
+        a = self.cli("--metrics", "recall(unit=doc),span_recall", "--k", "3", "--format", "json",
+                     run=dict(self.RUN, q2=["b2", "b1"]))
+        b = self.cli("--metrics", "recall(unit=doc),span_recall", "--k", "3", "--format", "json",
+                     chunks=chunks_b, run=run_b)
+        self.assertEqual(json.loads(a[1])["mean"], json.loads(b[1])["mean"])
+        # Labels written as chunk ids of chunker A orphan under chunker B.
+        code, _, err = run_cli(self.input_file({"q1": {"a1": 2, "b1": 1}, "q2": {"b2": 1}},
+                                               "ids.json"), self.input_file(run_b, "b.json"))
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertIn("not one retrieved id carries a label", err)
+
+    def test_bare_names_take_the_unit_and_the_name_shows_it(self):
+        code, out, err = self.cli("--unit", "doc", "--metrics", "recall,success,diversity",
+                                  "--k", "1", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["measures"],
+                         ["recall(unit=doc)@1", "success(unit=doc)@1", "diversity(unit=doc)@1"])
+
+    def test_plain_qrels_are_whole_document_labels_with_doc_sep(self):
+        report = rag_eval.evaluate({"q": {"refund": 1, "faq": 0}},
+                                   {"q": ["faq#1", "faq#2", "refund#4"]}, k=[2, 3],
+                                   measures="recall(unit=doc),diversity(unit=doc)", doc_sep="#")
+        self.assertEqual(report.mean, {"recall(unit=doc)@2": 0.0, "recall(unit=doc)@3": 1.0,
+                                       "diversity(unit=doc)@2": 0.5,
+                                       "diversity(unit=doc)@3": 2 / 3})
+
+    def test_run_fields_are_a_chunk_map(self):
+        inline = {"q1": [dict(c) for c in self.CHUNKS if c["id"] in ("a1", "b1", "a2")],
+                  "q2": [dict(self.CHUNKS[3]), dict(self.CHUNKS[0])]}
+        inline["q1"] = [next(c for c in inline["q1"] if c["id"] == i) for i in self.RUN["q1"]]
+        mapped = self.cli("--metrics", self.MEASURES, "--format", "json")
+        own = self.cli("--metrics", self.MEASURES, "--format", "json", chunks=False, run=inline)
+        self.assertEqual(own[0], 0, own[2])
+        self.assertEqual(json.loads(own[1])["mean"], json.loads(mapped[1])["mean"])
+        moved = copy.deepcopy(inline)
+        moved["q2"][1]["start"] = 1
+        self.bad("is given twice with different fields", "--metrics", self.MEASURES,
+                 chunks=False, run=moved)
+        self.bad("the run places 'a1' at A [1, 6), the chunk map at A [0, 6)",
+                 "--metrics", self.MEASURES, run={"q1": moved["q2"][::-1], "q2": ["b2"]})
+
+    def test_a_budget_cuts_at_the_context_size(self):
+        # tokens 3, 2, 3: a budget of 5 holds a1 and b1, not a2.
+        code, out, err = self.cli("--metrics", "recall(budget=5,unit=evidence),"
+                                  "recall(budget=6,unit=evidence)", "--format", "json")
+        self.assertEqual(code, 0, err)
+        mean = json.loads(out)["mean"]
+        # q1: B (whole) found by b1, A [0, 10) needs a2 too; q2: B [3, 8) needs more than b2.
+        self.assertEqual(mean, {"recall(budget=5,unit=evidence)": (1 / 2 + 0) / 2,
+                                "recall(budget=6,unit=evidence)": (1 / 2 + 0) / 2})
+
+    # --- populations -----------------------------------------------------------
+
+    def test_character_measures_leave_out_whole_document_queries(self):
+        labels = self.LABELS + [{"query_id": "q3", "doc": "A", "grade": 1}]
+        code, out, err = self.cli("--metrics", "span_recall,recall(unit=doc)", "--k", "3",
+                                  "--format", "json", labels=labels,
+                                  run=dict(self.RUN, q3=["a1"]))
+        self.assertEqual(code, 0, err)
+        data = json.loads(out)
+        self.assertEqual(data["n"], {"span_recall@3": 2, "recall(unit=doc)@3": 3})
+        self.assertEqual(data["queries"], 3)
+        self.assertIn("span_recall@3 averages over 2 of 3 scored queries", err)
+        self.assertIn("'q3'", err)
+        text = self.cli("--metrics", "span_recall,recall(unit=doc)", "--k", "3",
+                        "--per-query", labels=labels, run=dict(self.RUN, q3=["a1"]))[1]
+        self.assertRegex(text, r"\nq3 +- +1\.0000")
+        self.assertRegex(text, r"\nn +2 +3")
+
+    def test_a_measure_no_query_can_take_is_missing_and_fails_the_gate(self):
+        whole = [{"query_id": "q1", "doc": "A", "grade": 1}]
+        baseline = self.write("base.json", json.dumps({"span_recall@3": 0.5}))
+        code, out, err = self.cli("--metrics", "span_recall", "--k", "3", "--baseline",
+                                  baseline, labels=whole, run={"q1": ["a1"]})
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertIn("MISSING", out)
+        self.assertIn("not scored", err)
+
+    def test_gate_and_compare_over_partial_populations(self):
+        labels = self.LABELS + [{"query_id": "q3", "doc": "A", "grade": 1}]
+        run = dict(self.RUN, q3=["a1"])
+        saved = os.path.join(self.tmp, "base.json")
+        code, _, err = self.cli("--metrics", "span_recall", "--k", "1,3", "--save-baseline",
+                                saved, labels=labels, run=run)
+        self.assertEqual(code, 0, err)
+        worse = dict(run, q1=["b1", "a1", "a2"])
+        code, out, err = self.cli("--metrics", "span_recall", "--k", "1,3", "--baseline", saved,
+                                  "--gate", "significant", "--compare",
+                                  self.input_file(run, "main.json"), labels=labels, run=worse)
+        self.assertIn(code, (0, 1), err)
+        self.assertIn("span_recall@1", out)
+        self.assertNotIn("Traceback", err)
+
+    # --- checks ----------------------------------------------------------------
+
+    def test_labels_of_documents_refuse_id_measures(self):
+        err = self.bad("the qrels label documents and spans, not retrieved ids", "--metrics",
+                       "recall,judged")
+        self.assertIn("recall@5, judged@5", err)
+
+    def test_mapping_errors(self):
+        self.bad("retrieved id 'zz' is not in the chunk map", "--metrics", self.MEASURES,
+                 run={"q1": ["a1", "zz"]})
+        self.bad("retrieved id 'a1' has no document: give a chunk map (--chunks) or --doc-sep",
+                 "--metrics", self.MEASURES, chunks=False)
+        self.bad("give --chunks or --doc-sep, not both", "--doc-sep", "#")
+        twice = self.CHUNKS + [dict(self.CHUNKS[0], end=7)]
+        self.bad("chunk 'a1' is mapped twice with different fields (A [0, 6) and A [0, 7))",
+                 chunks=twice)
+        same_twice = self.CHUNKS + [dict(self.CHUNKS[0])]
+        self.assertEqual(self.cli("--metrics", self.MEASURES, chunks=same_twice)[0], 0)
+        self.bad("tokens are given for some chunks and not others",
+                 chunks=self.CHUNKS + [{"id": "c9", "doc": "C", "start": 0, "end": 4}])
+        self.bad("chunk 'a1' has no start/end (document 'A' only)", "--metrics", "span_recall",
+                 chunks=[{"id": c["id"], "doc": c["doc"]} for c in self.CHUNKS])
+        self.bad("a budget needs tokens or start/end", "--metrics", "recall(budget=9,unit=doc)",
+                 chunks=[{"id": c["id"], "doc": c["doc"]} for c in self.CHUNKS])
+
+    def test_bad_offsets(self):
+        for fields, expect in (({"start": 5, "end": 5}, "start (5) must be below end (5)"),
+                               ({"start": -1, "end": 5}, "must be a non-negative integer"),
+                               ({"start": 1.5, "end": 5}, "must be a non-negative integer"),
+                               ({"start": True, "end": 5}, "must be a non-negative integer"),
+                               ({"start": 1}, "give start and end together")):
+            with self.subTest(fields=fields, file="labels"):
+                label = {"query_id": "q1", "doc": "A", "grade": 1}
+                label.update(fields)
+                self.bad(expect, "--metrics", self.MEASURES, labels=[label])
+            with self.subTest(fields=fields, file="chunks"):
+                chunk = {"id": "a1", "doc": "A"}
+                chunk.update(fields)
+                err = self.bad(expect, "--metrics", self.MEASURES, chunks=[chunk])
+                self.assertIn("chunks.jsonl:1", err)
+
+    def test_document_versions_must_agree(self):
+        labels = [dict(self.LABELS[0], doc_sha256="9f" * 32)] + self.LABELS[1:]
+        chunks = [dict(c, doc_sha256="3a" * 32) if c["doc"] == "A" else c for c in self.CHUNKS]
+        self.bad("query 'q1': labels were written against A 9f9f9f9f9f9f..., the chunks come "
+                 "from 3a3a3a3a3a3a...", "--metrics", self.MEASURES, labels=labels,
+                 chunks=chunks)
+        same = [dict(c, doc_sha256="9f" * 32) if c["doc"] == "A" else c for c in self.CHUNKS]
+        self.assertEqual(self.cli("--metrics", self.MEASURES, labels=labels, chunks=same)[0], 0)
+
+    def test_names_refused_with_a_reason(self):
+        for name, expect in (("ndcg(unit=evidence)@5", "unit=evidence is refused: one chunk can "
+                                                       "cover two evidence spans at one rank"),
+                             ("recall(cover=0.5)@5", "cover applies to unit=evidence only"),
+                             ("recall(budget=5)@3", "a budget is the cutoff"),
+                             ("diversity@3", "diversity counts doc only"),
+                             ("span_recall(unit=doc)@3", "unknown parameter 'unit'"),
+                             ("recall(budget=0)", "budget must be a positive integer")):
+            with self.subTest(name=name):
+                with self.assertRaisesRegex(rag_eval.EvalError, re.escape(expect)):
+                    rag_eval.parse_measure(name)
+        self.assertEqual([str(m) for m in rag_eval.resolve_measures("recall(budget=9)", k="1,5")],
+                         ["recall(budget=9)"])
+
+    def test_qrels_forms_do_not_mix(self):
+        with self.assertRaisesRegex(rag_eval.EvalError, "write one form"):
+            rag_eval.evaluate({"q1": {"a": 1}, "q2": [{"doc": "A", "grade": 1}]}, {"q1": ["a"]},
+                              doc_sep="#", measures="recall(unit=doc)")
+        lines = jsonl(self.LABELS[0], {"query_id": "q2", "grades": {"a": 1}})
+        code, _, err = run_cli(self.write("mixed.jsonl", lines),
+                               self.input_file(self.RUN, "run.json"))
+        self.assertEqual(code, 2)
+        self.assertIn("mixed.jsonl:2: expected a label line", err)
+
+    # --- reports of the labels ------------------------------------------------------
+
+    def test_overlapping_labels_are_merged_with_a_warning(self):
+        labels = self.LABELS + [{"query_id": "q2", "doc": "B", "start": 6, "end": 9, "grade": 2}]
+        code, out, err = self.cli("--metrics", "recall(unit=evidence)", "--k", "1",
+                                  "--format", "json", labels=labels)
+        self.assertEqual(code, 0, err)
+        self.assertIn("1 query has overlapping span labels on one document, merged", err)
+        # q2's units: B [3, 9) once (b2 holds 4 of its 6 characters: not found at cover 1)
+        self.assertEqual(json.loads(out)["mean"], {"recall(unit=evidence)@1": 0.0})
+
+    def test_evidence_no_chunk_can_deliver_is_listed(self):
+        labels = self.LABELS + [{"query_id": "q2", "doc": "C", "grade": 1},
+                                {"query_id": "q2", "doc": "A", "start": 20, "end": 30, "grade": 1}]
+        code, out, err = self.cli("--metrics", self.MEASURES, "--format", "json", labels=labels)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mapping"]["uncoverable"],
+                         {"q2": [["A", 20, 30], ["C", None, None]]})
+        self.assertIn("lost at ingestion, not by the retriever", err)
+        self.assertEqual(json.loads(out)["mapping"]["source"], "chunk map")
+
+    def test_chunk_map_is_an_input_of_the_baseline(self):
+        saved = os.path.join(self.tmp, "base.json")
+        self.assertEqual(self.cli("--metrics", self.MEASURES, "--save-baseline", saved)[0], 0)
+        with open(saved) as handle:
+            inputs = json.load(handle)["inputs"]
+        self.assertEqual(set(inputs), {"qrels", "run", "chunks"})
+        self.assertEqual(len(inputs["chunks"]["sha256"]), 64)
+        other = self.CHUNKS + [{"id": "c9", "doc": "C", "start": 0, "end": 4, "tokens": 1}]
+        code, out, err = self.cli("--metrics", self.MEASURES, "--baseline", saved, chunks=other)
+        self.assertEqual(code, 0, err)
+        self.assertIn("the chunk map changed since the baseline", out)
+
+    def test_trec_run_through_the_fast_reader_maps_the_same(self):
+        trec = "".join("%s Q0 %s %d %g x\n" % (q, d, i, 10 - i) for q, ids in self.RUN.items()
+                       for i, d in enumerate(ids, 1))
+        a = self.cli("--metrics", self.MEASURES, "--format", "json")
+        b = self.cli("--metrics", self.MEASURES, "--format", "json", run=("run.trec", trec))
+        self.assertEqual(json.loads(a[1])["mean"], json.loads(b[1])["mean"])
+
+    def test_list_measures_shows_the_options(self):
+        text = rag_eval.describe_measures()
+        self.assertIn("parameter unit: str, default id, one of id, doc, evidence", text)
+        self.assertIn("parameter cover: float, default 1.0, a number from 0 to 1", text)
+        self.assertIn("span_recall@k", text)
+
+
 def load_stats_reference():
     with open(os.path.join(DATA, "stats", "scipy_reference.json"), encoding="utf-8") as f:
         return json.load(f)
