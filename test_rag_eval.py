@@ -24,6 +24,7 @@ import math
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -1924,6 +1925,78 @@ class UnitsTest(TempDir, unittest.TestCase):
         self.assertIn("parameter unit: str, default id, one of id, doc, evidence", text)
         self.assertIn("parameter cover: float, default 1.0, a number from 0 to 1", text)
         self.assertIn("span_recall@k", text)
+
+
+class DocUnitPeerTest(unittest.TestCase):
+    """unit=doc equals trec_eval (pytrec_eval) on a document run reduced from
+    the chunk run (tests/data/doc_unit, written by tests/peers/gen_doc_unit.py):
+    each document at its first chunk's rank, later chunks of it unjudged filler."""
+
+    def test_every_value_equals_the_peer(self):
+        folder = os.path.join(DATA, "doc_unit")
+        with open(os.path.join(folder, "expected.json")) as handle:
+            expected = json.load(handle)
+        qrels = rag_eval.load_qrels(os.path.join(folder, "qrels.json"))
+        run = rag_eval.load_run(os.path.join(folder, "run.json"))
+        report = rag_eval.evaluate(qrels, run, measures=expected["measures"],
+                                   doc_sep=expected["doc_sep"])
+        self.assertEqual(set(report.per_query), set(expected["per_query"]))
+        self.assertEqual(list(report.unscored), expected["unscored"])
+        self.assertEqual(list(report.missing), expected["missing_from_run"])
+        for qid, values in expected["per_query"].items():
+            for name, value in values.items():
+                with self.subTest(query=qid, measure=name):
+                    self.assertAlmostEqual(report.per_query[qid][name], value, places=12)
+        for name, value in expected["mean"].items():
+            self.assertAlmostEqual(report.mean[name], value, places=12)
+
+
+class RechunkExampleTest(unittest.TestCase):
+    """The bundled chunked corpus (examples/rechunk): the README's commands
+    print the means a second implementation of the definitions computed
+    (examples/rechunk/expected.py)."""
+
+    FOLDER = os.path.join(HERE, "examples", "rechunk")
+
+    def setUp(self):
+        with open(os.path.join(self.FOLDER, "expected.json")) as handle:
+            self.expected = json.load(handle)
+
+    def test_each_chunker(self):
+        for run in ("run-a", "run-b"):
+            with self.subTest(run=run):
+                case = self.expected[run]
+                argv = shlex.split(case["command"])[2:]
+                argv = [os.path.join(HERE, a) if a.startswith("examples/") else a for a in argv]
+                code, out, err = run_cli(*argv, "--format", "json", "--per-query")
+                self.assertEqual(code, 0, err)
+                data = json.loads(out)
+                self.assertEqual(set(data["mean"]), set(case["mean"]))
+                for name, value in case["mean"].items():
+                    self.assertAlmostEqual(data["mean"][name], value, places=12, msg=name)
+                more = case["more"]
+                report = rag_eval.evaluate_files(
+                    os.path.join(self.FOLDER, "labels.jsonl"),
+                    os.path.join(self.FOLDER, run + ".jsonl"), measures=list(more["mean"]),
+                    chunks=os.path.join(self.FOLDER, "chunks-%s.jsonl" % run[-1]))
+                for name, value in more["mean"].items():
+                    self.assertAlmostEqual(report.mean[name], value, places=12, msg=name)
+                for name, values in more["per_query"].items():     # measure -> query -> value
+                    for qid, value in values.items():
+                        if value is None:
+                            self.assertNotIn(name, report.per_query[qid])
+                        else:
+                            self.assertAlmostEqual(report.per_query[qid][name], value, 12)
+
+    def test_chunk_id_labels_orphan_under_the_other_chunker(self):
+        labels = os.path.join(self.FOLDER, "labels-chunk-ids.json")
+        code, _, err = run_cli(labels, os.path.join(self.FOLDER, "run-b.jsonl"))
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertIn("not one retrieved id carries a label", err)
+        code, out, err = run_cli(labels, os.path.join(self.FOLDER, "run-a.jsonl"), "--metrics",
+                                 "recall", "--k", "3,5", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], self.expected["run-a"]["chunk_id_qrels"]["mean"])
 
 
 def load_stats_reference():
