@@ -1920,6 +1920,32 @@ class UnitsTest(TempDir, unittest.TestCase):
         b = self.cli("--metrics", self.MEASURES, "--format", "json", run=("run.trec", trec))
         self.assertEqual(json.loads(a[1])["mean"], json.loads(b[1])["mean"])
 
+    def test_one_chunk_per_document_is_unit_id(self):
+        # When every id is its own document, unit=doc changes no number; and
+        # whole-document labels as evidence are the documents again.
+        rng = random.Random(11)
+        names = ["recall", "success", "mrr", "precision", "map", "ndcg", "ndcg(gain=linear)",
+                 "complete"]
+        for case in range(200):
+            qrels = {"q%d" % q: {"d%d" % d: rng.choice([-1, 0, 1, 2, 3]) for d in range(12)
+                                 if rng.random() < 0.4} for q in range(4)}
+            qrels = {q: g for q, g in qrels.items() if g and max(g.values()) >= 1} or {
+                "q0": {"d1": 1}}
+            run = {q: rng.sample(["d%d" % d for d in range(12)], rng.randint(0, 12))
+                   for q in qrels}
+            k = [1, 3, rng.randint(1, 12)]
+            by_id = rag_eval.evaluate(qrels, run, k=k, measures=names)
+            by_doc = rag_eval.evaluate(qrels, run, k=k, measures=names, doc_sep="#", unit="doc")
+            self.assertTrue(all("unit=doc" in m for m in by_doc.measures))
+            rename = dict(zip(by_doc.measures, by_id.measures))
+            self.assertEqual(by_id.per_query, {q: {rename[m]: v for m, v in row.items()}
+                                               for q, row in by_doc.per_query.items()},
+                             (qrels, run, k))
+            evidence = rag_eval.evaluate(qrels, run, k=k, measures="recall,mrr,complete",
+                                         doc_sep="#", unit="evidence")
+            same = rag_eval.evaluate(qrels, run, k=k, measures="recall,mrr,complete")
+            self.assertEqual(list(evidence.mean.values()), list(same.mean.values()))
+
     def test_list_measures_shows_the_options(self):
         text = rag_eval.describe_measures()
         self.assertIn("parameter unit: str, default id, one of id, doc, evidence", text)
@@ -3505,7 +3531,11 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                     "--per-query", "--skip-extra-queries", "--k",
                     rng.choice(["1,3,10", "2", "5,20"]), "--metrics",
                     rng.choice(["recall,ndcg,mrr,judged", "map,precision,success",
-                                "context_precision,ndcg(gain=linear)"])]
+                                "context_precision,ndcg(gain=linear)",
+                                "map@all,rprec,bpref,mrr@all,precision@all",
+                                "recall(unit=doc),diversity(unit=doc),map(unit=doc)@all"])]
+            if "unit=doc" in argv[-1]:      # ids without the separator: each its own document
+                argv += ["--doc-sep", "#"]
             forked = rng.random() < 0.05 and hasattr(os, "fork") and (os.cpu_count() or 1) > 1
             rag_eval._BLOCK_SIZE = rng.choice([16, 256, 1 << 17])
             rag_eval._PARALLEL_MIN_BYTES = 0 if forked else self.saved[1]
