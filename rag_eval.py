@@ -3160,6 +3160,8 @@ def _score(scorer, scored, skip_extra, run_name):
     if scorer.every_query:
         # trec_eval without -c: the queries the run and the qrels share.
         per_query.update(no_relevant)
+        for qid in no_relevant:     # in the means now: not unscored
+            del abstention[qid]
         for qid in missing:
             del per_query[qid]
         if not per_query:
@@ -4425,7 +4427,8 @@ def _summary_line(report):
                      % (len(report.unscored), ", ".join(report.unscored[:10])
                         + (" ..." if len(report.unscored) > 10 else "")))
     if report.missing:
-        parts.append("%d missing from the run (scored 0)" % len(report.missing))
+        parts.append("%d missing from the run (%s)" % (len(report.missing), "scored 0"
+                     if report.average == "scored" else "left out, as trec_eval averages"))
     return "rag_eval %s: %s" % (__version__, "; ".join(parts))
 
 

@@ -4904,6 +4904,18 @@ class TrecOutputTest(TempDir, unittest.TestCase):
                                  - set(scored.unscored) | set(scored.missing))
                 self.assertNotEqual(scored.mean, report.mean)
 
+    def test_trec_eval_averaging_lists_no_query_twice(self):
+        # Found by review: a query of the run with no relevant id is in the
+        # means under trec_eval's averaging, so it is not also "unscored"; a
+        # query the run lacks is left out, not "scored 0".
+        report = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0},
+                                    "q4": {"d": 0}}, {"q1": ["a"], "q3": ["z"]}, k=1,
+                                   measures="recall", average="trec_eval")
+        self.assertEqual((report.unscored, sorted(report.per_query), report.missing),
+                         (("q4",), ["q1", "q3"], ("q2",)))
+        self.assertIn("2 queries scored; 1 unscored (no relevant id): q4; 1 missing from the "
+                      "run (left out, as trec_eval averages)", rag_eval.render_text(report))
+
     def test_trec_eval_averaging_is_never_gated_or_compared(self):
         base = self.write("base.json", json.dumps({"recall@5": 0.5}))
         saved = os.path.join(self.tmp, "saved.json")
