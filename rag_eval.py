@@ -53,7 +53,9 @@ Beyond the means: :func:`gate` lists the queries that fell since a saved
 baseline and can fail only on significant drops; :func:`compare` tells whether
 two runs differ (paired bootstrap interval, exact sign-flip and t-test p-values,
 Holm adjustment, a plain-words verdict).  :func:`evaluate_files` streams large
-TREC, JSON or JSONL runs and scores them on every core.
+TREC, JSON or JSONL runs and scores them on every core.  ``meta=`` records what
+the numbers are about (``{"embedding.model": "bge-m3"}``); a saved baseline keeps
+it and each query's label hash, so the gate names what changed since.
 
 Every input problem raises :class:`EvalError` (a ``ValueError``) with a message
 that names the file, line or query and the bad value; the command line prints it
@@ -63,6 +65,7 @@ on one line and exits 2.
 __all__ = [
     "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
     "EvalError", "GateResult", "Label", "Measure", "MeasureChange", "MeasureComparison",
+    "MetaChange",
     "QueryDrop", "Report", "available_measures", "bootstrap_ci", "compare", "compare_all",
     "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
     "load_qrels", "load_run", "main", "margin_of_error", "min_detectable_difference",
@@ -73,6 +76,7 @@ __all__ = [
 
 import argparse
 import bisect
+import collections.abc
 import functools
 import gc
 import hashlib
@@ -235,7 +239,9 @@ class Report(NamedTuple):
     ``"scored"``, or ``"trec_eval"`` when ``per_query`` and ``mean`` are over
     the queries the run and the qrels share, as trec_eval averages (see
     :func:`evaluate`); such a report is never gated, compared or saved as a
-    baseline.
+    baseline.  ``meta`` is what the numbers are about (flat dotted keys to
+    strings, see :func:`evaluate`); ``label_sha256`` maps each qrels query to
+    the hash of its labels (see :func:`_label_sha256`), computed when read.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -261,6 +267,8 @@ class Report(NamedTuple):
     average: str = "scored"
     n: Optional[Dict[str, int]] = None
     mapping: Optional[dict] = None
+    meta: Optional[Dict[str, str]] = None
+    label_sha256: Optional[collections.abc.Mapping] = None
 
     __bool__ = _no_truth_value
 
@@ -269,6 +277,7 @@ class Report(NamedTuple):
         out = {
             "tool": {"name": "rag_eval", "version": __version__},
             "inputs": self.inputs or {},
+            "meta": dict(self.meta or {}),
             "measures": list(self.measures),
             "rel": self.rel,
             "queries": len(self.per_query),
@@ -297,12 +306,15 @@ class Baseline(NamedTuple):
 
     ``rel`` is the relevance threshold the numbers were made with: it decides
     which queries are scored, so a baseline only gates reports of the same rel.
+    ``meta`` and ``label_sha256`` are the report's (None: not recorded).
     """
     mean: Dict[str, float]
     per_query: Optional[Dict[str, Dict[str, float]]] = None
     inputs: Optional[Dict[str, dict]] = None
     source: str = "<baseline>"
     rel: int = 1
+    meta: Optional[Dict[str, str]] = None
+    label_sha256: Optional[Dict[str, str]] = None
 
 
 class MeasureChange(NamedTuple):
@@ -329,6 +341,13 @@ class QueryDrop(NamedTuple):
     delta: float
 
 
+class MetaChange(NamedTuple):
+    """One meta key whose value differs from the baseline's (None: absent)."""
+    key: str
+    baseline: Optional[str]
+    current: Optional[str]
+
+
 class GateResult(NamedTuple):
     """The verdict of :func:`gate`.  In a boolean context it is that verdict,
     so ``assert gate(report, baseline)`` fails on a failed gate.
@@ -345,6 +364,8 @@ class GateResult(NamedTuple):
     queries_added: Tuple[str, ...] = ()
     queries_removed: Tuple[str, ...] = ()
     query_drops: Optional[Tuple[QueryDrop, ...]] = None   # None: a means-only baseline
+    meta_changes: Tuple[MetaChange, ...] = ()
+    labels_changed: Optional[Tuple[str, ...]] = None    # None: no label hashes to compare
 
     def __bool__(self):
         return bool(self.passed)
@@ -365,9 +386,12 @@ class GateResult(NamedTuple):
             "regressions": [c._asdict() for c in self.regressions],
             "improvements": [c._asdict() for c in self.improvements],
             "changes": [c._asdict() for c in self.changes],
+            "meta_changes": [c._asdict() for c in self.meta_changes],
             "per_query": None if self.query_drops is None else {
                 "queries_added": list(self.queries_added),
                 "queries_removed": list(self.queries_removed),
+                "labels_changed": (None if self.labels_changed is None
+                                   else list(self.labels_changed)),
                 "regressions": [d._asdict() for d in self.query_drops]},
             "notes": list(self.notes),
         }
@@ -2634,7 +2658,7 @@ def _gc_paused(func):
 @_gc_paused
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
-             doc_sep=None, unit="id"):
+             doc_sep=None, unit="id", meta=None):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -2654,6 +2678,12 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     trec_eval ``all`` line, never to gate: leaving a hard query out of the
     run would raise that mean.
 
+    ``meta`` says what the numbers are about, e.g. ``{"embedding.model":
+    "bge-m3"}``: keys of letters, digits, ``_`` and ``-`` in parts joined by
+    ``.``; nested objects are flattened with ``.``; values (strings, numbers,
+    booleans) are kept as strings.  It is carried into every report format and
+    saved baseline, and the gate names the keys that changed.
+
     >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}},
     ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, measures="recall")
     >>> r.mean, r.unscored, r.missing
@@ -2662,19 +2692,24 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, measures="recall", average="trec_eval")
     >>> t.per_query      # q3 (no relevant id) counts, q2 (not in the run) does not
     {'q1': {'recall@1': 1.0}, 'q3': {'recall@1': 0.0}}
+    >>> evaluate({"q": {"a": 1}}, {"q": ["a"]}, meta={"embedding": {"model": "bge-m3"}}).meta
+    {'embedding.model': 'bge-m3'}
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
+    meta = _checked_meta(meta)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     run = _validated(run, "run", _check_run_query)
     scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), _checked_average(average),
                      _library_chunks(chunks), doc_sep)
-    return _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run")
+    report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run")
+    return _with_meta(report._replace(label_sha256=_LabelHashes(qrels)), meta)
 
 
 @_gc_paused
 def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
                    skip_extra_queries=False, qrels_format=None, run_format=None,
-                   average="scored", metrics=None, chunks=None, doc_sep=None, unit="id"):
+                   average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
+                   meta=None):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format.  ``chunks`` is a chunk-map file (see load_chunks).
@@ -2685,10 +2720,12 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     average = _checked_average(average)
+    meta = _checked_meta(meta)
     qrels, qrels_info = _read_qrels(qrels, qrels_format)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
-    return _evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
-                         skip_extra_queries, run_format, average, chunk_map, doc_sep, chunks_info)
+    return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
+                                    skip_extra_queries, run_format, average, chunk_map, doc_sep,
+                                    chunks_info), meta)
 
 
 def _renamed(measures, metrics):
@@ -2720,7 +2757,7 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
     inputs = {"qrels": qrels_info, "run": inp.info(fmt)}
     if chunks_info is not None:
         inputs["chunks"] = chunks_info
-    return report._replace(inputs=inputs)
+    return report._replace(inputs=inputs, label_sha256=_LabelHashes(qrels))
 
 
 def _score_run(inp, fmt, scorer, skip_extra_queries):
@@ -4044,6 +4081,343 @@ def _sample_size_note(report, allowed):
 
 
 # ---------------------------------------------------------------------------
+# Provenance
+#
+# What the numbers are about, so that a gate can say why they moved:
+#   meta          flat dotted keys to strings, given by the user (--meta,
+#                 --meta-file, evaluate(meta=...)); in every report format
+#                 and saved baseline.  The gate names every key that changed
+#                 and refuses (--same KEY) when a key must not.
+#   label_sha256  each qrels query's label hash (see _label_sha256); a saved
+#                 baseline keeps them, so the gate can say whose labels
+#                 changed and compare per-query values on the others.
+# ---------------------------------------------------------------------------
+
+# Documented keys: free keys are allowed, these are the names to use.
+META_KEYS = ("dataset.version", "index.build", "chunker.name", "embedding.model",
+             "reranker.model", "generator.model", "judge.model", "git.commit")
+_META_KEY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\Z")
+_META_KEY_RULE = "letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
+_ABSENT = "(absent)"
+
+
+def _meta_key(key, where):
+    """``key`` when it is a valid meta key, else an EvalError naming ``where``.
+
+    >>> _meta_key("embedding.model", "--meta")
+    'embedding.model'
+    >>> _meta_key("embedding..model", "--meta")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: --meta: meta key 'embedding..model' must be letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)
+    """
+    if not isinstance(key, str) or not _META_KEY.match(key):
+        raise EvalError("%s: meta key %s must be %s" % (where, _short_repr(key), _META_KEY_RULE))
+    return key
+
+
+def _meta_value(value, key, where):
+    """A meta value as its string: text as given, numbers and booleans as JSON
+    writes them; never empty, never more than one line.
+
+    >>> _meta_value(512, "chunker.size", "m"), _meta_value(True, "git.dirty", "m")
+    ('512', 'true')
+    """
+    if isinstance(value, bool) or isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value)):
+        return json.dumps(value)
+    if not isinstance(value, str):
+        raise EvalError("%s: meta %s must be a string, number or boolean, got %s"
+                        % (where, key, "null" if value is None else _short_repr(value, 40)))
+    if not value.strip():
+        raise EvalError("%s: meta %s is empty (an unset variable?)" % (where, key))
+    if _CONTROL.search(value):
+        raise EvalError("%s: meta %s must be one line of text, got %s"
+                        % (where, key, _short_repr(value, 40)))
+    return value
+
+
+def _flat_meta(meta, where):
+    """The flat meta of an object: nested objects flattened with ``.``, values
+    as strings (see _meta_value), keys sorted.
+
+    >>> _flat_meta({"embedding": {"model": "bge-m3", "dim": 1024}, "git.commit": "3f2a"}, "m")
+    {'embedding.dim': '1024', 'embedding.model': 'bge-m3', 'git.commit': '3f2a'}
+    >>> _flat_meta({"a": {"b": "x"}, "a.b": "y"}, "m.json")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: m.json: meta a.b is given twice (a nested object and a dotted key)
+    """
+    if not isinstance(meta, dict):
+        raise EvalError("%s: meta must be an object {key: value}, got %s"
+                        % (where, type(meta).__name__))
+    flat, pending = {}, [("", meta)]
+    while pending:          # a loop, not recursion: a deeply nested file is no crash
+        prefix, obj = pending.pop()
+        if not obj and prefix:
+            raise EvalError("%s: meta %s is an empty object (no value)" % (where, prefix[:-1]))
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                raise EvalError("%s: meta key %s must be text" % (where, _short_repr(key)))
+            full = _meta_key(prefix + key, where)
+            if isinstance(value, dict):
+                pending.append((full + ".", value))
+            elif full in flat:
+                raise EvalError("%s: meta %s is given twice (a nested object and a dotted key)"
+                                % (where, full))
+            else:
+                flat[full] = _meta_value(value, full, where)
+    return dict(sorted(flat.items()))
+
+
+def _checked_meta(meta):
+    """The library's ``meta=``: None (no meta) or an object (see _flat_meta)."""
+    return {} if meta is None else _flat_meta(meta, "meta")
+
+
+def _meta_warnings(meta):
+    """A warning for each key that looks like a documented key written another
+    way: keys that drift between runs are never compared.
+
+    >>> _meta_warnings({"embedding_model": "bge-m3", "judge.model": "x", "team": "search"})
+    ["meta key 'embedding_model' looks like the documented 'embedding.model': write it so, or runs and baselines will not compare it"]
+    """
+    documented = {re.sub(r"[._-]", "", key): key for key in META_KEYS}
+    warnings = []
+    for key in meta:
+        known = documented.get(re.sub(r"[._-]", "", key.lower()))
+        if known is not None and known != key:
+            warnings.append("meta key %r looks like the documented %r: write it so, or runs "
+                            "and baselines will not compare it" % (key, known))
+    return warnings
+
+
+def _with_meta(report, meta):
+    """``report`` with its meta set and warnings about the meta keys added."""
+    return report._replace(meta=meta, warnings=report.warnings + tuple(_meta_warnings(meta)))
+
+
+def _meta_text(value):
+    return _ABSENT if value is None else value
+
+
+def _meta_changes(report, baseline):
+    """Every meta key whose value differs from the baseline's, sorted (None
+    when the baseline records no meta at all: a flat or older file)."""
+    if baseline.meta is None:
+        return None
+    before, now = baseline.meta, report.meta or {}
+    return tuple(MetaChange(key, before.get(key), now.get(key))
+                 for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key))
+
+
+def _meta_notes(report, changes, baseline):
+    """The gate notes on meta: one per changed key, the line that explains a
+    regression ("embedding.model: e5-large -> bge-m3")."""
+    if changes is None:
+        return (["%s records no meta (a flat file, or saved before --meta): save it again to "
+                 "compare what the numbers are about" % baseline.source] if report.meta else [])
+    return ["changed since the baseline: %s: %s -> %s"
+            % (c.key, _meta_text(c.baseline), _meta_text(c.current)) for c in changes]
+
+
+def _same_keys(same, where="same"):
+    """``same=`` as a tuple of meta keys (one key may be given as a string)."""
+    keys = (same,) if isinstance(same, str) else tuple(same or ())
+    return tuple(dict.fromkeys(_meta_key(key, "%s %s" % (where, _short_repr(key)))
+                               for key in keys))
+
+
+def _check_same(meta, baseline, same):
+    """Refuse to gate when a key of ``same`` differs from the baseline's (or
+    is absent on one side); return a note for each key absent on both."""
+    before, now = baseline.meta or {}, meta or {}
+    differing = [key for key in same if before.get(key) != now.get(key)]
+    if differing:
+        def side(value, where):
+            return "absent from %s" % where if value is None else "%s in %s" % (value, where)
+        raise EvalError("not gated: --same %s: %s (numbers about different setups are not "
+                        "compared)" % (", ".join(differing), "; ".join(
+                            "%s: %s, %s" % (key, side(before.get(key), baseline.source),
+                                            side(now.get(key), "this run"))
+                            for key in differing)))
+    return ["--same %s: absent from the report and the baseline alike, so nothing was compared"
+            % key for key in same if key not in now]
+
+
+# --- label hashes ---------------------------------------------------------------
+
+def _label_sha256(labels):
+    """The label hash of one query: the sha256 (hex) of the canonical JSON
+    (RFC 8785: no white space, UTF-8, nothing escaped but what JSON requires)
+    of its labels as ``[id or doc, start, end, grade]`` arrays, sorted by id
+    (code points), then start and end (null first), then grade.  ``labels``
+    is a qrels query: ``{id: grade}`` (start and end null) or a list of
+    Label (``doc_sha256`` is not part of it).  Defined once: baselines from
+    every version of rag_eval agree.
+
+    >>> _label_sha256({"b": 0, "a": 2}) == hashlib.sha256(
+    ...     b'[["a",null,null,2],["b",null,null,0]]').hexdigest()
+    True
+    >>> _label_sha256([Label("d", 4, 9, 1), Label("d", None, None, 0)]) == hashlib.sha256(
+    ...     b'[["d",null,null,0],["d",4,9,1]]').hexdigest()
+    True
+    """
+    if isinstance(labels, dict):
+        rows = [(doc, None, None, grade) for doc, grade in labels.items()]
+    else:
+        rows = [(label.doc, label.start, label.end, label.grade) for label in labels]
+    rows.sort(key=lambda row: (row[0], row[1] is not None, row[1] or 0,
+                               row[2] is not None, row[2] or 0, row[3]))
+    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _LabelHashes(collections.abc.Mapping):
+    """{query id: label hash} of validated qrels, each hash computed when first
+    read: a report carries them at no cost until a baseline is saved or gated."""
+
+    def __init__(self, qrels):
+        self._qrels, self._known = qrels, {}
+
+    def __getitem__(self, qid):
+        if qid not in self._known:
+            self._known[qid] = _label_sha256(self._qrels[qid])
+        return self._known[qid]
+
+    def __contains__(self, qid):
+        return qid in self._qrels
+
+    def __iter__(self):
+        return iter(self._qrels)
+
+    def __len__(self):
+        return len(self._qrels)
+
+    def __repr__(self):
+        return "<label hashes of %s>" % _plural(len(self), "query", "queries")
+
+
+def _checked_label_hashes(hashes, where):
+    """A baseline's ``label_sha256``: None, or {query id: 64 hex digits}."""
+    if hashes is None:
+        return None
+    if not isinstance(hashes, dict) or not all(
+            isinstance(qid, str) and isinstance(sha, str) and _SHA256_HEX.match(sha)
+            for qid, sha in hashes.items()):
+        raise EvalError("%s: label_sha256 must be an object {query_id: sha256 in lowercase "
+                        "hex}, got %s" % (where, _short_repr(hashes)))
+    return hashes
+
+
+def _checked_baseline_meta(meta, where):
+    """A baseline's ``meta``: None, or the flat {key: string} a report has."""
+    if meta is None:
+        return None
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise EvalError("%s: meta must be an object {key: string}, got %s"
+                        % (where, _short_repr(meta)))
+    return _flat_meta(meta, "%s: meta" % where)
+
+
+def _relabelled(report, baseline):
+    """The queries both hold whose labels changed since the baseline, sorted;
+    None when either side has no label hashes (an older baseline)."""
+    before, now = baseline.label_sha256, report.label_sha256
+    if before is None or now is None:
+        return None
+    return tuple(sorted(qid for qid, sha in before.items() if qid in now and now[qid] != sha))
+
+
+def _relabelled_notes(report, baseline, relabelled):
+    """What the gate says of changed labels: which queries, and that per-query
+    checks leave them out while the means hold them."""
+    before = ((baseline.inputs or {}).get("qrels") or {}).get("sha256")
+    now = ((report.inputs or {}).get("qrels") or {}).get("sha256")
+    if relabelled is None:
+        return (["%s holds no label hashes (saved before rag_eval kept them): save it again to "
+                 "see which queries' labels change" % baseline.source]
+                if before and now and before != now and baseline.per_query is not None else [])
+    if relabelled:
+        return ["labels changed since the baseline for %s: %s; per-query drops and the "
+                "significant test compare the other queries, the means include them"
+                % (_plural(len(relabelled), "query", "queries"), _preview(relabelled, 20))]
+    if before and now and before != now:
+        return ["the qrels changed since the baseline (sha256 %s... -> %s...), but no "
+                "query both hold changed its labels" % (before[:12], now[:12])]
+    return []
+
+
+def _meta_section(report):
+    """The report's meta as a (title, header, rows, notes) section, if any."""
+    if report.meta:
+        yield ("meta: what these numbers are about", ["key", "value"],
+               [[key, value] for key, value in sorted(report.meta.items())], [])
+
+
+# --- command line ------------------------------------------------------------------
+
+def _add_provenance_options(parser):
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="what the numbers are about, e.g. embedding.model=bge-m3 "
+                        "(repeatable); written in every report and saved baseline; the gate "
+                        "names the keys that changed")
+    parser.add_argument("--meta-file", default=None, metavar="FILE",
+                        help="meta from a JSON object (nested objects flattened with '.'); "
+                        "--meta overrides its keys")
+    parser.add_argument("--same", action="append", default=[], metavar="KEY",
+                        help="with --baseline: refuse to gate (exit 2) when meta KEY differs "
+                        "from the baseline's or is absent on one side (repeatable)")
+
+
+def _meta_option(text):
+    """(key, value) of one ``--meta KEY=VALUE``."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise EvalError("--meta %s: expected KEY=VALUE (e.g. --meta embedding.model=bge-m3)"
+                        % _short_repr(text))
+    key = _meta_key(key, "--meta %s" % _short_repr(text))
+    return key, _meta_value(value, key, "--meta")
+
+
+def _read_meta_file(args):
+    """The flat meta of ``--meta-file``, refused like any input (an empty name,
+    a second stdin, an output that would overwrite it)."""
+    path = args.meta_file
+    if path == "":
+        raise EvalError("--meta-file: the file name is empty (an unset variable?)")
+    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks] + args.compare:
+        raise EvalError("only one input can come from stdin")
+    for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
+        if path != "-" and output not in (None, "-") and os.path.realpath(output) == \
+                os.path.realpath(path):
+            raise EvalError("%s %s would overwrite the --meta-file input" % (option, output))
+    inp = _Input(path)
+    return _flat_meta(_json_loads(inp.text(), inp.name), inp.name)
+
+
+def _cli_meta(args, baseline):
+    """The report's meta from --meta-file and --meta (a --meta key overrides
+    the file's), and --same checked against the baseline: before any scoring."""
+    if args.same and baseline is None:
+        raise EvalError("--same only applies with --baseline (it refuses to gate against a "
+                        "baseline whose meta KEY differs)")
+    meta = _read_meta_file(args) if args.meta_file is not None else {}
+    given = {}
+    for text in args.meta:
+        key, value = _meta_option(text)
+        if key in given:
+            raise EvalError("--meta %s is given twice (%s and %s)" % (key, given[key], value))
+        given[key] = value
+    meta = _flat_meta(dict(meta, **given), "--meta") if meta or given else {}
+    if baseline is not None:
+        _check_same(meta, baseline, _same_keys(args.same, "--same"))
+    return meta
+
+
+# ---------------------------------------------------------------------------
 # Gate
 # ---------------------------------------------------------------------------
 
@@ -4104,7 +4478,8 @@ def _canonical_values(values, where):
 
 def load_baseline(source):
     """Read a baseline: flat ``{"recall@5": 0.7, ...}`` or the richer file that
-    :func:`save_baseline` writes (means, per-query values, input hashes).
+    :func:`save_baseline` writes (means, per-query values, input hashes, meta,
+    label hashes).
 
     Keys are parsed as measure names and keyed canonically; every value must be
     a finite number in [0, 1] (never a silent pass on NaN or a string).
@@ -4132,7 +4507,9 @@ def load_baseline(source):
     mean = _agreeing_means(mean, per_query, name)
     inputs = _checked_inputs(loaded.get("inputs"), name)
     rel = _positive_int(loaded.get("rel", 1), "%s: rel" % name)
-    return Baseline(mean, per_query, inputs, name, rel)
+    return Baseline(mean, per_query, inputs, name, rel,
+                    _checked_baseline_meta(loaded.get("meta"), name),
+                    _checked_label_hashes(loaded.get("label_sha256"), name))
 
 
 def _gated_average(report):
@@ -4152,6 +4529,9 @@ def baseline_dict(report):
         "format_version": 1,
         "tool": {"name": "rag_eval", "version": __version__},
         "inputs": report.inputs or {},
+        "meta": dict(report.meta or {}),
+        **({} if report.label_sha256 is None else
+           {"label_sha256": dict(sorted(report.label_sha256.items()))}),
         "measures": list(report.measures),
         "rel": report.rel,
         "mean": dict(report.mean),
@@ -4207,7 +4587,9 @@ def _checked_baseline(baseline):
     mean = _agreeing_means(_canonical_values(baseline.mean, source), per_query, source)
     return baseline._replace(mean=mean, source=source, per_query=per_query,
                              inputs=_checked_inputs(baseline.inputs, source),
-                             rel=_positive_int(baseline.rel, "baseline rel"))
+                             rel=_positive_int(baseline.rel, "baseline rel"),
+                             meta=_checked_baseline_meta(baseline.meta, source),
+                             label_sha256=_checked_label_hashes(baseline.label_sha256, source))
 
 
 def _agreeing_means(mean, per_query, where):
@@ -4249,7 +4631,7 @@ def _checked_resamples(raw):
 
 
 def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
-         alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED):
+         alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, same=()):
     """Compare ``report`` with ``baseline``; return a :class:`GateResult`.
 
     A regression is a baseline measure missing from the report, or one whose
@@ -4265,6 +4647,12 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     paired randomization p (Holm-adjusted over the gated measures) is at most
     ``alpha``; with a means-only baseline it falls back to the tolerance rule.
 
+    Provenance: a note names every meta key that changed since the baseline
+    (``meta_changes``); ``same`` lists keys that must not (an EvalError when
+    one differs or is absent on one side).  When both sides hold label
+    hashes, ``labels_changed`` lists the queries whose labels changed, and the
+    per-query checks above leave them out (the means keep them).
+
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> result = gate(r, Baseline({"mrr@2": 0.6, "recall@2": 1.0}))
     >>> result.passed, [(c.measure, c.status) for c in result.regressions]
@@ -4272,6 +4660,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     """
     resamples = _checked_options(report, alpha, resamples, seed)
     baseline = _checked_baseline(baseline)
+    same_notes = _check_same(report.meta, baseline, _same_keys(same))
     if baseline.rel != report.rel:
         raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
                         "queries differ, so the numbers are not comparable"
@@ -4280,7 +4669,10 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
     tolerance, relative = parse_tolerance(max_drop)
     allowed = {m: tolerance * v if relative else tolerance for m, v in baseline.mean.items()}
-    notes = _input_notes(report, baseline)
+    meta_changes = _meta_changes(report, baseline)
+    relabelled = _relabelled(report, baseline)
+    notes = (_meta_notes(report, meta_changes, baseline) + same_notes
+             + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled))
     common, drops, pvalues = [], None, {}
     current, before = dict(report.mean), dict(baseline.mean)
     if baseline.per_query is None:
@@ -4288,7 +4680,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                      "write one with --save-baseline to get them"
                      % (" and the significant gate" if mode == "significant" else ""))
     else:
-        common = sorted(set(baseline.per_query) & set(report.per_query))
+        common = sorted(set(baseline.per_query) & set(report.per_query) - set(relabelled or ()))
         drops = _query_drops(report, baseline, common, allowed)
         if mode == "significant":
             ours, theirs, pvalues, untestable = _paired_means_and_p(
@@ -4311,7 +4703,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     removed = tuple(sorted(set(baseline.per_query or {}) - set(report.per_query)))
     return GateResult(passed, changes, label, tuple(notes),
                       mode if pvalues or mode == "tolerance" else "tolerance",
-                      added, removed, drops)
+                      added, removed, drops, meta_changes or (), relabelled)
 
 
 def _unscored_note(report, baseline):
@@ -4377,7 +4769,8 @@ def _input_notes(report, baseline):
     for kind in ("qrels", "chunks"):
         before = ((baseline.inputs or {}).get(kind) or {}).get("sha256")
         now = ((report.inputs or {}).get(kind) or {}).get("sha256")
-        if kind == "qrels" and before and now and before != now:
+        if kind == "qrels" and before and now and before != now and None in (
+                baseline.label_sha256, report.label_sha256):    # else _relabelled_notes
             notes.append("the qrels changed since the baseline (sha256 %s... -> %s...): "
                          "the numbers are not about the same test set" % (before[:12], now[:12]))
         if kind == "chunks" and before and now and before != now:
@@ -4456,6 +4849,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
     if report.n is not None:    # the measures average over different queries
         rows.append(["n"] + [str(report.n[m]) for m in report.measures])
     yield _summary_line(report), ["query"] + list(report.measures), rows, []
+    yield from _meta_section(report)
     if gate_result is not None:
         significant = gate_result.mode == "significant"
         rows = [[c.measure, _fmt(c.baseline), _fmt(c.current),
@@ -4683,6 +5077,7 @@ def build_parser():
                         help="bootstrap and Monte Carlo resamples (default %d)" % DEFAULT_RESAMPLES)
     parser.add_argument("--seed", default=str(DEFAULT_SEED), metavar="N",
                         help="random seed; fixed by default, so output repeats")
+    _add_provenance_options(parser)
     parser.add_argument("--format", choices=sorted(_RENDERERS), default="text",
                         help="output format; trec: trec_eval's lines (the gate and "
                         "comparisons go to stderr)")
@@ -4831,6 +5226,7 @@ def _run_cli(args, stdout, stderr):
                "resamples": _checked_resamples(args.resamples)}
     parse_tolerance(args.max_drop)   # reject bad options before any work
     baseline = load_baseline(args.baseline) if args.baseline else None
+    meta = _cli_meta(args, baseline)
     metrics = list(resolve_measures(args.metrics, args.k or DEFAULT_K, rel=args.rel,
                                     gain=args.gain, unit=args.unit))
     if baseline is not None and args.metrics is None and args.k is None:
@@ -4851,12 +5247,13 @@ def _run_cli(args, stdout, stderr):
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
         return report
-    report = score(args.run)
+    report = _with_meta(score(args.run), meta)
     references = [(path, score(path)) for path in args.compare]
     comparisons = compare_all(report, references, **options) if references else ()
     result = None
     if baseline is not None:
-        result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode, **options)
+        result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
+                      same=args.same, **options)
     baseline_name = baseline.source if baseline else "baseline"
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline_name)

@@ -2919,6 +2919,407 @@ class SaveBaselineTest(TempDir, unittest.TestCase):
 
 
 # ---------------------------------------------------------------------------
+# Provenance: meta (what the numbers are about) and per-query label hashes
+# ---------------------------------------------------------------------------
+
+class MetaTest(TempDir, unittest.TestCase):
+    """--meta, --meta-file and evaluate(meta=...): a flat, sorted object of
+    dotted keys to strings, in every report format and saved baseline; bad
+    meta is one line, exit 2, nothing written."""
+
+    def json_report(self, *argv):
+        code, out, err = run_cli(*EXAMPLE_FILES, "--format", "json", *argv)
+        self.assertEqual(code, 0, err)
+        return out, json.loads(out)
+
+    def test_options_and_file_flatten_to_sorted_strings(self):
+        meta_file = self.write("meta.json", json.dumps({
+            "embedding": {"model": "e5-large", "dim": 1024}, "git": {"dirty": False},
+            "judge.model": "gpt-4o", "chunker": {"overlap": 0.25}}))
+        out, doc = self.json_report("--meta-file", meta_file, "--meta", "dataset.version=v3",
+                                    "--meta", "embedding.model=bge-m3",   # overrides the file
+                                    "--meta", "note=a=b c")               # split at the first =
+        self.assertEqual(doc["meta"], {"chunker.overlap": "0.25", "dataset.version": "v3",
+                                       "embedding.dim": "1024", "embedding.model": "bge-m3",
+                                       "git.dirty": "false", "judge.model": "gpt-4o",
+                                       "note": "a=b c"})
+        self.assertEqual(list(doc["meta"]), sorted(doc["meta"]))
+        self.assertTrue(out_keys_sorted(out))
+        self.assertEqual(out, self.json_report("--meta", "note=a=b c", "--meta",
+                                               "embedding.model=bge-m3", "--meta",
+                                               "dataset.version=v3", "--meta-file",
+                                               meta_file)[0])     # order of options: same bytes
+
+    def test_no_meta_is_an_empty_object_and_no_text(self):
+        self.assertEqual(self.json_report()[1]["meta"], {})
+        code, out, err = run_cli(*EXAMPLE_FILES)
+        self.assertNotIn("meta", out)
+        self.assertEqual(example_report().meta, {})
+
+    def test_library(self):
+        meta = {"embedding": {"model": "bge-m3"}, "index.build": 42}
+        report = example_report(meta=meta)
+        self.assertEqual(report.meta, {"embedding.model": "bge-m3", "index.build": "42"})
+        self.assertEqual(report.to_dict()["meta"], report.meta)
+        files = rag_eval.evaluate_files(*EXAMPLE_FILES, meta=meta)
+        self.assertEqual(files.meta, report.meta)
+        self.assertEqual(rag_eval.baseline_dict(files)["meta"], report.meta)
+        for bad, expect in (({"a": None}, "meta a must be a string, number or boolean, got null"),
+                            ({"a": float("nan")}, "got nan"), ({"a": [1]}, "got [1]"),
+                            ({1: "x"}, "meta key 1 must be text"), ("x", "must be an object"),
+                            ({"a": {}}, "meta a is an empty object")):
+            with self.subTest(meta=bad):
+                with self.assertRaisesRegex(rag_eval.EvalError, re.escape(expect)):
+                    example_report(meta=bad)
+
+    def test_every_format_shows_it(self):
+        argv = ("--meta", "embedding.model=bge-m3", "--meta", "dataset.version=v3")
+        code, text, err = run_cli(*EXAMPLE_FILES, *argv)
+        self.assertIn("meta: what these numbers are about\n  key              value\n"
+                      "  dataset.version  v3\n  embedding.model  bge-m3\n", text)
+        code, md, err = run_cli(*EXAMPLE_FILES, "--format", "markdown", *argv)
+        self.assertIn("**meta: what these numbers are about**\n\n| key | value |\n"
+                      "| --- | --- |\n| dataset.version | v3 |\n| embedding.model | bge-m3 |\n", md)
+        # trec_eval's lines stay as they were; the meta goes to stderr with the gate.
+        code, trec, err = run_cli(*EXAMPLE_FILES, "--format", "trec", *argv)
+        self.assertEqual(trec, run_cli(*EXAMPLE_FILES, "--format", "trec")[1])
+        self.assertIn("  embedding.model  bge-m3\n", err)
+        saved = os.path.join(self.tmp, "b.json")
+        self.assertEqual(run_cli(*EXAMPLE_FILES, *argv, "--save-baseline", saved)[0], 0)
+        self.assertEqual(json.loads(read_text(saved))["meta"],
+                         {"dataset.version": "v3", "embedding.model": "bge-m3"})
+
+    def test_look_alike_keys_warn(self):
+        code, out, err = run_cli(*EXAMPLE_FILES, "--meta", "Embedding_Model=bge-m3",
+                                 "--meta", "team=search")
+        self.assertEqual(code, 0)
+        self.assertIn("warning: meta key 'Embedding_Model' looks like the documented "
+                      "'embedding.model'", err)
+        self.assertNotIn("'team'", err)
+
+    def test_bad_meta_options(self):
+        for extra, expect in [
+                (["--meta", "novalue"], "--meta 'novalue': expected KEY=VALUE"),
+                (["--meta", "a b=1"], "meta key 'a b' must be letters, digits, '_' and '-'"),
+                (["--meta", "=x"], "meta key '' must be"),
+                (["--meta", "a..b=1"], "meta key 'a..b' must be"),
+                (["--meta", ".a=1"], "meta key '.a' must be"),
+                (["--meta", "a=", "--meta", "b=1"], "--meta: meta a is empty (an unset variable?)"),
+                (["--meta", "a=x\ny"], "meta a must be one line of text"),
+                (["--meta", "a=1", "--meta", "a=2"], "--meta a is given twice (1 and 2)"),
+                (["--same", "a"], "--same only applies with --baseline"),
+                (["--meta-file", ""], "--meta-file: the file name is empty")]:
+            with self.subTest(extra=extra):
+                self.assertBad(extra=extra, expect=expect)
+
+    def test_bad_meta_files(self):
+        for content, expect in [
+                ('[1]', "m.json: meta must be an object {key: value}, got list"),
+                ('{"a": null}', "m.json: meta a must be a string, number or boolean, got null"),
+                ('{"a": [1, 2]}', "m.json: meta a must be a string, number or boolean, got [1, 2]"),
+                ('{"a": {"b": {}}}', "m.json: meta a.b is an empty object"),
+                ('{"a": {"b": 1}, "a.b": 2}', "m.json: meta a.b is given twice"),
+                ('{"a b": 1}', "m.json: meta key 'a b' must be"),
+                ('{"a": NaN}', "m.json"),
+                ('{"a": 1, "a": 2}', "m.json: duplicate key 'a'"),
+                ('{"a": ', "m.json:1:7: invalid JSON")]:
+            with self.subTest(content=content):
+                self.assertBad(extra=["--meta-file", self.write("m.json", content)], expect=expect)
+        self.assertBad(extra=["--meta-file", os.path.join(self.tmp, "none.json")],
+                       expect="none.json: no such file")
+
+    def test_meta_file_is_an_input(self):
+        meta_file = self.write("meta.json", '{"a": 1}')
+        code, out, err = run_cli(*EXAMPLE_FILES, "--meta-file", meta_file, "-o", meta_file)
+        self.assertEqual(code, 2)
+        self.assertIn("-o %s would overwrite the --meta-file input" % meta_file, err)
+        self.assertEqual(read_text(meta_file), '{"a": 1}')
+        code, out, err = run_cli(example("qrels.json"), "-", "--meta-file", "-",
+                                 stdin='{"q1": ["a"]}')
+        self.assertEqual(code, 2)
+        self.assertIn("only one input can come from stdin", err)
+        code, out, err = run_cli(*EXAMPLE_FILES, "--meta-file", "-", "--format", "json",
+                                 stdin='{"git": {"commit": "3f2a9c1"}}')
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["meta"], {"git.commit": "3f2a9c1"})
+
+
+class ProvenanceGateTest(TempDir, unittest.TestCase):
+    """The gate names every meta key that changed since the baseline and
+    refuses (--same KEY) when a key that must match does not."""
+
+    def save(self, *meta, name="b.json"):
+        path = os.path.join(self.tmp, name)
+        argv = [a for kv in meta for a in ("--meta", kv)]
+        code, out, err = run_cli(*EXAMPLE_FILES, *argv, "--save-baseline", path)
+        self.assertEqual(code, 0, err)
+        return path
+
+    def test_round_trip(self):
+        # meta -> JSON report -> saved baseline -> load -> gate note
+        base = self.save("embedding.model=e5-large", "chunker.name=recursive-512",
+                         "dataset.version=v3")
+        self.assertEqual(rag_eval.load_baseline(base).meta,
+                         {"chunker.name": "recursive-512", "dataset.version": "v3",
+                          "embedding.model": "e5-large"})
+        argv = ["--meta", "embedding.model=bge-m3", "--meta", "dataset.version=v3",
+                "--meta", "reranker.model=bge-reranker-v2", "--baseline", base]
+        code, out, err = run_cli(*EXAMPLE_FILES, *argv)
+        self.assertEqual(code, 0, err)      # same numbers: the notes explain, they do not fail
+        self.assertIn("  note: changed since the baseline: chunker.name: recursive-512 -> "
+                      "(absent)\n  note: changed since the baseline: embedding.model: e5-large "
+                      "-> bge-m3\n  note: changed since the baseline: reranker.model: (absent) "
+                      "-> bge-reranker-v2\n", out)
+        self.assertNotIn("dataset.version:", out)          # unchanged keys are not listed
+        code, out, err = run_cli(*EXAMPLE_FILES, *argv, "--format", "json")
+        gate = json.loads(out)["gate"]
+        self.assertEqual(gate["meta_changes"], [
+            {"key": "chunker.name", "baseline": "recursive-512", "current": None},
+            {"key": "embedding.model", "baseline": "e5-large", "current": "bge-m3"},
+            {"key": "reranker.model", "baseline": None, "current": "bge-reranker-v2"}])
+        self.assertIn("changed since the baseline: embedding.model: e5-large -> bge-m3",
+                      gate["notes"])
+        code, out, err = run_cli(*EXAMPLE_FILES, *argv, "--format", "trec")
+        self.assertIn("note: changed since the baseline: embedding.model: e5-large -> bge-m3",
+                      err)
+        self.assertNotIn("e5-large", out)
+        # The library: the same changes.
+        report = example_report(meta={"embedding.model": "bge-m3", "dataset.version": "v3",
+                                      "reranker.model": "bge-reranker-v2"})
+        result = rag_eval.gate(report, rag_eval.load_baseline(base))
+        self.assertEqual(result.meta_changes, (
+            rag_eval.MetaChange("chunker.name", "recursive-512", None),
+            rag_eval.MetaChange("embedding.model", "e5-large", "bge-m3"),
+            rag_eval.MetaChange("reranker.model", None, "bge-reranker-v2")))
+
+    def test_same_meta_gives_no_note(self):
+        base = self.save("embedding.model=e5-large")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--meta", "embedding.model=e5-large",
+                                 "--baseline", base, "--same", "embedding.model")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("changed since the baseline", out)
+        self.assertNotIn("--same", out)
+
+    def test_same_refuses_a_differing_key(self):
+        base = read_text(self.save("embedding.model=e5-large", "dataset.version=v3"))
+        err = self.assertBad(qrels=read_text(EXAMPLE_FILES[0]), run=read_text(EXAMPLE_FILES[1]),
+                             baseline=base, extra=["--meta", "embedding.model=bge-m3",
+                                                   "--meta", "dataset.version=v3",
+                                                   "--same", "embedding.model",
+                                                   "--same", "dataset.version"])
+        self.assertIn("not gated: --same embedding.model: embedding.model: e5-large in %s, "
+                      "bge-m3 in this run (numbers about different setups are not compared)"
+                      % os.path.join(self.tmp, "b.json"), err)
+
+    def test_same_refuses_a_key_absent_on_one_side(self):
+        base = read_text(self.save("dataset.version=v3"))
+        good = dict(qrels=read_text(EXAMPLE_FILES[0]), run=read_text(EXAMPLE_FILES[1]),
+                    baseline=base)
+        err = self.assertBad(extra=["--same", "dataset.version"], **good)
+        self.assertIn("dataset.version: v3 in %s, absent from this run"
+                      % os.path.join(self.tmp, "b.json"), err)
+        err = self.assertBad(extra=["--meta", "dataset.version=v3", "--meta", "judge.model=j1",
+                                    "--same", "judge.model"], **good)
+        self.assertIn("judge.model: absent from %s, j1 in this run"
+                      % os.path.join(self.tmp, "b.json"), err)
+        self.assertBad(extra=["--same", "bad key"], expect="--same 'bad key'", **good)
+        # A flat baseline records no meta: a key asked to match is absent there.
+        self.assertBad(baseline='{"recall@5": 0.1}', extra=["--meta", "dataset.version=v3",
+                                                           "--same", "dataset.version"],
+                       expect="dataset.version: absent from")
+
+    def test_same_key_absent_on_both_sides_gates_with_a_note(self):
+        base = self.save()
+        code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", base, "--same", "judge.model")
+        self.assertEqual(code, 0, err)
+        self.assertIn("note: --same judge.model: absent from the report and the baseline "
+                      "alike, so nothing was compared", out)
+
+    def test_library_same(self):
+        base = rag_eval.load_baseline(self.save("embedding.model=e5-large"))
+        report = example_report(meta={"embedding.model": "bge-m3"})
+        for same in ("embedding.model", ["embedding.model"], ("judge.model", "embedding.model")):
+            with self.subTest(same=same):
+                with self.assertRaisesRegex(rag_eval.EvalError,
+                                            "embedding.model: e5-large in .*b.json, bge-m3"):
+                    rag_eval.gate(report, base, same=same)
+        self.assertTrue(rag_eval.gate(report, base).passed)
+        with self.assertRaisesRegex(rag_eval.EvalError, "same 'a b': meta key 'a b'"):
+            rag_eval.gate(report, base, same=["a b"])
+
+    def test_baseline_without_meta(self):
+        flat = self.write("flat.json", '{"recall@5": 0.1}')
+        code, out, err = run_cli(*EXAMPLE_FILES, "--meta", "embedding.model=bge-m3",
+                                 "--baseline", flat)
+        self.assertEqual(code, 0, err)
+        self.assertIn("flat.json records no meta (a flat file, or saved before --meta): save it "
+                      "again to compare what the numbers are about", out)
+        self.assertNotIn("changed since the baseline", out)
+        self.assertNotIn("records no meta", run_cli(*EXAMPLE_FILES, "--baseline", flat)[1])
+        old = json.loads(read_text(self.save()))
+        del old["meta"]
+        old_path = self.write("old.json", json.dumps(old))
+        self.assertIsNone(rag_eval.load_baseline(old_path).meta)
+        self.assertEqual(run_cli(*EXAMPLE_FILES, "--baseline", old_path)[0], 0)
+
+    def test_malformed_baseline_meta(self):
+        for meta, expect in (('[1]', "meta must be an object {key: string}"),
+                             ('{"a": 1}', "meta must be an object {key: string}"),
+                             ('{"a b": "x"}', "meta key 'a b'"), ('{"a": ""}', "meta a is empty")):
+            with self.subTest(meta=meta):
+                self.assertBad(baseline='{"format": "rag_eval.baseline", "mean": '
+                                        '{"recall@5": 0.5}, "meta": %s}' % meta, expect=expect)
+        with self.assertRaisesRegex(rag_eval.EvalError, "meta must be an object"):
+            rag_eval.gate(example_report(), rag_eval.Baseline({"recall@5": 0.5}, meta=["x"]))
+
+
+class LabelHashTest(TempDir, unittest.TestCase):
+    """Per-query label hashes (decision D): the definition, pinned; kept in
+    saved baselines; a changed qrels file names the queries whose labels
+    changed, and per-query checks compare the other queries."""
+
+    # The canonical JSON written out by hand; the digests are those of
+    # `printf '%s' '<text>' | sha256sum` (GNU coreutils), not of rag_eval.
+    ID_LABELS = '[["a",null,null,2],["b",null,null,0],["café",null,null,1]]'
+    ID_SHA = "16249bc4aa40e831121356258d856d43c270e6170e519db32e1e72f55d0f96d7"
+    SPAN_LABELS = ('[["handbook.md",null,null,0],["handbook.md",9,20,1],'
+                   '["handbook.md",100,250,2]]')     # 9 before 100: numbers, not text
+    SPAN_SHA = "2bcbd7d6099204c66206a3d2608c197b75fd04aa7d4067e40b53ecc79c5a58e4"
+
+    def test_definition_is_pinned(self):
+        self.assertEqual(hashlib_sha256(self.ID_LABELS), self.ID_SHA)
+        self.assertEqual(hashlib_sha256(self.SPAN_LABELS), self.SPAN_SHA)
+        self.assertEqual(rag_eval._label_sha256({"café": 1, "b": 0, "a": 2}), self.ID_SHA)
+        spans = [rag_eval.Label("handbook.md", 100, 250, 2),
+                 rag_eval.Label("handbook.md", None, None, 0),
+                 rag_eval.Label("handbook.md", 9, 20, 1, "ab" * 32)]   # doc_sha256 not hashed
+        self.assertEqual(rag_eval._label_sha256(spans), self.SPAN_SHA)
+
+    def test_order_of_keys_and_labels_does_not_matter(self):
+        for qrels in ({"q": {"a": 2, "b": 0, "café": 1}}, {"q": {"café": 1, "a": 2, "b": 0}},
+                      {"q": {"b": 0, "café": 1, "a": 2}}):
+            with self.subTest(qrels=qrels):
+                report = rag_eval.evaluate(qrels, {"q": ["a"]})
+                self.assertEqual(dict(report.label_sha256), {"q": self.ID_SHA})
+        # The same labels as a file (JSON, or TREC lines in another order): the same hash.
+        trec = self.write("q.trec", "q 0 b 0\nq 0 café 1\nq 0 a 2\n")
+        report = rag_eval.evaluate_files(trec, io.StringIO('{"q": ["a"]}'))
+        self.assertEqual(dict(report.label_sha256), {"q": self.ID_SHA})
+        lists = rag_eval.evaluate(
+            {"q": [{"doc": "handbook.md", "start": 9, "end": 20, "grade": 1},
+                   {"doc": "handbook.md", "grade": 0},
+                   {"doc": "handbook.md", "start": 100, "end": 250, "grade": 2}]},
+            {"q": ["handbook.md#1"]}, measures="recall(unit=doc)", doc_sep="#")
+        self.assertEqual(dict(lists.label_sha256), {"q": self.SPAN_SHA})
+
+    def test_saved_baseline_holds_every_qrels_query(self):
+        path = os.path.join(self.tmp, "b.json")
+        self.assertEqual(run_cli(*EXAMPLE_FILES, "--save-baseline", path)[0], 0)
+        saved = json.loads(read_text(path))["label_sha256"]
+        qrels = rag_eval.load_qrels(example("qrels.json"))
+        self.assertEqual(sorted(saved), ["q1", "q2", "q3", "q4"])     # q4 is unscored
+        for qid, labels in qrels.items():
+            canonical = json.dumps(sorted([doc, None, None, g] for doc, g in labels.items()),
+                                   separators=(",", ":"))
+            self.assertEqual(saved[qid], hashlib_sha256(canonical))
+        self.assertEqual(rag_eval.load_baseline(path).label_sha256, saved)
+
+    def setUpGate(self, qrels_changes):
+        """A baseline of 30 queries each finding its one relevant id, and
+        qrels where ``qrels_changes`` replace some queries' labels."""
+        self.qrels = {"q%02d" % i: {"a": 1} for i in range(30)}
+        self.run = {q: ["a"] for q in self.qrels}
+        self.base_path = os.path.join(self.tmp, "b.json")
+        rag_eval.save_baseline(rag_eval.evaluate_files(
+            self.write("base_qrels.json", json.dumps(self.qrels)), io.StringIO(
+                json.dumps(self.run)), k=1, metrics="success"), self.base_path)
+        self.changed = dict(self.qrels, **qrels_changes)
+        return rag_eval.evaluate(self.changed, self.run, k=1, metrics="success")
+
+    def test_changed_labels_are_named_and_left_out_of_per_query_checks(self):
+        # q03's relevant id is now z (it scores 0); q07's label grade went 1 -> 2
+        # (it still scores 1).  Mean 29/30: a drop of 1/30 = 0.0333 > 0.02.
+        report = self.setUpGate({"q03": {"z": 1}, "q07": {"a": 2}})
+        result = rag_eval.gate(report, rag_eval.load_baseline(self.base_path))
+        self.assertEqual(result.labels_changed, ("q03", "q07"))
+        self.assertEqual(result.query_drops, ())        # q03's drop is not compared
+        self.assertFalse(result.passed)                 # the means include it
+        self.assertAlmostEqual(result.changes[0].delta, -1 / 30, places=12)
+        self.assertIn("labels changed since the baseline for 2 queries: 'q03', 'q07'; per-query "
+                      "drops and the significant test compare the other queries, the means "
+                      "include them", result.notes)
+        self.assertFalse(any("qrels changed" in n for n in result.notes))
+        code, out, err = self.report_of("--k", "1", "--metrics", "success", "--baseline",
+                                        self.base_path, "--format", "json",
+                                        qrels=self.changed, run=self.run)
+        self.assertEqual(code, 1)
+        self.assertEqual(json.loads(out)["gate"]["per_query"]["labels_changed"], ["q03", "q07"])
+
+    def test_significant_gate_compares_unchanged_queries(self):
+        # q00..q07 relabelled so that the run misses them; the other 22 held.
+        report = self.setUpGate({"q%02d" % i: {"z": 1} for i in range(8)})
+        base = rag_eval.load_baseline(self.base_path)
+        result = rag_eval.gate(report, base, mode="significant")
+        self.assertEqual(result.labels_changed, tuple("q%02d" % i for i in range(8)))
+        self.assertTrue(result.passed)
+        self.assertEqual((result.changes[0].baseline, result.changes[0].current), (1.0, 1.0))
+        # Without the hashes (an older baseline), the 8 count as losses:
+        # p = 2 / 2**8 (every sign pattern of 8 equal differences), a regression.
+        old = rag_eval.gate(report, base._replace(label_sha256=None), mode="significant")
+        self.assertIsNone(old.labels_changed)
+        self.assertFalse(old.passed)
+        self.assertEqual(old.changes[0].p_value, 2 / 256)
+        self.assertEqual(len(old.query_drops), 8)
+
+    def test_old_baseline_without_hashes_keeps_working(self):
+        report = self.setUpGate({"q03": {"z": 1}})
+        saved = json.loads(read_text(self.base_path))
+        del saved["label_sha256"]
+        old = self.write("old.json", json.dumps(saved))
+        code, out, err = self.report_of("--k", "1", "--metrics", "success", "--baseline", old,
+                                        "--format", "json", qrels=self.changed, run=self.run)
+        self.assertEqual(code, 1, err)
+        gate = json.loads(out)["gate"]
+        self.assertIsNone(gate["per_query"]["labels_changed"])
+        self.assertEqual([d["query"] for d in gate["per_query"]["regressions"]], ["q03"])
+        self.assertTrue(any("the qrels changed since the baseline" in n for n in gate["notes"]))
+        self.assertTrue(any("old.json holds no label hashes (saved before rag_eval kept them): "
+                            "save it again to see which queries' labels change" in n
+                            for n in gate["notes"]))
+
+    def test_same_labels_in_another_file(self):
+        # The qrels rewritten as TREC lines: another file (sha256), the same labels.
+        self.setUpGate({})
+        trec = self.write("q.trec", "".join("%s 0 a 1\n" % q for q in sorted(self.qrels)))
+        code, out, err = self.report_of("--k", "1", "--metrics", "success", "--baseline",
+                                        self.base_path, qrels=trec, run=self.run)
+        self.assertEqual(code, 0, err)
+        self.assertIn("note: the qrels changed since the baseline (sha256 ", out)
+        self.assertIn("but no query both hold changed its labels", out)
+        self.assertNotIn("not about the same test set", out)
+
+    def test_hashes_cost_nothing_until_read(self):
+        report = example_report()
+        self.assertEqual(report.label_sha256._known, {})
+        self.assertIn("q4", report.label_sha256)
+        self.assertEqual(report.label_sha256._known, {})     # membership computes nothing
+        self.assertEqual(len(report.label_sha256["q1"]), 64)
+
+    def test_malformed_label_hashes_in_baseline(self):
+        for hashes in ('{"q1": "xyz"}', '{"q1": 5}', '["q1"]', '{"q1": "%s"}' % ("A" * 64)):
+            with self.subTest(hashes=hashes):
+                self.assertBad(baseline='{"format": "rag_eval.baseline", "mean": '
+                                        '{"recall@5": 0.5}, "label_sha256": %s}' % hashes,
+                               expect="b.json: label_sha256 must be an object {query_id: "
+                                      "sha256 in lowercase hex}")
+
+
+def hashlib_sha256(text):
+    import hashlib
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------
 # Output: the report in JSON, text and Markdown; the files written
 # ---------------------------------------------------------------------------
 
@@ -2938,10 +3339,10 @@ class ReportOutputTest(TempDir, unittest.TestCase):
     """The documented JSON schema, deterministic bytes, the text and Markdown
     tables; warnings on stderr."""
     TOP = {"tool", "inputs", "measures", "rel", "queries", "unscored", "missing_from_run",
-           "skipped", "abstention", "ties", "mean", "warnings", "unlabelled"}
+           "skipped", "abstention", "ties", "mean", "warnings", "unlabelled", "meta"}
 
     GATE = {"passed", "mode", "max_drop", "regressions", "improvements", "changes",
-            "per_query", "notes"}
+            "per_query", "notes", "meta_changes"}
 
     def json_out(self, *argv):
         code, out, err = run_cli(example("qrels.json"), example("run.json"), "--format", "json",
@@ -2964,7 +3365,8 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         run_cli(example("qrels.json"), example("run.json"), "--save-baseline", saved)
         code, doc = self.json_out("--baseline", saved)
         self.assertEqual(doc["gate"]["per_query"],
-                         {"queries_added": [], "queries_removed": [], "regressions": []})
+                         {"queries_added": [], "queries_removed": [], "regressions": [],
+                          "labels_changed": []})
         for entry in doc["gate"]["changes"]:
             self.assertEqual(set(entry), {"measure", "baseline", "current", "delta", "status",
                                           "p_value"})
