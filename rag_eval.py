@@ -68,10 +68,10 @@ __all__ = [
     "MetaChange",
     "QueryDrop", "Report", "available_measures", "bootstrap_ci", "compare", "compare_all",
     "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
-    "load_qrels", "load_run", "main", "margin_of_error", "min_detectable_difference",
-    "paired_ttest", "parse_measure", "queries_needed", "randomization_p", "render_json",
-    "render_markdown", "render_text", "render_trec", "resolve_measures", "save_baseline",
-    "t_two_sided_p",
+    "load_qrels", "load_queries", "load_run", "main", "margin_of_error",
+    "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
+    "randomization_p", "render_json", "render_markdown", "render_text", "render_trec",
+    "resolve_measures", "save_baseline", "t_two_sided_p",
 ]
 
 import argparse
@@ -1590,15 +1590,18 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
 # ---------------------------------------------------------------------------
 # Loaders
 #
-# qrels -> {qid: {doc_id: grade}}, read whole (qrels are small).
+# qrels -> {qid: {doc_id: grade}}, read whole (qrels are small); a test-set
+#          JSONL file also gives what it says of each query (see _query_info).
 # run   -> a stream of (qid, ranking), one query at a time; a ranking is a ranked
 #          list [doc_id, ...], a score map {doc_id: score}, or, from TREC files,
 #          _Scored parallel lists.  Memory follows one query, not the file.
-# Formats: JSON, JSONL (one query a line) and TREC (whitespace columns), each
-# optionally gzip-compressed, detected from the content.
+# Formats: JSON, JSONL (one query a line) and TREC (whitespace columns), and
+# for qrels BEIR's TSV; each optionally gzip-compressed, detected from the
+# content.
 # ---------------------------------------------------------------------------
 
-FORMATS = ("json", "jsonl", "trec")
+FORMATS = ("json", "jsonl", "trec")     # of qrels and runs alike
+QRELS_FORMATS = ("beir",) + FORMATS     # qrels may also be BEIR's TSV
 _BLOCK_SIZE = 1 << 17
 
 
@@ -1649,6 +1652,7 @@ class _Input:
         self.name = _source_name(source)
         self.digest = hashlib.sha256()
         self._buffered = None
+        self.rising = []    # a run's queries whose scores rise down the list (_mapped_ranking)
 
     def info(self, fmt):
         return {"path": self.name, "sha256": self.digest.hexdigest(), "format": fmt}
@@ -1789,11 +1793,12 @@ _DETECT_BYTES = 1 << 20
 
 
 def _detect_format(inp, kind):
-    """'json', 'jsonl' or 'trec', from the first non-blank line: JSONL when it
-    is a JSON object with a top-level "query_id" key, JSON when it starts with
-    "{" or "[" otherwise, else TREC (a "#" comment line can only be TREC, see
-    _is_comment).  Reads no further than the first MiB: of a longer first line
-    only the top-level keys held whole in that MiB are looked at."""
+    """'json', 'jsonl', 'trec' or 'beir', from the first non-blank line: JSONL
+    when it is a JSON object naming a query (see _names_a_query), JSON when it
+    starts otherwise with "{" or "[", BEIR when it is BEIR's header line, else
+    TREC (a "#" comment line can only be TREC, see _is_comment).  Reads no
+    further than the first MiB: of a longer first line only the top-level
+    members held whole in that MiB are looked at."""
     head = b""
     for block in inp.blocks():
         head += block
@@ -1803,32 +1808,60 @@ def _detect_format(inp, kind):
     if not stripped:
         raise EvalError("%s: empty %s file" % (inp.name, kind))
     if stripped[:1] not in (b"{", b"["):
-        return "trec"
+        return "beir" if _is_beir_header(stripped) else "trec"
     end = stripped.find(b"\n")
     if end < 0 and len(head) >= _DETECT_BYTES:      # a first line over a MiB
-        jsonl = stripped[:1] == b"{" and _leading_keys_hold(stripped, "query_id")
+        jsonl = stripped[:1] == b"{" and _leading_query_key(stripped)
         return "jsonl" if jsonl else "json"
     try:
         first = json.loads(stripped[:end] if end >= 0 else stripped)
     except (ValueError, RecursionError):
         return "json"
-    return "jsonl" if isinstance(first, dict) and "query_id" in first else "json"
+    return "jsonl" if isinstance(first, dict) and _names_a_query(first) else "json"
+
+
+_BEIR_HEADER = b"query-id\tcorpus-id\tscore"
+
+
+def _is_beir_header(text):
+    """True when ``text`` (bytes) starts with BEIR's qrels header line.
+
+    >>> _is_beir_header(b"query-id\\tcorpus-id\\tscore\\r\\nq1\\td1\\t1")
+    True
+    >>> _is_beir_header(b"query-id\\tcorpus-id\\tscores\\n"), _is_beir_header(b"q1 0 d1 1")
+    (False, False)
+    """
+    after = text[len(_BEIR_HEADER):len(_BEIR_HEADER) + 2]
+    return text.startswith(_BEIR_HEADER) and (after[:1] in (b"", b"\n")
+                                              or after in (b"\r", b"\r\n"))
+
+
+def _names_a_query(record):
+    """True when a JSON object names a query as a JSONL line does (see
+    _query_key): it has "query_id" or "qid", or "id" beside labels or a ranking.
+
+    >>> _names_a_query({"id": "q1", "relevant": ["d1"]}), _names_a_query({"id": ["d1"]})
+    (True, False)
+    """
+    return "query_id" in record or "qid" in record or (
+        "id" in record and any(key in record for key in _LABEL_KEYS + _RANKING_KEYS))
 
 
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def _leading_keys_hold(head, key):
-    """True when ``key`` is a top-level key of the JSON object that ``head``
-    (bytes, perhaps cut short) begins, among the members ``head`` holds whole.
+def _leading_query_key(head):
+    """_names_a_query of the JSON object that ``head`` (bytes, perhaps cut
+    short) begins, among the top-level keys ``head`` holds whole.
 
-    >>> _leading_keys_hold(b'{"docs": ["query_id"], "query_id": "q1", "x": [1, 2', "query_id")
+    >>> _leading_query_key(b'{"docs": ["query_id"], "query_id": "q1", "x": [1, 2')
     True
-    >>> _leading_keys_hold(b'{"q1": ["query_id", "a"], "q2": ["b", "c', "query_id")
+    >>> _leading_query_key(b'{"q1": ["query_id", "a"], "id": ["b", "c"], "q3": ["d", "e')
     False
     """
     text, decode = head.decode("utf-8", "ignore"), json.JSONDecoder().raw_decode
     i = _JSON_SPACE.match(text).end() + 1       # past the "{"
+    names = {}
     try:
         while True:
             i = _JSON_SPACE.match(text, i).end()
@@ -1838,7 +1871,8 @@ def _leading_keys_hold(head, key):
             i = _JSON_SPACE.match(text, i).end()
             if text[i:i + 1] != ":":
                 return False
-            if name == key:
+            names[name] = None
+            if _names_a_query(names):
                 return True
             i = _JSON_SPACE.match(text, i + 1).end()
             _, i = decode(text, i)              # the value: raises when cut short
@@ -2040,12 +2074,13 @@ def _all_str(items):
     return True
 
 
-def _check_run_query(qid, ranking, where):
+def _check_run_query(qid, ranking, where, rising=None):
+    """A query's ranking, checked (see _mapped_ranking for ``rising``)."""
     if isinstance(ranking, list):
         if _all_str(ranking):
             return ranking
         if any(isinstance(item, dict) for item in ranking):
-            return _mapped_ranking(qid, ranking, where)
+            return _mapped_ranking(qid, ranking, where, rising)
         return [_as_id(doc, "%s: query %r: id at position %d" % (where, qid, i))
                 for i, doc in enumerate(ranking, 1)]
     if isinstance(ranking, dict):
@@ -2065,24 +2100,38 @@ def _check_run_query(qid, ranking, where):
 
 
 class _MappedRanking(list):
-    """A ranked list of ids whose items said where they come from
-    (``{"id": ..., "doc": ..., "start": ..., "end": ...}``): ``chunks`` maps
-    those ids to their Chunk."""
+    """A ranked list of ids whose items were objects (``{"id": ..., "score":
+    ..., "doc": ..., "start": ..., "end": ...}``, LangChain's and LlamaIndex's
+    shape): ``chunks`` maps the ids that said where they come from to their
+    Chunk; ``scores`` holds each item's score (None when the items gave none).
+    The list order is the ranking, whatever the scores: retrievers such as
+    FAISS and Chroma give distances, lower is better."""
     chunks: dict = {}
+    scores = None
 
 
-def _mapped_ranking(qid, ranking, where):
-    out, chunks = _MappedRanking(), {}
+def _mapped_ranking(qid, ranking, where, rising=None):
+    """The _MappedRanking of a list holding objects.  A score must be a finite
+    number, given on every item or on none; a query whose scores rise down the
+    list is appended to ``rising`` (a run warns of them).
+
+    >>> r = _mapped_ranking("q1", [{"id": "a", "score": 0.2}, {"id": "b", "score": 0.3}], "x", [])
+    >>> r, r.scores
+    (['a', 'b'], [0.2, 0.3])
+    """
+    out, chunks, scores = _MappedRanking(), {}, []
     for i, item in enumerate(ranking, 1):
         what = "%s: query %r: item %d" % (where, qid, i)
         if not isinstance(item, dict):
             out.append(_as_id(item, what))
             continue
         if "id" not in item:
-            raise EvalError('%s: an object in a ranking needs "id" (and may give doc, start, '
-                            'end, tokens), got keys %r' % (what, list(item)[:6]))
+            raise EvalError('%s: an object in a ranking needs "id" (and may give score, doc, '
+                            'start, end, tokens), got keys %r' % (what, list(item)[:6]))
         chunk_id = _as_id(item["id"], what + ": id")
         out.append(chunk_id)
+        if "score" in item:
+            scores.append(_as_score(item["score"], what + ": score"))
         if "doc" in item:
             chunk = _as_chunk(item, what)
             if chunks.get(chunk_id, chunk) != chunk:
@@ -2090,7 +2139,25 @@ def _mapped_ranking(qid, ranking, where):
                                 % (what, chunk_id))
             chunks[chunk_id] = chunk
     out.chunks = chunks
+    if scores:
+        if len(scores) < len(out):
+            raise EvalError("%s: query %r: %d of %d items give a score: give one on every item "
+                            "or on none" % (where, qid, len(scores), len(out)))
+        out.scores = scores
+        if rising is not None and any(map(operator.lt, scores, scores[1:])):
+            rising.append(qid)
     return out
+
+
+def _with_rising_note(report, name, rising):
+    """The report, warned first when some ranked lists' scores rise (see
+    _mapped_ranking): their order was read as the ranking."""
+    if not rising:
+        return report
+    note = ("%s: %s scores that rise down the list (first %r): the list order is the ranking, "
+            "not the scores (distances rise); check each list is best first"
+            % (name, _plural(len(rising), "query lists", "queries list"), rising[0]))
+    return report._replace(warnings=(note,) + report.warnings)
 
 
 def _as_chunk(record, what):
@@ -2106,28 +2173,78 @@ def _as_chunk(record, what):
     return Chunk(doc, start, end, tokens, _sha_field(record, what))
 
 
-_CHECKS = {"qrels": _check_qrels_query, "run": _check_run_query}
-_JSONL_FIELDS = {"qrels": ("grades",), "run": ("docs", "scores")}
-_JSONL_FORMS = {"qrels": '{"query_id": ..., "grades": {doc_id: grade, ...}}',
-                "run": '{"query_id": ..., "docs": [doc_id, ...]} or '
-                       '{"query_id": ..., "scores": {doc_id: score, ...}}'}
+# --- JSONL: one query a line -------------------------------------------------------
+#
+# A line names its query by "query_id", else "qid", else "id", but by "id"
+# only on a line that gives labels or a ranking: elsewhere (a chunk, a Ragas
+# row) "id" may name something else.  A qrels line gives its labels under
+# "grades" or a test set's names for them; a run line gives "docs" (a ranked
+# list), "scores" (a score map) or Ragas' "retrieved_context_ids" (a ranked
+# list).  Other fields of a qrels line may say what its query is (see
+# _query_info); the rest are not read.
+
+_ID_KEYS = ("query_id", "qid", "id")
+_LABEL_KEYS = ("grades", "relevant", "relevant_ids", "must_retrieve_doc_ids",
+               "reference_context_ids")
+_RANKING_KEYS = ("docs", "scores", "retrieved_context_ids")
+_OWN_KEYS = {"qrels": _LABEL_KEYS, "run": _RANKING_KEYS}
+_RAGAS_KEYS = ("user_input", "reference_context_ids", "retrieved_context_ids",
+               "reference_contexts", "retrieved_contexts")
+# Keys of a run line or of a label line: a qrels line without labels holding
+# one of them is a mistake, not a query with no labels.
+_OTHER_FORMS = frozenset(_RANKING_KEYS + ("doc", "grade", "start", "end"))
+_JSONL_FORMS = {
+    "qrels": '{"query_id": ..., "relevant": {doc_id: grade, ...} or [doc_id, ...]} (the query '
+             'id may be "qid", or "id" beside labels; the labels may be named "grades", '
+             '"relevant_ids", "must_retrieve_doc_ids" or "reference_context_ids"; a line '
+             'without labels is a query with none), or one label a line {"query_id": ..., '
+             '"doc": ..., "grade": ...}',
+    "run": '{"query_id": ..., "docs": [doc_id or {"id": doc_id, "score": ...}, ...]}, '
+           '{"query_id": ..., "scores": {doc_id: score, ...}} or {"query_id": ..., '
+           '"retrieved_context_ids": [doc_id, ...]} (the query id may be "qid" or "id")'}
+
+
+def _query_key(record, keyed):
+    """The key that names the query of a JSONL line, or None: "query_id", else
+    "qid", else "id" when ``keyed`` (the line gives labels or a ranking).
+
+    >>> _query_key({"id": "r7", "qid": "q1"}, True), _query_key({"id": "c1", "doc": "a"}, False)
+    ('qid', None)
+    """
+    if "query_id" in record:
+        return "query_id"
+    if "qid" in record:
+        return "qid"
+    return "id" if keyed and "id" in record else None
 
 
 def _jsonl_form_error(where, kind, record):
-    """The error of a JSONL record without the keys its kind needs."""
+    """The error of a JSONL record that is no line of its kind: what each form
+    of the kind needs, and what the record lacks or seems to be instead."""
     if not isinstance(record, dict):
         return EvalError("%s: a JSONL %s line needs %s, got %s"
                          % (where, kind, _JSONL_FORMS[kind], type(record).__name__))
     keys = list(record)[:6]
+    given = [key for key in _OWN_KEYS[kind] if key in record]
+    if len(given) > 1:
+        return EvalError("%s: a JSONL %s line gives both %r and %r: keep one"
+                         % (where, kind, given[0], given[1]))
+    key = _query_key(record, True)
+    ragas = ('; Ragas rows have no stable id: add a "query_id" to each row, the same in '
+             'every file' if key is None and any(k in record for k in _RAGAS_KEYS) else "")
+    if given and key is None:
+        return EvalError('%s: a JSONL %s line needs a query id ("query_id", "qid" or "id"), '
+                         'got keys %r%s' % (where, kind, keys, ragas))
     other = "run" if kind == "qrels" else "qrels"
     hint = ""
-    if "query_id" in record and any(field in record for field in _JSONL_FIELDS[other]):
+    if key is not None and any(k in record for k in _OWN_KEYS[other]):
         hint = "; this looks like %s: %s" % ("a run" if other == "run" else "qrels", _SWAPPED)
-    return EvalError("%s: a JSONL %s line needs %s, got keys %r%s"
-                     % (where, kind, _JSONL_FORMS[kind], keys, hint))
+    return EvalError("%s: a JSONL %s line needs %s, got keys %r%s%s"
+                     % (where, kind, _JSONL_FORMS[kind], keys, hint, ragas))
 
 
 def _json_queries(inp, kind):
+    """Yield (qid, checked value) of a JSON file {query_id: value, ...}."""
     text = inp.text()
     try:
         data = _json_loads(text, inp.name)
@@ -2137,15 +2254,23 @@ def _json_queries(inp, kind):
     if not isinstance(data, dict):
         raise EvalError("%s: the top level must be an object {query_id: ...}, got %s"
                         % (inp.name, type(data).__name__))
-    check = _CHECKS[kind]
+    rising = inp.rising = []
     for qid, value in data.items():
-        yield qid, check(qid, value, inp.name)
+        try:
+            checked = (_check_qrels_query(qid, value, inp.name) if kind == "qrels"
+                       else _check_run_query(qid, value, inp.name, rising))
+        except EvalError:
+            if not isinstance(value, (dict, list)) and any(
+                    key in data for key in _LABEL_KEYS + _RANKING_KEYS + _RAGAS_KEYS):
+                raise _jsonl_form_error(inp.name, kind, data) from None     # a lone JSONL line
+            raise
+        yield qid, checked
 
 
 def _refuse_keyless_jsonl(text, name, kind):
     """When a file that is not JSON starts with a line that is a JSON object on
-    its own, it is JSONL whose first line lacks "query_id": say what it needs
-    (rather than JSON's "Extra data")."""
+    its own, it is JSONL whose first line names no query: say what a line
+    needs (rather than JSON's "Extra data")."""
     lines = text.split("\n")
     for number, line in enumerate(lines, 1):
         if line.strip():
@@ -2160,41 +2285,249 @@ def _refuse_keyless_jsonl(text, name, kind):
             return
 
 
-def _jsonl_queries(inp, kind):
-    """One query a line: {"query_id": ..., "grades" | "docs" | "scores": ...}."""
-    check, fields, seen = _CHECKS[kind], _JSONL_FIELDS[kind], set()
-    labels = {}     # one label a line: {"query_id": ..., "doc": ..., "grade": ...}
+def _jsonl_records(inp):
+    """Yield (where, record) per non-blank line of a JSONL file."""
     for number, line in _lines(inp):
-        if not line.strip():
-            continue
-        where = "%s:%d" % (inp.name, number)
-        record = _json_loads(_decode(line, where), inp.name, number)
-        if kind == "qrels" and isinstance(record, dict) and "doc" in record:
-            if seen or "query_id" not in record:
+        if line.strip():
+            where = "%s:%d" % (inp.name, number)
+            yield where, _json_loads(_decode(line, where), inp.name, number)
+
+
+def _jsonl_qrels(inp):
+    """(qrels, queries) of JSONL qrels: one query a line (see _test_set_line), or
+    one label a line {"query_id": ..., "doc": ..., "grade": ...}.  ``queries``
+    is None when no line says what its query is (see _query_info), else the
+    _query_info of every query.
+
+    >>> qrels, queries = _jsonl_qrels(_Input(io.StringIO(
+    ...     '{"id": "q1", "relevant": ["d1"], "tags": ["faq"]}\\n'
+    ...     '{"query_id": "q2", "answerable": false}\\n')))
+    >>> qrels
+    {'q1': {'d1': 1}, 'q2': {}}
+    >>> queries
+    {'q1': {'slices': {'tag': ['faq']}}, 'q2': {'slices': {}, 'answerable': False}}
+    """
+    qrels, queries, labels, described = {}, {}, {}, False
+    for where, record in _jsonl_records(inp):
+        if isinstance(record, dict) and "doc" in record:
+            key = _query_key(record, False)
+            if qrels or key is None:
                 raise EvalError('%s: a label line needs "query_id" (and the file one form: '
-                                'label lines or "grades" lines, not both)' % where)
-            qid = _as_id(record["query_id"], "%s: query_id" % where)
+                                'label lines or query lines, not both)' % where)
+            qid = _as_id(record[key], "%s: %s" % (where, key))
             labels.setdefault(qid, []).append(_as_label(record, where))
             continue
         if labels:
             raise EvalError('%s: expected a label line {"query_id": ..., "doc": ..., "grade": '
                             '...} like the lines above' % where)
-        present = [f for f in fields if f in record] if isinstance(record, dict) else ()
-        if len(present) != 1 or "query_id" not in record:
-            raise _jsonl_form_error(where, kind, record)
-        qid = _as_id(record["query_id"], "%s: query_id" % where)
+        qid, grades = _test_set_line(record, where)
+        if qid in qrels:
+            raise EvalError("%s: query %r appears on more than one line" % (where, qid))
+        qrels[qid] = grades
+        queries[qid] = _query_info(record, where)
+        described = described or not _DESCRIPTIVE.isdisjoint(record)
+    if labels:
+        return labels, None
+    if not qrels:
+        raise EvalError("%s: no JSONL records found" % inp.name)
+    return qrels, queries if described else None
+
+
+def _test_set_line(record, where):
+    """(qid, labels) of a JSONL qrels line that names one query (see _query_key).
+    Its labels are under one of _LABEL_KEYS (see _test_set_labels); a line
+    without labels is a query of the test set with none, {} (unscored: a
+    question with no answer in the corpus, say)."""
+    given = [key for key in _LABEL_KEYS if key in record] if isinstance(record, dict) else ()
+    key = _query_key(record, bool(given)) if isinstance(record, dict) else None
+    if key is None or len(given) > 1 or (not given and not _OTHER_FORMS.isdisjoint(record)):
+        raise _jsonl_form_error(where, "qrels", record)
+    qid = _as_id(record[key], "%s: %s" % (where, key))
+    return qid, _test_set_labels(qid, given[0], record[given[0]], where) if given else {}
+
+
+def _test_set_labels(qid, key, value, where):
+    """The labels of one test-set line: an object {doc_id: grade}, a list of ids
+    (grade 1 each, an id listed twice counting once: the only place where a
+    plain list of ids is labels, not a ranking) or a list of label objects.
+
+    >>> _test_set_labels("q1", "relevant", ["d1", 7, "d1"], "t:1")
+    {'d1': 1, '7': 1}
+    """
+    if isinstance(value, list):
+        if _all_str(value):
+            return dict.fromkeys(value, 1)
+        if value and all(isinstance(item, dict) for item in value):
+            return _check_qrels_query(qid, value, where)
+        return dict.fromkeys((_as_id(item, "%s: query %r: %s item %d" % (where, qid, key, i))
+                              for i, item in enumerate(value, 1)), 1)
+    if isinstance(value, dict):
+        return _check_qrels_query(qid, value, where)
+    raise EvalError("%s: query %r: %r must be an object {doc_id: grade} or a list of ids, got %s"
+                    % (where, qid, key, _short_repr(value, 40)))
+
+
+def _jsonl_run(inp):
+    """Yield (qid, ranking) per line of a JSONL run: the query's id (see
+    _query_key) and one of "docs" (a ranked list), "scores" (a score map) or
+    Ragas' "retrieved_context_ids" (a ranked list)."""
+    seen, rising = set(), []
+    inp.rising = rising
+    for where, record in _jsonl_records(inp):
+        present = [f for f in _RANKING_KEYS if f in record] if isinstance(record, dict) else ()
+        key = ("query_id" if "query_id" in record else _query_key(record, True)) \
+            if len(present) == 1 else None
+        if key is None:
+            raise _jsonl_form_error(where, "run", record)
+        qid = _as_id(record[key], "%s: %s" % (where, key))
         if qid in seen:
             raise EvalError("%s: query %r appears on more than one line" % (where, qid))
         seen.add(qid)
-        value = record[present[0]]
-        if present[0] == "docs" and not isinstance(value, list):
-            raise EvalError("%s: \"docs\" must be a list of ids" % where)
-        if present[0] in ("scores", "grades") and not isinstance(value, dict):
-            raise EvalError("%s: %r must be an object {doc_id: ...}" % (where, present[0]))
-        yield qid, check(qid, value, where)
-    yield from labels.items()
-    if not seen and not labels:
+        field = present[0]
+        value = record[field]
+        if field == "scores":
+            if not isinstance(value, dict):
+                raise EvalError("%s: \"scores\" must be an object {doc_id: score}" % where)
+        elif not isinstance(value, list):
+            raise EvalError("%s: %r must be a list of ids" % (where, field))
+        yield qid, _check_run_query(qid, value, where, rising)
+    if not seen:
         raise EvalError("%s: no JSONL records found" % inp.name)
+
+
+# --- query metadata ----------------------------------------------------------------
+#
+# What a test set says of each query, from its own lines or from a --queries
+# file: {"query_id": "q1", "slices": {"source": "synthetic", "hops": "multi"},
+# "tags": ["pricing"], "question": ..., "answer": ..., "answerable": false,
+# "valid_until": "2026-12-31"}.  A null field is a field not given.
+
+_QUERY_FIELDS = {"question": str, "answer": str, "answerable": bool, "valid_until": str}
+_DESCRIPTIVE = frozenset(("slices", "tags") + tuple(_QUERY_FIELDS))
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+
+
+def _query_info(record, where):
+    """What a line says of its query: ``slices`` {field: [value, ...]} (sorted
+    by field, values as text) from its "slices" object and its "tags" list (as
+    the field "tag"), then "question", "answer" (text), "answerable" (true or
+    false) and "valid_until" (a date, YYYY-MM-DD) as given.  Other fields are
+    not read.
+
+    >>> _query_info({"id": "q1", "slices": {"source": "synthetic", "hops": 2},
+    ...              "tags": ["pricing"], "answerable": True, "x": 1}, "t:1")
+    {'slices': {'hops': ['2'], 'source': ['synthetic'], 'tag': ['pricing']}, 'answerable': True}
+    """
+    slices = {}
+    given = record.get("slices")
+    if given is not None:
+        if not isinstance(given, dict):
+            raise EvalError('%s: "slices" must be an object {field: value, ...}, got %s'
+                            % (where, _short_repr(given, 40)))
+        for field, value in given.items():
+            if not field or "=" in field:
+                raise EvalError("%s: slice field %r must be non-empty text without '=' (a "
+                                "slice is named field=value)" % (where, field))
+            slices[field] = _slice_values(value, "%s: slices.%s" % (where, field))
+    if record.get("tags") is not None:
+        if "tag" in slices:
+            raise EvalError('%s: give "tags" or slices.tag, not both (tags are the slice '
+                            'field "tag")' % where)
+        if not isinstance(record["tags"], list):
+            raise EvalError('%s: "tags" must be a list, got %s'
+                            % (where, _short_repr(record["tags"], 40)))
+        slices["tag"] = _slice_values(record["tags"], where + ": tags")
+    info = {"slices": dict(sorted(slices.items()))}
+    for field, kind in _QUERY_FIELDS.items():
+        value = record.get(field)
+        if value is None:
+            continue
+        if type(value) is not kind:
+            raise EvalError("%s: %r must be %s, got %s" % (
+                where, field, "true or false" if kind is bool else "text", _short_repr(value, 40)))
+        if field == "valid_until":
+            _check_date(value, "%s: valid_until" % where)
+        info[field] = value
+    return info
+
+
+def _slice_values(value, what):
+    """The values of one slice field as text: a value or a list of them
+    (strings, integers, true/false as written in JSON), each once.
+
+    >>> _slice_values(["a", 2, True, "a"], "x"), _slice_values("b", "x")
+    (['a', '2', 'true'], ['b'])
+    """
+    out = []
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, bool):
+            text = "true" if item else "false"
+        elif isinstance(item, (str, int)):
+            text = str(item)
+        else:
+            raise EvalError("%s: a slice value must be text, an integer or true/false (or a "
+                            "list of them), got %s" % (what, _short_repr(item, 40)))
+        if not text:
+            raise EvalError("%s: a slice value cannot be empty (leave the field out)" % what)
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def _check_date(text, what):
+    import datetime
+    try:
+        if not _ISO_DATE.match(text):
+            raise ValueError(text)
+        datetime.date(int(text[:4]), int(text[5:7]), int(text[8:]))
+    except ValueError:
+        raise EvalError("%s must be a date YYYY-MM-DD, got %s" % (what, _short_repr(text, 40))) \
+            from None
+
+
+def _read_queries(source):
+    """(queries, input info) of a queries file: JSONL, one query a line, named
+    by "query_id" (else "qid", else "id"), what it says of its query read as
+    _query_info reads it.
+
+    >>> _read_queries(io.StringIO('{"query_id": "q1", "slices": {"risk": "high"}}\\n'))[0]
+    {'q1': {'slices': {'risk': ['high']}}}
+    """
+    inp = _input_of(source)
+    queries = {}
+    for number, line in _lines(inp):
+        if not line.strip():
+            continue
+        where = "%s:%d" % (inp.name, number)
+        try:
+            record = _json_loads(_decode(line, where), inp.name, number)
+        except EvalError as exc:
+            raise (exc if queries else EvalError(
+                "%s (a queries file is JSONL: one object a line)" % exc)) from None
+        key = _query_key(record, True) if isinstance(record, dict) else None
+        if key is None:
+            raise EvalError('%s: a queries line needs {"query_id": ..., "slices": {field: '
+                            'value, ...}, "tags": [...], ...}, got %s'
+                            % (where, _short_repr(record, 60)))
+        qid = _as_id(record[key], "%s: %s" % (where, key))
+        if qid in queries:
+            raise EvalError("%s: query %r appears on more than one line" % (where, qid))
+        queries[qid] = _query_info(record, where)
+    if not queries:
+        raise EvalError("%s: no queries found" % inp.name)
+    return queries, inp.info("jsonl")
+
+
+def load_queries(source):
+    """Read what a queries file (JSONL, one query a line) says of each query:
+    ``{qid: {"slices": {field: [value, ...]}, ...}}`` with "question",
+    "answer", "answerable" and "valid_until" when given.  "tags" become the
+    slice field "tag".
+
+    >>> load_queries(io.StringIO('{"query_id": "q1", "tags": ["pricing"], "answerable": false}'))
+    {'q1': {'slices': {'tag': ['pricing']}, 'answerable': False}}
+    """
+    return _read_queries(source)[0]
 
 
 def _trec_qrels_checked(inp):
@@ -2240,7 +2573,8 @@ def _parse_qrels_line(parts, where):
 
 
 _SWAPPED = "the files look swapped: give them in the order QRELS RUN"
-_NOT_READ = "accepted formats are JSON, JSONL and TREC (white-space columns)"
+_NOT_READ = ("accepted formats are JSON, JSONL, TREC (white-space columns) and, for qrels, "
+             "BEIR's TSV (with its header line query-id<TAB>corpus-id<TAB>score)")
 
 
 def _first_line_error(exc, line, kind):
@@ -2250,6 +2584,9 @@ def _first_line_error(exc, line, kind):
     if (kind == "qrels" and fields >= 6) or (kind == "run" and fields == 4):
         other = "a TREC run" if kind == "qrels" else "TREC qrels"
         return EvalError("%s; this looks like %s: %s" % (exc, other, _SWAPPED))
+    if kind == "qrels" and line.count(b"\t") == 2 and b"," not in line:
+        return EvalError("%s; this looks like BEIR's qrels TSV without its header line "
+                         "query-id<TAB>corpus-id<TAB>score: add it" % exc)
     if b"," in line or b"\t" in line:
         return EvalError("%s; this looks like CSV or TSV, which is not read: %s"
                          % (exc, _NOT_READ))
@@ -2267,6 +2604,59 @@ def _check_not_comment_like(qid, where):
     if qid[:1] == b"#":
         raise EvalError("%s: a query id cannot start with '#' (got %r): a line whose "
                         "column 0 is '#' is a comment" % (where, qid.decode("utf-8", "replace")))
+
+
+def _beir_qrels(inp):
+    """BEIR's qrels TSV: the header line ``query-id<TAB>corpus-id<TAB>score``,
+    then a label a line ``query_id<TAB>doc_id<TAB>grade``, read as BEIR's
+    loader reads it (csv, tab-separated, minimal quoting); blank lines are
+    skipped.
+
+    >>> _beir_qrels(_Input(io.StringIO("query-id\\tcorpus-id\\tscore\\n1\\t31715818\\t1\\n")))
+    {'1': {'31715818': 1}}
+    """
+    import csv
+    out, header = {}, None
+    reader = csv.reader(io.StringIO(inp.text()), delimiter="\t", quoting=csv.QUOTE_MINIMAL)
+    try:
+        for row in reader:
+            where = "%s:%d" % (inp.name, reader.line_num)
+            if not row:
+                continue
+            if header is None:
+                header = row
+                if row != ["query-id", "corpus-id", "score"]:
+                    raise EvalError("%s: expected BEIR's header line query-id<TAB>corpus-id<TAB>"
+                                    "score, got %s" % (where, _short_repr("\t".join(row), 60)))
+                continue
+            if len(row) != 3:
+                raise EvalError("%s: expected 3 tab-separated fields (query-id corpus-id "
+                                "score), got %d" % (where, len(row)))
+            qid, doc, grade = row[0], row[1], _beir_grade(row[2], where)
+            if not qid or not doc:
+                raise EvalError("%s: empty %s" % (where, "corpus-id" if qid else "query-id"))
+            grades = out.setdefault(qid, {})
+            if grades.get(doc, grade) != grade:
+                raise EvalError("%s: query %r: %r judged twice with different grades (%d, %d)"
+                                % (where, qid, doc, grades[doc], grade))
+            grades[doc] = grade
+    except csv.Error as exc:
+        raise EvalError("%s:%d: not BEIR's TSV: %s" % (inp.name, reader.line_num, exc)) from None
+    if not out:
+        raise EvalError("%s: no qrels lines found under the BEIR header" % inp.name)
+    return out
+
+
+def _beir_grade(text, where):
+    """The grade of a BEIR qrels line: an integer, as BEIR's int() reads it
+    (``1_0`` excepted, as everywhere)."""
+    try:
+        if "_" in text:
+            raise ValueError(text)
+        return int(text)
+    except ValueError:
+        raise EvalError("%s: score must be an integer grade, got %s"
+                        % (where, _short_repr(text, 40))) from None
 
 
 # --- TREC runs -----------------------------------------------------------------
@@ -2377,27 +2767,37 @@ def _decode_qid(qid, name):
 def _run_queries(inp, fmt, grouped=True):
     if fmt == "trec":
         return _trec_run_queries(inp, grouped)
-    return _json_queries(inp, "run") if fmt == "json" else _jsonl_queries(inp, "run")
+    return _json_queries(inp, "run") if fmt == "json" else _jsonl_run(inp)
 
 
 def _open_input(source, format, kind):
     inp = _input_of(source)
     fmt = format or _detect_format(inp, kind)
-    if fmt not in FORMATS:
-        raise EvalError("%s: unknown format %r (choose from %s)"
-                        % (inp.name, fmt, ", ".join(FORMATS)))
+    formats = QRELS_FORMATS if kind == "qrels" else FORMATS
+    if fmt not in formats:
+        if format is None:      # detected: BEIR's header, in a run
+            raise EvalError("%s: starts with BEIR's qrels header line (query-id corpus-id "
+                            "score); this looks like qrels: %s" % (inp.name, _SWAPPED))
+        raise EvalError("%s: unknown %s format %r (choose from %s)"
+                        % (inp.name, kind, fmt, ", ".join(formats)))
     return inp, fmt
 
 
 def _read_qrels(source, format=None):
-    """(qrels, input info) from any supported source."""
+    """(qrels, input info, queries) from any supported source: ``queries`` is
+    what a test-set JSONL file says of each query (see _jsonl_qrels), None
+    when it says nothing (and from every other format)."""
     inp, fmt = _open_input(source, format, "qrels")
+    queries = None
     if fmt == "trec":
         qrels = _trec_qrels(inp)
+    elif fmt == "beir":
+        qrels = _beir_qrels(inp)
+    elif fmt == "json":
+        qrels = dict(_json_queries(inp, "qrels"))
     else:
-        queries = _json_queries(inp, "qrels") if fmt == "json" else _jsonl_queries(inp, "qrels")
-        qrels = dict(queries)
-    return qrels, inp.info(fmt)
+        qrels, queries = _jsonl_qrels(inp)
+    return qrels, inp.info(fmt), queries
 
 
 # --- chunk maps ------------------------------------------------------------------
@@ -2502,11 +2902,14 @@ def _library_chunks(chunks):
 def load_qrels(source, *, format=None):
     """Read qrels ``{qid: {doc_id: grade}}`` from a path, ``-`` (stdin) or a file object.
 
-    JSON, JSONL and TREC, gzip or not, detected from the content unless
-    ``format`` is given.  Grades must be integers.
+    JSON, JSONL (also a test set: one query a line), TREC and BEIR's TSV,
+    gzip or not, detected from the content unless ``format`` is given.
+    Grades must be integers; a test set's plain list of ids grades each 1.
 
     >>> load_qrels(io.StringIO('q1 0 d1 2\\nq1 0 d2 0\\n'))
     {'q1': {'d1': 2, 'd2': 0}}
+    >>> load_qrels(io.StringIO('{"query_id": "q1", "relevant": ["d1", "d2"], "tags": ["faq"]}'))
+    {'q1': {'d1': 1, 'd2': 1}}
     """
     return _read_qrels(source, format)[0]
 
@@ -2698,10 +3101,12 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     meta = _checked_meta(meta)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
-    run = _validated(run, "run", _check_run_query)
+    rising = []
+    run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
     scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), _checked_average(average),
                      _library_chunks(chunks), doc_sep)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run")
+    report = _with_rising_note(report, "run", rising)
     return _with_meta(report._replace(label_sha256=_LabelHashes(qrels)), meta)
 
 
@@ -2721,7 +3126,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     average = _checked_average(average)
     meta = _checked_meta(meta)
-    qrels, qrels_info = _read_qrels(qrels, qrels_format)
+    qrels, qrels_info, _ = _read_qrels(qrels, qrels_format)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
@@ -2764,13 +3169,14 @@ def _score_run(inp, fmt, scorer, skip_extra_queries):
     """The report of one run, read one query at a time; a run whose queries
     are scattered is read whole."""
     try:
-        return _score(scorer, _scored_run(inp, fmt, scorer), skip_extra_queries, inp.name)
+        report = _score(scorer, _scored_run(inp, fmt, scorer), skip_extra_queries, inp.name)
     except _NotGrouped:
         report = _score(scorer, _scored_run_plain(inp, fmt, scorer, grouped=False),
                         skip_extra_queries, inp.name)
         note = ("%s: the lines of a query are not contiguous; read the whole run into memory"
                 % inp.name)
-        return report._replace(warnings=(note,) + report.warnings)
+        report = report._replace(warnings=(note,) + report.warnings)
+    return _with_rising_note(report, inp.name, inp.rising)
 
 
 def _scored_run_plain(inp, fmt, scorer, grouped=True):
@@ -3090,7 +3496,7 @@ def _split_qrels(qrels):
     >>> _split_qrels({"q": [Label("a", 0, 5, 1), Label("a", 9, 12, 2), Label("b", None, None, 0)]})
     ({'q': {'a': 2, 'b': 0}}, {'q': {'a': [(0, 5, 1), (9, 12, 2)], 'b': [(None, None, 0)]}}, {})
     """
-    forms = {type(labels) is list for labels in qrels.values()}
+    forms = {type(labels) is list for labels in qrels.values() if labels}   # {}: either form
     if True not in forms:
         return qrels, None, {}
     if False in forms:
@@ -5048,7 +5454,8 @@ def build_parser():
     parser.add_argument("--unit", choices=UNITS, default="id",
                         help="what bare measure names count: the retrieved id (default), its "
                         "document, or labelled evidence spans; k always counts chunks")
-    parser.add_argument("--qrels-format", choices=FORMATS, default=None, help="override detection")
+    parser.add_argument("--qrels-format", choices=QRELS_FORMATS, default=None,
+                        help="override detection")
     parser.add_argument("--run-format", choices=FORMATS, default=None, help="override detection")
     parser.add_argument("--skip-extra-queries", action="store_true",
                         help="skip run queries absent from the qrels (default: error)")
@@ -5237,7 +5644,7 @@ def _run_cli(args, stdout, stderr):
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
     allow_unlabelled = args.allow_unlabelled_run or any(
         parse_measure(m).name == "judged" for m in metrics)
-    qrels, qrels_info = _read_qrels(args.qrels, args.qrels_format)
+    qrels, qrels_info, _ = _read_qrels(args.qrels, args.qrels_format)
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
 
     def score(run):
@@ -5981,28 +6388,29 @@ def _json_members(inp):
     """(qid, ranking) from a range of top-level JSON members."""
     data = _json_loads("{%s}" % inp.text(), inp.name)
     for qid, value in data.items():
-        yield qid, _check_run_query(qid, value, inp.name)
+        yield qid, _check_run_query(qid, value, inp.name, inp.rising)
 
 
 _FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
 
 
 def _score_range(fmt, path, name, start, end):
-    """Worker: [(qid, scored tuple | _Scored)] for one byte range of a run."""
+    """Worker: [(qid, scored tuple | _Scored)] for one byte range of a run, and
+    the queries of the range whose scores rise (see _mapped_ranking)."""
     scorer = _FORKED_SCORER
     inp = _RangeInput(path, name, start, end)
     out = []
     try:
         if fmt != "trec":
-            queries = _json_members(inp) if fmt == "json" else _jsonl_queries(inp, "run")
-            return [(qid, scorer(qid, ranking)) for qid, ranking in queries]
+            queries = _json_members(inp) if fmt == "json" else _jsonl_run(inp)
+            return [(qid, scorer(qid, ranking)) for qid, ranking in queries], inp.rising
         for qid, scored in _trec_run_queries(inp):
             if len(out) > 1:    # the first and last stay raw: they may continue next door
                 out[-1] = (out[-1][0], scorer(*out[-1]))
             out.append((qid, scored))
     except (EvalError, _NotGrouped):
         raise _Retry() from None
-    return out
+    return out, []
 
 
 def _single_threaded():
@@ -6147,8 +6555,9 @@ def _parallel_queries(inp, fmt, scorer):
         parts = _fork_map(_score_range, tasks, then=inp.hash_in_background)
     finally:
         _FORKED_SCORER = None
-    queries = []
-    for part in parts:      # a query cut by a range end comes back raw from both sides
+    queries, rising = [], []
+    for part, part_rising in parts:  # a query cut by a range end comes back raw from both sides
+        rising.extend(part_rising)
         if (queries and part and queries[-1][0] == part[0][0]
                 and type(queries[-1][1]) is _Scored and type(part[0][1]) is _Scored):
             queries[-1] = (part[0][0], _joined([queries[-1][1], part[0][1]]))
@@ -6159,6 +6568,7 @@ def _parallel_queries(inp, fmt, scorer):
         raise _Retry()
     if len(set(map(_first, queries))) < len(queries):      # a query in two places
         raise _NotGrouped() if fmt == "trec" else _Retry()
+    inp.rising = rising
     return _merged(scorer, queries)
 
 

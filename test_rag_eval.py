@@ -905,8 +905,11 @@ class InputSourcesTest(TempDir, unittest.TestCase):
                   "q.json: query 'q1': judgments must be an object {doc_id: grade}, got list; "
                   "a ranked list is a run: " + swapped),
                  ("q.jsonl", '{"query_id": "q1", "docs": ["a"]}\n', "r.json", self.GOOD_RUN,
-                  "q.jsonl:1: a JSONL qrels line needs {\"query_id\": ..., \"grades\": {doc_id: "
-                  "grade, ...}}, got keys ['query_id', 'docs']; this looks like a run: " + swapped)]
+                  "q.jsonl:1: a JSONL qrels line needs %s, got keys ['query_id', 'docs']; this "
+                  "looks like a run: %s" % (rag_eval._JSONL_FORMS["qrels"], swapped)),
+                 ("q.json", self.GOOD_QRELS, "r.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\n",
+                  "r.tsv: starts with BEIR's qrels header line (query-id corpus-id score); this "
+                  "looks like qrels: " + swapped)]
         for qname, qtext, rname, rtext, expect in cases:
             with self.subTest(expect=expect):
                 code, out, err = self.report_of(qrels=(qname, qtext), run=(rname, rtext))
@@ -919,16 +922,22 @@ class InputSourcesTest(TempDir, unittest.TestCase):
         self.assertNotIn("swapped", err)
 
     def test_csv_and_tsv_name_the_accepted_formats(self):
+        # BEIR's TSV with its header is read (TestSetFormatsTest); without it,
+        # the message says to add it.
         accepted = ("this looks like CSV or TSV, which is not read: accepted formats are JSON, "
-                    "JSONL and TREC (white-space columns)")
-        for name, text, fields in (("q.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\n", 3),
-                                   ("q.csv", "q1,a,1\n", 1)):
-            with self.subTest(name=name):
+                    "JSONL, TREC (white-space columns) and, for qrels, BEIR's TSV (with its "
+                    "header line query-id<TAB>corpus-id<TAB>score)")
+        no_header = ("this looks like BEIR's qrels TSV without its header line "
+                     "query-id<TAB>corpus-id<TAB>score: add it")
+        for name, text, fields, expect in (("q.tsv", "q1\ta\t1\n", 3, no_header),
+                                           ("q.tsv", "q1\ta\t1\tx\ty\n", 5, accepted),
+                                           ("q.csv", "q1,a,1\n", 1, accepted)):
+            with self.subTest(name=name, fields=fields):
                 code, out, err = self.report_of(qrels=(name, text), run=self.GOOD_RUN)
                 self.assertEqual((code, out), (2, ""))
                 self.assertEqual(err, "rag-eval: error: %s/%s:1: expected 4 fields (query_id "
                                  "iteration doc_id grade), got %d; %s\n"
-                                 % (self.tmp, name, fields, accepted))
+                                 % (self.tmp, name, fields, expect))
         code, out, err = self.report_of(qrels=self.GOOD_QRELS,
                                         run=("r.csv", "query_id,doc_id,score\n"))
         self.assertIn("r.csv:1: expected 6 fields (query_id Q0 doc_id rank score tag), got 1; "
@@ -1033,20 +1042,20 @@ class JsonInputTest(TempDir, unittest.TestCase):
         self.assertEqual(json.loads(out)["per_query"], {"q\U0001f600": {"recall@1": 1.0}})
 
     def test_jsonl_without_its_key_says_what_a_line_needs(self):
-        run_form = ('a JSONL run line needs {"query_id": ..., "docs": [doc_id, ...]} or '
-                    '{"query_id": ..., "scores": {doc_id: score, ...}}')
-        lines = '{"qid": "q1", "docs": ["a"]}\n{"qid": "q2", "docs": ["b"]}\n'
+        # (Lines named by "qid" or "id" are read since issue 12: TestSetFormatsTest.)
+        run_form = "a JSONL run line needs " + rag_eval._JSONL_FORMS["run"]
+        lines = '{"query": "q1", "ranked": ["a"]}\n{"query": "q2", "ranked": ["b"]}\n'
         for extra in ((), ("--run-format", "jsonl")):
             with self.subTest(extra=extra):
                 err = self.assertBad(run=lines, extra=extra)
-                self.assertEqual(err, "rag-eval: error: %s/r.json:1: %s, got keys ['qid', 'docs']\n"
-                                 % (self.tmp, run_form))
+                self.assertEqual(err, "rag-eval: error: %s/r.json:1: %s, got keys ['query', "
+                                 "'ranked']\n" % (self.tmp, run_form))
                 self.assertNotIn("Extra data", err)
         err = self.assertBad(run='{"query_id": "q1", "docs": ["a"]}\n[1]\n')
         self.assertIn("r.json:2: %s, got list" % run_form, err)
-        err = self.assertBad(qrels='\n{"id": "q1", "grades": {"a": 1}}\n{"id": "q2"}\n')
-        self.assertIn('q.json:2: a JSONL qrels line needs {"query_id": ..., "grades": {doc_id: '
-                      "grade, ...}}, got keys ['id', 'grades']", err)
+        err = self.assertBad(qrels='\n{"q": "q1", "grades": {"a": 1}}\n{"q": "q2"}\n')
+        self.assertIn('q.json:2: a JSONL qrels line needs a query id ("query_id", "qid" or '
+                      "\"id\"), got keys ['q', 'grades']", err)
 
     def test_long_first_jsonl_line_and_empty_jsonl(self):
         qrels = self.write("q.json", '{"q1": {"d1": 1}}')
@@ -1059,6 +1068,484 @@ class JsonInputTest(TempDir, unittest.TestCase):
         code, out, err = run_cli(qrels, self.write("e.jsonl", "\n \n"), "--run-format", "jsonl")
         self.assertEqual(code, 2)
         self.assertIn("no JSONL records", err)
+
+
+class TestSetFormatsTest(TempDir, unittest.TestCase):
+    """The test set as RAG teams keep it (issue 12): a test-set JSONL file as
+    qrels (its query metadata returned for slices), BEIR's qrels TSV, runs as
+    lists of {"id", "score"} objects (LangChain, LlamaIndex) and Ragas columns.
+    Every new form scores exactly as the same data in today's JSON form."""
+
+    # Today's JSON form of the data most tests use.  By hand, at k=5 (rel 1):
+    #   q1: relevant d1, d2; ranked d2, x, d1: recall 2/2 = 1, mrr 1/1 = 1
+    #   q2: relevant d3 (grade 2), d4 is judged 0; ranked d3, d4: recall 1, mrr 1
+    #   q3: relevant d5; ranked d6, d5: recall 1, mrr 1/2
+    #   mrr@5 = (1 + 1 + 1/2) / 3 = 0.83333; q9 (no labels) is unscored
+    QRELS = {"q1": {"d1": 1, "d2": 1}, "q2": {"d3": 2, "d4": 0}, "q3": {"d5": 1}, "q9": {}}
+    RUN = {"q1": ["d2", "x", "d1"], "q2": ["d3", "d4"], "q3": ["d6", "d5"]}
+    MEASURES = "recall@5,mrr@5,ndcg@5,precision@2,map@5,rprec"
+
+    # One test set spelled every way the issue lists: id keys by precedence,
+    # each name for the labels, id lists and a graded object, metadata fields.
+    TEST_SET = [
+        {"query_id": "q1", "qid": "not-this", "id": "nor-this", "question": "How do refunds work?",
+         "relevant": ["d1", "d2"], "answer": "Within 30 days.",
+         "slices": {"source": "synthetic", "hops": ["single", "multi"]}, "tags": ["pricing"],
+         "valid_until": "2026-12-31", "notes": "ignored"},
+        {"qid": "q2", "id": "row-2", "must_retrieve_doc_ids": {"d3": 2, "d4": 0},
+         "slices": {"risk": "high", "year": 2024, "human": True}},
+        {"id": "q3", "reference_context_ids": ["d5", "d5"], "user_input": "Ragas' question"},
+        {"query_id": "q9", "question": "Who won in 2031?", "answerable": False},
+    ]
+
+    def jsonl_file(self, name, lines):
+        return self.write(name, "".join(json.dumps(line) + "\n" for line in lines))
+
+    def assertSameNumbers(self, qrels_path, run_path, json_qrels=None, json_run=None, **options):
+        """evaluate_files on the new forms equals evaluate_files on today's JSON form."""
+        expected = rag_eval.evaluate_files(
+            self.write("today_q.json",
+                       json.dumps(self.QRELS if json_qrels is None else json_qrels)),
+            self.write("today_r.json", json.dumps(self.RUN if json_run is None else json_run)),
+            measures=self.MEASURES, **options)
+        report = rag_eval.evaluate_files(qrels_path, run_path, measures=self.MEASURES, **options)
+        for field in ("mean", "per_query", "unscored", "missing", "abstention"):
+            self.assertEqual(getattr(report, field), getattr(expected, field), field)
+        return report
+
+    # -- test-set JSONL as qrels -------------------------------------------------
+
+    def test_test_set_jsonl_scores_as_its_json_form(self):
+        qrels = self.jsonl_file("testset.jsonl", self.TEST_SET)
+        self.assertEqual(rag_eval.load_qrels(qrels), self.QRELS)
+        report = self.assertSameNumbers(qrels, self.write("r.json", json.dumps(self.RUN)))
+        self.assertAlmostEqual(report.mean["mrr@5"], (1 + 1 + 1 / 2) / 3, places=15)
+        self.assertEqual(report.unscored, ("q9",))
+        self.assertEqual(report.inputs["qrels"]["format"], "jsonl")
+        # the ids of a list count once, grade 1 each: "d5" listed twice is one label
+        self.assertEqual(rag_eval.load_qrels(qrels)["q3"], {"d5": 1})
+
+    def test_every_labels_name_and_id_key(self):
+        for labels in ("grades", "relevant", "relevant_ids", "must_retrieve_doc_ids",
+                       "reference_context_ids"):
+            for id_key in ("query_id", "qid", "id"):
+                with self.subTest(labels=labels, id=id_key):
+                    path = self.jsonl_file("t.jsonl", [{id_key: "q1", labels: ["a", 7]},
+                                                      {id_key: 2, labels: {"b": 3, "c": 0}}])
+                    self.assertEqual(rag_eval.load_qrels(path),
+                                     {"q1": {"a": 1, "7": 1}, "2": {"b": 3, "c": 0}})
+
+    def test_query_id_precedence(self):
+        # query_id > qid > id, and "id" names the query only beside labels
+        cases = [({"query_id": "a", "qid": "b", "id": "c", "relevant": ["d"]}, "a"),
+                 ({"qid": "b", "id": "c", "relevant": ["d"]}, "b"),
+                 ({"id": "c", "relevant": ["d"]}, "c"),
+                 ({"qid": "b", "id": "c", "question": "no labels"}, "b")]
+        for line, qid in cases:
+            with self.subTest(line=line):
+                self.assertEqual(list(rag_eval.load_qrels(self.jsonl_file("t.jsonl", [line]))),
+                                 [qid])
+        # without labels, "id" names no query (a chunk's or a row's id, say)
+        path = self.jsonl_file("t.jsonl", [{"query_id": "q1", "relevant": ["d"]},
+                                          {"id": "q2", "question": "?"}])
+        with self.assertRaisesRegex(rag_eval.EvalError, r"t\.jsonl:2: a JSONL qrels line needs "
+                                    r'\{"query_id": \.\.\., "relevant"'):
+            rag_eval.load_qrels(path)
+
+    def test_a_query_without_labels_is_in_the_test_set_unscored(self):
+        lines = [{"query_id": "q1", "relevant": {"d1": 1}},
+                 {"query_id": "q9", "question": "Who won in 2031?", "answerable": False},
+                 {"qid": "q8"}]
+        report = self.assertSameNumbers(
+            self.jsonl_file("t.jsonl", lines), self.write("r.json", '{"q1": ["d1"], "q9": ["x"]}'),
+            json_qrels={"q1": {"d1": 1}, "q9": {}, "q8": {}}, json_run={"q1": ["d1"], "q9": ["x"]})
+        self.assertEqual(report.unscored, ("q8", "q9"))
+        self.assertEqual(list(report.per_query), ["q1"])
+        # beside span labels (label objects) too: {} is no labels in either form
+        spans = [{"query_id": "q1", "relevant": [{"doc": "a.md", "start": 0, "end": 10,
+                                                  "grade": 1}]},
+                 {"query_id": "q9", "answerable": False}]
+        qrels = rag_eval.load_qrels(self.jsonl_file("s.jsonl", spans))
+        self.assertEqual(qrels, {"q1": [rag_eval.Label("a.md", 0, 10, 1)], "q9": {}})
+        report = rag_eval.evaluate(qrels, {"q1": [{"id": "c1", "doc": "a.md", "start": 0,
+                                                   "end": 20}]}, measures="recall(unit=doc)@1")
+        self.assertEqual((report.mean, report.unscored), ({"recall(unit=doc)@1": 1.0}, ("q9",)))
+
+    def test_a_line_without_labels_holding_another_forms_keys_is_refused(self):
+        for line, expect in (({"query_id": "q1", "docs": ["a"]}, "this looks like a run"),
+                             ({"query_id": "q1", "grade": 1}, "got keys ['query_id', 'grade']"),
+                             ({"query_id": "q1", "relevant": ["a"], "grades": {"a": 1}},
+                              "gives both 'grades' and 'relevant': keep one")):
+            with self.subTest(line=line):
+                err = self.assertBad(qrels=("q.jsonl", json.dumps(line) + "\n"), expect=expect)
+                self.assertIn("q.jsonl:1: a JSONL qrels line", err)
+
+    def test_bad_labels_name_the_line(self):
+        cases = [({"query_id": "q1", "relevant": "d1"},
+                  "q.jsonl:1: query 'q1': 'relevant' must be an object {doc_id: grade} or a list "
+                  "of ids, got 'd1'"),
+                 ({"query_id": "q1", "relevant": None}, "got None"),
+                 ({"query_id": "q1", "relevant_ids": ["a", 1.5]},
+                  "q.jsonl:1: query 'q1': relevant_ids item 2 must be a string (or an integer)"),
+                 ({"query_id": "q1", "relevant": ["a", {"doc": "b", "grade": 1}]}, "item 2"),
+                 ({"query_id": "q1", "relevant": {"a": 0.5}}, "must be an integer grade"),
+                 ({"query_id": ["q1"], "relevant": ["a"]}, "q.jsonl:1: query_id must be a string")]
+        for line, expect in cases:
+            with self.subTest(line=line):
+                self.assertBad(qrels=("q.jsonl", json.dumps(line) + "\n"), expect=expect)
+        self.assertBad(qrels=("q.jsonl", '{"id": "q1", "relevant": ["a"]}\n{"qid": "q1", '
+                                         '"relevant": ["b"]}\n'),
+                       expect="q.jsonl:2: query 'q1' appears on more than one line")
+
+    # -- query metadata ------------------------------------------------------------
+
+    def test_metadata_contract(self):
+        # What part B (slices, hold-out, --as-of) reads: exactly this.
+        qrels, info, queries = rag_eval._read_qrels(self.jsonl_file("t.jsonl", self.TEST_SET))
+        self.assertEqual(qrels, self.QRELS)
+        self.assertEqual(info["format"], "jsonl")
+        self.assertEqual(queries, {
+            "q1": {"slices": {"hops": ["single", "multi"], "source": ["synthetic"],
+                              "tag": ["pricing"]},
+                   "question": "How do refunds work?", "answer": "Within 30 days.",
+                   "valid_until": "2026-12-31"},
+            "q2": {"slices": {"human": ["true"], "risk": ["high"], "year": ["2024"]}},
+            "q3": {"slices": {}},
+            "q9": {"slices": {}, "question": "Who won in 2031?", "answerable": False}})
+        # a file that says nothing of its queries, and every other format: None
+        plain = self.jsonl_file("p.jsonl", [{"query_id": "q1", "relevant": ["a"], "x": 1}])
+        for path in (plain, self.write("q.json", '{"q1": {"a": 1}}'),
+                     self.write("q.trec", "q1 0 a 1\n"),
+                     self.write("q.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\n")):
+            with self.subTest(path=os.path.basename(path)):
+                self.assertIsNone(rag_eval._read_qrels(path)[2])
+        # a null field is a field not given
+        nulls = self.jsonl_file("n.jsonl", [{"query_id": "q1", "relevant": ["a"], "slices": None,
+                                            "tags": None, "answer": None, "answerable": True}])
+        self.assertEqual(rag_eval._read_qrels(nulls)[2],
+                         {"q1": {"slices": {}, "answerable": True}})
+
+    def test_queries_file(self):
+        lines = [{"query_id": "q1", "slices": {"source": "synthetic", "hops": "multi"},
+                  "tags": ["pricing", "refunds", "pricing"]},
+                 {"qid": "q2", "slices": {"source": "real"}, "valid_until": "2024-02-29"},
+                 {"id": 3, "answerable": False, "relevant": ["ignored: labels live in the qrels"]}]
+        path = self.jsonl_file("queries.jsonl", lines)
+        expected = {"q1": {"slices": {"hops": ["multi"], "source": ["synthetic"],
+                                      "tag": ["pricing", "refunds"]}},
+                    "q2": {"slices": {"source": ["real"]}, "valid_until": "2024-02-29"},
+                    "3": {"slices": {}, "answerable": False}}
+        self.assertEqual(rag_eval.load_queries(path), expected)
+        gz = self.write("queries.jsonl.gz", gzip.compress(read_text(path).encode()))
+        queries, info = rag_eval._read_queries(gz)
+        self.assertEqual(queries, expected)
+        self.assertEqual((info["path"], info["format"]), (gz, "jsonl"))
+        self.assertIn("load_queries", rag_eval.__all__)
+
+    def test_bad_metadata_names_the_line(self):
+        cases = [
+            ({"slices": ["synthetic"]}, 't:2: "slices" must be an object {field: value, ...}'),
+            ({"slices": {"source": 0.5}}, "t:2: slices.source: a slice value must be text, an "
+                                          "integer or true/false (or a list of them), got 0.5"),
+            ({"slices": {"source": None}}, "slices.source: a slice value must be text"),
+            ({"slices": {"source": {"a": 1}}}, "slices.source: a slice value must be text"),
+            ({"slices": {"source": [["a"]]}}, "slices.source: a slice value must be text"),
+            ({"slices": {"source": ""}}, "slices.source: a slice value cannot be empty"),
+            ({"slices": {"a=b": "c"}}, "t:2: slice field 'a=b' must be non-empty text without "
+                                       "'='"),
+            ({"slices": {"": "c"}}, "t:2: slice field '' must be non-empty"),
+            ({"tags": "pricing"}, 't:2: "tags" must be a list, got \'pricing\''),
+            ({"tags": ["a"], "slices": {"tag": "b"}}, 't:2: give "tags" or slices.tag, not both'),
+            ({"question": 5}, "t:2: 'question' must be text, got 5"),
+            ({"answer": ["a"]}, "t:2: 'answer' must be text"),
+            ({"answerable": "no"}, "t:2: 'answerable' must be true or false, got 'no'"),
+            ({"answerable": 0}, "'answerable' must be true or false, got 0"),
+            ({"valid_until": "2026-13-01"}, "t:2: valid_until must be a date YYYY-MM-DD, got "
+                                            "'2026-13-01'"),
+            ({"valid_until": "2023-02-29"}, "valid_until must be a date YYYY-MM-DD"),
+            ({"valid_until": "31/12/2026"}, "valid_until must be a date YYYY-MM-DD"),
+            ({"valid_until": "2026-12-31T00:00"}, "valid_until must be a date YYYY-MM-DD"),
+            ({"valid_until": 20261231}, "'valid_until' must be text"),
+        ]
+        for fields, expect in cases:
+            for reader in ("qrels", "queries"):
+                with self.subTest(fields=fields, reader=reader):
+                    line = dict({"query_id": "q2", "relevant": ["a"]}, **fields)
+                    path = self.jsonl_file("t", [{"query_id": "q1"}, line])
+                    load = rag_eval.load_qrels if reader == "qrels" else rag_eval.load_queries
+                    with self.assertRaises(rag_eval.EvalError) as caught:
+                        load(path)
+                    message = str(caught.exception).replace(self.tmp + "/", "")
+                    self.assertIn(expect, message)
+                    self.assertNotIn("\n", message)
+        # on the command line: exit 2, one line, nothing written
+        line = json.dumps({"query_id": "q1", "relevant": ["a"], "answerable": "no"})
+        self.assertBad(qrels=("q.jsonl", line + "\n"), expect="q.jsonl:1: 'answerable' must be")
+
+    def test_bad_queries_file(self):
+        cases = [('{"query_id": "q1"}\n{"query_id": "q1"}\n',
+                  "q.jsonl:2: query 'q1' appears on more than one line"),
+                 ('{"slices": {"a": "b"}}\n', 'q.jsonl:1: a queries line needs {"query_id": ...'),
+                 ('["q1"]\n', "q.jsonl:1: a queries line needs"),
+                 ('{"q1": {"slices": {}},\n "q2": {"slices": {}}}\n',
+                  "(a queries file is JSONL: one object a line)"),
+                 ("\n\n", "q.jsonl: no queries found")]
+        for text, expect in cases:
+            with self.subTest(text=text):
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.load_queries(self.write("q.jsonl", text))
+                self.assertIn(expect, str(caught.exception))
+
+    # -- BEIR qrels TSV ------------------------------------------------------------
+
+    # Shaped like the BEIR qrels users have: numeric ids (scifact), hashed ids
+    # with "::" turns (mtRAG), path-like corpus ids and grades 0-3.
+    BEIR = ("query-id\tcorpus-id\tscore\n"
+            "1\t31715818\t1\n"
+            "3\t14717500\t1\n"
+            "36\t5152028\t1\n"
+            "36\t11705328\t1\n"
+            "dd6b6ffd177f2b311abe676261279d2f::2\t822086267_7384-8758-0-1374\t1\n"
+            "q01\t05-meetings/meeting-005-final-presentation\t3\n"
+            "q01\t02-subject/observation-001-onboarding\t2\n"
+            "q01\t02-subject/observation-007-retro\t0\n")
+    BEIR_QRELS = {"1": {"31715818": 1}, "3": {"14717500": 1},
+                  "36": {"5152028": 1, "11705328": 1},
+                  "dd6b6ffd177f2b311abe676261279d2f::2": {"822086267_7384-8758-0-1374": 1},
+                  "q01": {"05-meetings/meeting-005-final-presentation": 3,
+                          "02-subject/observation-001-onboarding": 2,
+                          "02-subject/observation-007-retro": 0}}
+    BEIR_RUN = {"1": ["31715818"], "3": ["x", "y", "14717500"], "36": ["11705328", "z"],
+                "dd6b6ffd177f2b311abe676261279d2f::2": ["822086267_7384-8758-0-1374"],
+                "q01": ["02-subject/observation-007-retro",
+                        "02-subject/observation-001-onboarding",
+                        "05-meetings/meeting-005-final-presentation"]}
+
+    def test_beir_tsv_scores_as_its_json_form(self):
+        path = self.write("test.tsv", self.BEIR)
+        self.assertEqual(rag_eval._detect_format(rag_eval._Input(path), "qrels"), "beir")
+        self.assertEqual(rag_eval.load_qrels(path), self.BEIR_QRELS)
+        trec = "".join("%s 0 %s %d\n" % (q, d, g) for q, docs in self.BEIR_QRELS.items()
+                       for d, g in docs.items())
+        self.assertEqual(rag_eval.load_qrels(self.write("q.trec", trec)), self.BEIR_QRELS)
+        run = self.write("r.json", json.dumps(self.BEIR_RUN))
+        report = self.assertSameNumbers(path, run, self.BEIR_QRELS, self.BEIR_RUN)
+        self.assertEqual(report.inputs["qrels"]["format"], "beir")
+        # CRLF, blank lines, gzip and the explicit format read the same
+        crlf = self.write("crlf.tsv", self.BEIR.replace("\n", "\r\n") + "\r\n")
+        gz = self.write("test.tsv.gz", gzip.compress(self.BEIR.encode()))
+        for source in (crlf, gz):
+            self.assertEqual(rag_eval.load_qrels(source), self.BEIR_QRELS)
+        self.assertEqual(rag_eval.load_qrels(path, format="beir"), self.BEIR_QRELS)
+        code, out, err = run_cli(path, run, "--qrels-format", "beir", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["inputs"]["qrels"]["format"], "beir")
+
+    def test_bad_beir_lines_name_the_line(self):
+        header = "query-id\tcorpus-id\tscore\n"
+        cases = [(header + "q1\ta\n", "q.tsv:2: expected 3 tab-separated fields (query-id "
+                                      "corpus-id score), got 2"),
+                 (header + "q1\ta\t1\t9\n", "got 4"),
+                 (header + "q1\ta\t1.0\n", "q.tsv:2: score must be an integer grade, got '1.0'"),
+                 (header + "q1\ta\t1_0\n", "score must be an integer grade, got '1_0'"),
+                 (header + "q1\t\t1\n", "q.tsv:2: empty corpus-id"),
+                 (header + "q1\ta\t1\nq1\ta\t2\n", "q.tsv:3: query 'q1': 'a' judged twice with "
+                                                   "different grades (1, 2)"),
+                 (header, "q.tsv: no qrels lines found under the BEIR header")]
+        for text, expect in cases:
+            with self.subTest(text=text):
+                self.assertBad(qrels=("q.tsv", text), expect=expect)
+        # forced, a file without the header is refused, not read from line 2
+        code, out, err = self.report_of("--qrels-format", "beir",
+                                        qrels=("q.tsv", "q1\ta\t1\n"), run=self.GOOD_RUN)
+        self.assertEqual(code, 2)
+        self.assertIn("q.tsv:1: expected BEIR's header line query-id<TAB>corpus-id<TAB>score, "
+                      "got 'q1\\ta\\t1'", err)
+        # a run is never BEIR: given as the run, it looks swapped; not a run format
+        self.assertBad(run=("r.tsv", header + "q1\ta\t1\n"),
+                       expect="looks like qrels: the files look swapped")
+        with self.assertRaisesRegex(rag_eval.EvalError, r"unknown run format 'beir' \(choose "
+                                                        r"from json, jsonl, trec\)"):
+            rag_eval.load_run(self.write("r.json", self.GOOD_RUN), format="beir")
+
+    # -- runs as object lists ----------------------------------------------------------
+
+    def langchain(self, ranking, scores, metadata=True):
+        """A LangChain-shaped result list: {"id", "score", "metadata"} per document."""
+        return [dict({"id": doc, "score": score},
+                     **({"metadata": {"source": doc + ".md", "page": 3}} if metadata else {}))
+                for doc, score in zip(ranking, scores)]
+
+    def test_object_lists_score_as_ranked_lists(self):
+        falling = {q: self.langchain(ranking, [1.0 - i / 10 for i in range(len(ranking))])
+                   for q, ranking in self.RUN.items()}
+        qrels = self.write("q.json", json.dumps(self.QRELS))
+        run = self.write("r.json", json.dumps(falling))
+        report = self.assertSameNumbers(qrels, run)
+        self.assertEqual(report.warnings, ())
+        loaded = rag_eval.load_run(run)
+        self.assertEqual(loaded, self.RUN)
+        self.assertEqual(loaded["q1"].scores, [1.0, 0.9, 0.8])      # kept for --min-score
+        # the JSONL equivalent, LlamaIndex-style objects without metadata
+        lines = [{"query_id": q, "docs": self.langchain(r, [5 - i for i in range(len(r))], False)}
+                 for q, r in self.RUN.items()]
+        self.assertSameNumbers(qrels, self.jsonl_file("r.jsonl", lines))
+
+    def test_list_order_is_the_ranking_and_rising_scores_are_warned(self):
+        # FAISS and Chroma return distances: lower is better, so scores rise down
+        # a best-first list.  The list order ranks; the scores never reorder it.
+        distances = {q: self.langchain(ranking, [0.25 * (i + 1) for i in range(len(ranking))])
+                     for q, ranking in self.RUN.items()}
+        distances["q2"] = self.langchain(self.RUN["q2"], [0.5, 0.5])     # equal: not rising
+        qrels = self.write("q.json", json.dumps(self.QRELS))
+        run = self.write("r.json", json.dumps(distances))
+        report = self.assertSameNumbers(qrels, run)
+        note = ("%s: 2 queries list scores that rise down the list (first 'q1'): the list "
+                "order is the ranking, not the scores (distances rise); check each list is "
+                "best first" % run)
+        self.assertEqual(report.warnings, (note,))
+        library = rag_eval.evaluate(self.QRELS, distances, measures=self.MEASURES)
+        self.assertEqual(library.warnings, (note.replace(run, "run"),))
+        self.assertEqual(library.mean, report.mean)
+        code, out, err = run_cli(qrels, run)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(err, "rag-eval: warning: %s\n" % note)
+        # the same warning from the JSONL reader and from forked workers
+        lines = [{"query_id": q, "docs": docs} for q, docs in distances.items()]
+        jsonl = self.jsonl_file("r.jsonl", lines)
+        self.assertEqual(rag_eval.evaluate_files(qrels, jsonl).warnings,
+                         (note.replace(run, jsonl),))
+        if hasattr(os, "fork") and (os.cpu_count() or 1) >= 2:
+            saved = rag_eval._PARALLEL_MIN_BYTES
+            rag_eval._PARALLEL_MIN_BYTES = 0
+            try:
+                for path in (run, jsonl):
+                    with self.subTest(forked=path):
+                        forked = rag_eval.evaluate_files(qrels, path, measures=self.MEASURES)
+                        self.assertEqual(forked.warnings, (note.replace(run, path),))
+                        self.assertEqual(forked.mean, report.mean)
+            finally:
+                rag_eval._PARALLEL_MIN_BYTES = saved
+
+    def test_bad_scores_in_object_lists(self):
+        for score in ('"0.5"', "true", "null", "1e400", "[1]"):
+            with self.subTest(score=score):
+                self.assertBad(run='{"q1": [{"id": "a", "score": %s}]}' % score,
+                               expect="r.json: query 'q1': item 1: score must be a finite number")
+        for score in ("NaN", "-Infinity"):
+            with self.subTest(score=score):
+                self.assertBad(run='{"q1": [{"id": "a", "score": %s}]}' % score,
+                               expect="r.json: %s is not a number JSON allows" % score)
+        self.assertBad(run='{"q1": [{"id": "a", "score": 0.5}, {"id": "b"}]}',
+                       expect="r.json: query 'q1': 1 of 2 items give a score: give one on every "
+                              "item or on none")
+        self.assertBad(run='{"q1": [{"id": "a", "score": 0.5}, "b"]}', expect="1 of 2 items")
+        self.assertBad(run='{"q1": [{"id": null, "score": 0.5, "metadata": {}}]}',
+                       expect="r.json: query 'q1': item 1: id must be a string (or an integer)")
+        self.assertBad(run=("r.jsonl", '{"query_id": "q1", "docs": [{"score": 0.5}]}\n'),
+                       expect='r.jsonl:1: query \'q1\': item 1: an object in a ranking needs '
+                              '"id" (and may give score, doc, start, end, tokens)')
+
+    # -- Ragas columns ---------------------------------------------------------------
+
+    def ragas_rows(self, with_ids=True):
+        """Rows as Ragas' EvaluationDataset.to_jsonl writes them, with ids added."""
+        rows = []
+        for qid, ranking in self.RUN.items():
+            relevant = [d for d, g in self.QRELS[qid].items() if g >= 1]
+            row = {"user_input": "question %s" % qid,
+                   "retrieved_contexts": ["text of %s" % d for d in ranking],
+                   "reference_contexts": ["text of %s" % d for d in relevant],
+                   "retrieved_context_ids": ranking, "reference_context_ids": relevant,
+                   "response": "...", "reference": "..."}
+            rows.append(dict({"id": qid}, **row) if with_ids else row)
+        return rows
+
+    def test_ragas_rows_are_qrels_and_run_at_once(self):
+        rows = self.jsonl_file("ragas.jsonl", self.ragas_rows())
+        json_qrels = {q: {d: 1 for d, g in labels.items() if g >= 1}
+                      for q, labels in self.QRELS.items() if q != "q9"}
+        self.assertEqual(rag_eval.load_qrels(rows), json_qrels)
+        self.assertEqual(rag_eval.load_run(rows), self.RUN)
+        self.assertSameNumbers(rows, rows, json_qrels=json_qrels)
+        lines = [{"qid": q, "retrieved_context_ids": r} for q, r in self.RUN.items()]
+        self.assertSameNumbers(self.write("q.json", json.dumps(self.QRELS)),
+                               self.jsonl_file("r.jsonl", lines))
+
+    def test_ragas_rows_without_an_id_are_refused(self):
+        # Ragas rows carry no stable id: a baseline could pair nothing.
+        rows = self.ragas_rows(with_ids=False)
+        said = ('a JSONL qrels line needs a query id ("query_id", "qid" or "id"), got keys '
+                "['user_input', 'retrieved_contexts', 'reference_contexts', "
+                "'retrieved_context_ids', 'reference_context_ids', 'response']; Ragas rows have "
+                'no stable id: add a "query_id" to each row, the same in every file')
+        many = "".join(json.dumps(row) + "\n" for row in rows)
+        forced = ("--qrels-format", "jsonl")
+        for name, text, extra, where in (("q.jsonl", many, (), "q.jsonl:1"),
+                                         ("q.jsonl", many, forced, "q.jsonl:1"),
+                                         ("q.json", json.dumps(rows[0]), (), "q.json")):
+            with self.subTest(name=name, extra=extra):
+                err = self.assertBad(qrels=(name, text), extra=extra, expect=said)
+                self.assertIn("%s: %s" % (where, said), err)
+                self.assertNotIn("Extra data", err)
+        err = self.assertBad(run=("r.jsonl", many), expect="r.jsonl:1: a JSONL run line needs "
+                                                           "a query id")
+        self.assertIn("Ragas rows have no stable id", err)
+
+    # -- the first line of a JSONL file -------------------------------------------------
+
+    def test_jsonl_is_detected_by_any_query_id_key(self):
+        cases = [('{"qid": "q1", "relevant": ["a"]}\n', "qrels", "jsonl"),
+                 ('{"id": 1, "retrieved_context_ids": ["a"]}\n', "run", "jsonl"),
+                 ('{"id": "q1", "question": "?"}\n', "qrels", "json"),   # "id" names no query
+                 ('{"id": ["a", "b"]}', "run", "json")]        # a query named "id"
+        for text, kind, fmt in cases:
+            with self.subTest(text=text):
+                path = self.write("f", text)
+                self.assertEqual(rag_eval._detect_format(rag_eval._Input(path), kind), fmt)
+        self.assertEqual(rag_eval.load_run(self.write("r", '{"id": ["a", "b"]}')),
+                         {"id": ["a", "b"]})
+        # a first line over a MiB: the members held whole in that MiB decide
+        many = ["x%d" % i for i in range(150000)]
+        for record, fmt in (({"qid": "q1", "docs": many}, "jsonl"),
+                            ({"id": "q1", "docs": many}, "jsonl"),
+                            ({"docs": many, "id": "q1"}, "json"),   # "id" beyond the MiB
+                            ({"id": many, "q2": ["a"]}, "json")):
+            with self.subTest(huge=fmt):
+                path = self.write("h", json.dumps(record))
+                self.assertGreater(os.path.getsize(path), 1 << 20)
+                self.assertEqual(rag_eval._detect_format(rag_eval._Input(path), "run"), fmt)
+
+    def test_a_bad_first_line_says_what_each_form_needs(self):
+        forms = {"qrels": rag_eval._JSONL_FORMS["qrels"], "run": rag_eval._JSONL_FORMS["run"]}
+        for kind in ("qrels", "run"):
+            for text in ('{"query": "q1", "hits": ["a"]}\n{"query": "q2", "hits": ["b"]}\n',
+                         '{"question": "q1"}\n{"question": "q2"}\n'):
+                with self.subTest(kind=kind, text=text):
+                    spec = {kind: ("f.jsonl", text)}
+                    err = self.assertBad(**spec)
+                    self.assertIn("f.jsonl:1: a JSONL %s line needs %s, got keys"
+                                  % (kind, forms[kind]), err)
+                    self.assertNotIn("Extra data", err)
+        for form in ('"relevant"', '"grades"', '"relevant_ids"', '"must_retrieve_doc_ids"',
+                     '"reference_context_ids"', '"qid"', '"doc"'):
+            self.assertIn(form, forms["qrels"])
+        for form in ('"docs"', '"scores"', '"retrieved_context_ids"', '"score"', '"qid"'):
+            self.assertIn(form, forms["run"])
+
+    def test_jsonl_run_lines(self):
+        path = self.jsonl_file("r.jsonl", [{"qid": "q1", "docs": ["a", "b"]},
+                                          {"id": "q2", "scores": {"a": 0.5}},
+                                          {"query_id": 3, "id": "x", "retrieved_context_ids": []}])
+        self.assertEqual(rag_eval.load_run(path), {"q1": ["a", "b"], "q2": {"a": 0.5}, "3": []})
+        for line, expect in (({"qid": "q1", "docs": ["a"], "retrieved_context_ids": ["a"]},
+                              "r.jsonl:1: a JSONL run line gives both 'docs' and "
+                              "'retrieved_context_ids': keep one"),
+                             ({"qid": "q1", "retrieved_context_ids": "a"},
+                              "r.jsonl:1: 'retrieved_context_ids' must be a list of ids"),
+                             ({"qid": "q1", "relevant": ["a"]}, "this looks like qrels")):
+            with self.subTest(line=line):
+                self.assertBad(run=("r.jsonl", json.dumps(line) + "\n"), expect=expect)
 
 
 class TrecInputTest(TempDir, unittest.TestCase):
