@@ -1111,6 +1111,8 @@ class TestSetFormatsTest(TempDir, unittest.TestCase):
         report = rag_eval.evaluate_files(qrels_path, run_path, measures=self.MEASURES, **options)
         for field in ("mean", "per_query", "unscored", "missing", "abstention"):
             self.assertEqual(getattr(report, field), getattr(expected, field), field)
+        # the same labels hash the same, whatever the file's form (saved baselines)
+        self.assertEqual(dict(report.label_sha256), dict(expected.label_sha256))
         return report
 
     # -- test-set JSONL as qrels -------------------------------------------------
@@ -1224,6 +1226,23 @@ class TestSetFormatsTest(TempDir, unittest.TestCase):
                                             "tags": None, "answer": None, "answerable": True}])
         self.assertEqual(rag_eval._read_qrels(nulls)[2],
                          {"q1": {"slices": {}, "answerable": True}})
+
+    def test_readme_test_set_reads_as_documented(self):
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
+            section = handle.read().split("\n## Inputs\n", 1)[1].split("\n## ", 1)[0]
+        block = re.search(r"```jsonl\n(.*?)```", section, re.S).group(1)
+        path = self.write("testset.jsonl", "\n".join(line.strip() for line in block.splitlines()))
+        qrels, _, queries = rag_eval._read_qrels(path)
+        self.assertEqual(qrels, {"q1": {"refunds#2": 1, "faq#7": 1},
+                                 "q2": {"refunds#3": 2, "faq#7": 0}, "q9": {}})
+        self.assertEqual(queries["q1"]["slices"], {"hops": ["single"], "source": ["synthetic"],
+                                                   "tag": ["pricing"]})
+        self.assertEqual(queries["q9"], {"slices": {}, "question": "Who won the 2031 final?",
+                                         "answerable": False})
+        report = rag_eval.evaluate(qrels, {"q1": ["faq#7"], "q2": ["refunds#3"]},
+                                   measures="recall@5")
+        # q1: 1 of 2 relevant; q2: 1 of 1; q9 unscored
+        self.assertEqual((report.mean, report.unscored), ({"recall@5": (0.5 + 1) / 2}, ("q9",)))
 
     def test_queries_file(self):
         lines = [{"query_id": "q1", "slices": {"source": "synthetic", "hops": "multi"},
@@ -1532,6 +1551,43 @@ class TestSetFormatsTest(TempDir, unittest.TestCase):
             self.assertIn(form, forms["qrels"])
         for form in ('"docs"', '"scores"', '"retrieved_context_ids"', '"score"', '"qid"'):
             self.assertIn(form, forms["run"])
+
+    def test_seeded_lines_give_a_report_or_one_input_error(self):
+        # Lines built from plausible and odd values for the keys these readers
+        # look at: each file is read, or refused with a one-line EvalError;
+        # nothing else escapes.
+        rng = random.Random(12)
+        plausible = {
+            "query_id": ["q1", "q2", 3], "qid": ["q1", "q2"], "id": ["q1", "q3", "row-9"],
+            "relevant": [["d1", "d2"], {"d1": 2, "d3": 0}, [{"doc": "d1", "grade": 1}], []],
+            "grades": [{"d1": 1}, ["d2"]], "reference_context_ids": [["d1"], ["d1", "d1"]],
+            "retrieved_context_ids": [["d1", "d2"], []], "docs": [["d2", "d1"], [
+                {"id": "d1", "score": 0.5}, {"id": "d2", "score": 0.7}]],
+            "scores": [{"d1": 0.5, "d2": 0.25}], "slices": [{"source": ["a", 1, True]}],
+            "tags": [["faq", "faq"]], "question": ["why?"], "answerable": [False, True],
+            "valid_until": ["2024-02-29", "2026-02-30"], "doc": ["d1"], "grade": [1],
+            "user_input": ["why?"]}
+        odd = _FUZZ_VALUES + [{"a=b": "c"}, [{"id": "d1", "score": 0.5}, {"id": "d2"}]]
+        readers = {"qrels": rag_eval.load_qrels, "run": rag_eval.load_run,
+                   "queries": rag_eval.load_queries,
+                   "both": lambda p: rag_eval.evaluate_files(p, p, skip_extra_queries=True)}
+        read_whole = dict.fromkeys(readers, 0)
+        for case in range(400):
+            lines = [json.dumps({key: rng.choice(plausible[key] if rng.random() < 0.8 else odd)
+                                 for key in rng.sample(sorted(plausible), rng.randrange(1, 4))})
+                     for _ in range(rng.randrange(1, 4))]
+            text = "\n".join(lines) + "\n"
+            if rng.random() < 0.1:
+                text = "query-id\tcorpus-id\tscore\n" + text.replace(", ", "\t")
+            path = self.write("f%d" % case, text)
+            for name, read in readers.items():
+                with self.subTest(case=case, text=text, reader=name):
+                    try:
+                        read(path)
+                        read_whole[name] += 1
+                    except rag_eval.EvalError as exc:
+                        self.assertNotIn("\n", str(exc))
+        self.assertGreater(min(read_whole.values()), 0, read_whole)     # not all refusals
 
     def test_jsonl_run_lines(self):
         path = self.jsonl_file("r.jsonl", [{"qid": "q1", "docs": ["a", "b"]},
