@@ -2186,6 +2186,7 @@ def _as_chunk(record, what):
 _ID_KEYS = ("query_id", "qid", "id")
 _LABEL_KEYS = ("grades", "relevant", "relevant_ids", "must_retrieve_doc_ids",
                "reference_context_ids")
+_LABEL_KEYS_SET = frozenset(_LABEL_KEYS)
 _RANKING_KEYS = ("docs", "scores", "retrieved_context_ids")
 _OWN_KEYS = {"qrels": _LABEL_KEYS, "run": _RANKING_KEYS}
 _RAGAS_KEYS = ("user_input", "reference_context_ids", "retrieved_context_ids",
@@ -2309,7 +2310,7 @@ def _jsonl_qrels(inp):
     """
     qrels, queries, labels, described = {}, {}, {}, False
     for where, record in _jsonl_records(inp):
-        if isinstance(record, dict) and "doc" in record:
+        if isinstance(record, dict) and "doc" in record and _LABEL_KEYS_SET.isdisjoint(record):
             key = _query_key(record, False)
             if qrels or key is None:
                 raise EvalError('%s: a label line needs "query_id" (and the file one form: '
@@ -2475,6 +2476,7 @@ def _slice_values(value, what):
 
 
 def _check_date(text, what):
+    """Refuse ``text`` unless it is a date written YYYY-MM-DD."""
     import datetime
     try:
         if not _ISO_DATE.match(text):

@@ -1147,6 +1147,11 @@ class TestSetFormatsTest(TempDir, unittest.TestCase):
             with self.subTest(line=line):
                 self.assertEqual(list(rag_eval.load_qrels(self.jsonl_file("t.jsonl", [line]))),
                                  [qid])
+        # a test-set line may say which document it came from: "doc" beside labels
+        # does not make it a label line
+        line = {"query_id": "q1", "doc": "faq.md", "relevant": ["faq#2"]}
+        self.assertEqual(rag_eval.load_qrels(self.jsonl_file("t.jsonl", [line])),
+                         {"q1": {"faq#2": 1}})
         # without labels, "id" names no query (a chunk's or a row's id, say)
         path = self.jsonl_file("t.jsonl", [{"query_id": "q1", "relevant": ["d"]},
                                           {"id": "q2", "question": "?"}])
