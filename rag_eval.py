@@ -670,8 +670,10 @@ def describe_measures():
         shown = dict(spec.params, **{k: v for k, v in spec.options.items() if k != "budget"})
         for key, param in shown.items():
             aliases = ["%s means %s" % pair for pair in param.peer_values]
-            lines.append("  parameter %s: %s, default %s, %s%s: %s"
-                         % (key, param.kind.__name__, _value_text(param.default), param.rule(),
+            required = param.choices and param.default not in param.choices
+            lines.append("  parameter %s: %s, %s, %s%s: %s"
+                         % (key, param.kind.__name__, "required" if required else
+                            "default %s" % _value_text(param.default), param.rule(),
                             " (%s)" % ", ".join(aliases) if aliases else "", param.meaning))
         lines.append("  mean over: %s (%s)" % (spec.population, POPULATIONS[spec.population]))
         if spec.peers:
@@ -1169,7 +1171,8 @@ def _shared(a, b):
 def _span_of(chunk, chunk_id):
     if chunk.start is None:
         raise EvalError("chunk %r has no start/end (document %r only): character measures and "
-                        "unit=evidence need offsets in the chunk map" % (chunk_id, chunk.doc))
+                        "unit=evidence need offsets (start/end in a chunk map, --chunks, or in "
+                        "the run)" % (chunk_id, chunk.doc))
     return chunk.start, chunk.end
 
 
@@ -1376,8 +1379,10 @@ def _param_value(spec, key, raw, what):
         if isinstance(raw, bool) or not isinstance(raw, accepted):
             raise ValueError(raw)
         value = _number(raw, param.kind) if isinstance(raw, str) else param.kind(raw)
-        if param.kind is float and not math.isfinite(value):
-            raise ValueError(raw)
+        if param.kind is float:
+            if not math.isfinite(value):
+                raise ValueError(raw)
+            value += 0.0        # -0.0 is 0.0: one policy, one name
     except (ValueError, OverflowError):
         raise EvalError("%s must be %s, got %r" % (what, param.rule(), raw)) from None
     if ((param.minimum is not None and value < param.minimum)
@@ -1556,6 +1561,9 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
     """
     measures = _renamed(measures, metrics)
     metrics = DEFAULT_METRICS if measures is None else measures
+    if measures is None and unit != "id":   # the defaults that count this unit
+        metrics = [name for name in DEFAULT_METRICS
+                   if unit in _REGISTRY[name].options["unit"].choices]
     if isinstance(metrics, str):
         metrics = _split_top_level(metrics)
     elif not isinstance(metrics, (list, tuple)):
@@ -2004,8 +2012,7 @@ def _as_score(value, what):
 # only walk item by item to name the culprit or convert integer ids.
 
 def _check_qrels_query(qid, grades, where):
-    if isinstance(grades, list) and grades and all(
-            isinstance(item, (dict, Label)) for item in grades):
+    if isinstance(grades, list) and all(isinstance(item, (dict, Label)) for item in grades):
         return [_as_label(item, "%s: query %r: label %d" % (where, qid, i))
                 for i, item in enumerate(grades, 1)]
     if not isinstance(grades, dict):
@@ -2030,8 +2037,9 @@ def _offset(value, what):
 
 
 def _span_fields(record, what):
-    """(start, end) of a label or chunk record: both or neither, start < end."""
-    has_start, has_end = "start" in record, "end" in record
+    """(start, end) of a label or chunk record: both or neither (absent or
+    null: a whole document, or a chunk whose span is unknown), start < end."""
+    has_start, has_end = record.get("start") is not None, record.get("end") is not None
     if has_start != has_end:
         raise EvalError("%s: give start and end together (got only %s)"
                         % (what, "start" if has_start else "end"))
@@ -3164,6 +3172,9 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
     inputs = {"qrels": qrels_info, "run": inp.info(fmt)}
     if chunks_info is not None:
         inputs["chunks"] = chunks_info
+    if report.mapping is not None:  # how chunks became documents is part of the numbers
+        inputs["mapping"] = {key: report.mapping[key] for key in ("source", "doc_sep")
+                             if report.mapping[key] is not None}
     return report._replace(inputs=inputs, label_sha256=_LabelHashes(qrels))
 
 
@@ -3228,8 +3239,10 @@ class _QueryScorer:
         self.calls = [(str(m),) + m._parts() for m in measures]
         self.met_label = False      # once a ranking met a label, the run is not unlabelled
         self.labels, self.mapping = labels, mapping or _Mapping()
+        self.lost = None            # see _uncoverable
         self.units = [_UnitCall.of(m) for m in measures]
         self.mapped = any(call.view != "id" or call.budget for call in self.units)
+        self.counts_ids = any(call.view == "id" for call in self.units)
         self.forkable = not self.mapped or self.mapping.external
         if labels is not None:
             by_id = [str(m) for m, call in zip(measures, self.units)
@@ -3277,7 +3290,7 @@ class _QueryScorer:
             try:
                 chunks = self.mapping.resolve(ranking, ids)
             except EvalError as exc:
-                raise EvalError("run: query %r: %s" % (qid, exc)) from None
+                raise _RunError("query %r: %s" % (qid, exc)) from None
         straddling = 0 if isinstance(ranking, list) else _straddling(scores, self.cutoffs,
                                                                       len(scores))
         ranked = _Ranked(_labelled(map(labels.get, ids)), len(ids), read - len(ids), straddling,
@@ -3301,7 +3314,8 @@ class _QueryScorer:
                         values[name] = value
             except EvalError as exc:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
-        labelled = ranked.labelled or doc_units.labelled
+        # A run meets a label when what its measures count carries one.
+        labelled = (ranked.labelled if self.counts_ids else None) or doc_units.labelled
         if labelled or not ids:
             unlabelled = None
         elif self.met_label:
@@ -3324,21 +3338,26 @@ class _QueryScorer:
                 tuple(sorted((unit[3] for unit in units), reverse=True)))
 
     def _unlabelled_docs(self, ranking, labels):
-        """_unlabelled, where a retrieved id is labelled through its document too."""
-        found = _unlabelled(ranking, labels)
+        """_unlabelled over the whole ranking, where a retrieved chunk is
+        labelled through its document (and through its id, when a measure
+        counts ids); else the first document (or id) as an example."""
+        found = _unlabelled(ranking, labels) if self.counts_ids else None
         if found is True:
             return True
-        docs = ranking.docs if type(ranking) is _Scored else list(ranking)
-        try:
-            chunks = self.mapping.resolve(ranking, docs)
-        except EvalError:
-            return found
-        return True if any(labels.get(c.doc, -1) >= 0 for c in chunks) else found
+        ids = ranking.docs if type(ranking) is _Scored else list(ranking)
+        chunks = self.mapping.resolve(ranking, ids)
+        if any(labels.get(c.doc, -1) >= 0 for c in chunks):
+            return True
+        return found if found is not None else chunks[0].doc
 
     def is_scored(self, grades):
         """True when a query's grades (see _sorted_grades) hold a relevant one;
         else the query is unscored."""
         return bool(grades) and grades[0] >= self.rel
+
+
+class _RunError(EvalError):
+    """An error in the run's rankings, raised per query; _score names the run."""
 
 
 class _UnitCall(NamedTuple):
@@ -3410,18 +3429,22 @@ class _Mapping:
         if doc_sep is not None and (not isinstance(doc_sep, str) or not doc_sep):
             raise EvalError("doc_sep must be a non-empty string, got %s" % _short_repr(doc_sep))
         self.chunks, self.doc_sep, self.inline = chunks, doc_sep, {}
+        self.sized = set()          # whether the run's chunks give tokens: all or none
+        self.label_versions = {}    # doc -> (qid, doc_sha256) of the labels
 
     @property
     def external(self):
         return self.chunks is not None or self.doc_sep is not None
 
     def resolve(self, ranking, ids):
-        """The Chunk of each of ``ids`` (from ``ranking``)."""
-        own = getattr(ranking, "chunks", None)
+        """The Chunk of each of ``ids`` (from ``ranking``).  The run's own fields
+        fill in what the map or the separator does not say (a span, tokens)."""
+        own = getattr(ranking, "chunks", None) or {}
         if own:
             self._take(own)
         if self.doc_sep is not None:
-            return [Chunk(_doc_of(chunk_id, self.doc_sep)) for chunk_id in ids]
+            return [own.get(chunk_id) or Chunk(_doc_of(chunk_id, self.doc_sep))
+                    for chunk_id in ids]
         table = self.chunks if self.chunks is not None else self.inline
         docs = ranking.docs if type(ranking) is _Scored else ranking
         if not all(map(table.__contains__, docs)):
@@ -3430,10 +3453,26 @@ class _Mapping:
                 raise EvalError("retrieved id %r is not in the chunk map" % missing)
             raise EvalError("retrieved id %r has no document: give a chunk map (--chunks) or "
                             "--doc-sep, or doc/start/end for it in the run" % missing)
+        if own and self.chunks is not None:
+            return [_filled(table[chunk_id], own.get(chunk_id)) for chunk_id in ids]
         return [table[chunk_id] for chunk_id in ids]
 
     def _take(self, own):
+        """Check the run's own chunk fields: against the map or separator, or
+        against what the run said before; tokens on all or none; the labels'
+        document versions."""
         for chunk_id, chunk in own.items():
+            self.sized.add(chunk.tokens is not None)
+            if len(self.sized) > 1:
+                raise EvalError("tokens are given for some chunks of the run and not others "
+                                "(not for %r or another): give them for all or none"
+                                % chunk_id)
+            seen = self.label_versions.get(chunk.doc)
+            if seen and chunk.doc_sha256 is not None and seen[1] != chunk.doc_sha256:
+                raise EvalError("labels (query %r) were written against %s %s..., the chunks "
+                                "come from %s...: the document changed; label it again or "
+                                "chunk the labelled version"
+                                % (seen[0], chunk.doc, seen[1][:12], chunk.doc_sha256[:12]))
             if not self.external:
                 if self.inline.setdefault(chunk_id, chunk) != chunk:
                     raise EvalError("chunk %r is given twice with different fields (%s and %s)"
@@ -3442,9 +3481,7 @@ class _Mapping:
                 continue
             known = (Chunk(_doc_of(chunk_id, self.doc_sep)) if self.doc_sep is not None
                      else self.chunks.get(chunk_id))
-            if known is not None and (known.doc != chunk.doc or (
-                    chunk.start is not None and (known.start, known.end) != (chunk.start,
-                                                                            chunk.end))):
+            if known is not None and not _agree(known, chunk):
                 raise EvalError("the run places %r at %s, the %s at %s"
                                 % (chunk_id, _chunk_text(chunk), "chunk map" if self.chunks
                                    is not None else "--doc-sep", _chunk_text(known)))
@@ -3454,6 +3491,24 @@ class _Mapping:
         return {"doc_sep": self.doc_sep, "offsets": "code points",
                 "source": "chunk map" if self.chunks is not None else "doc_sep"
                 if self.doc_sep is not None else "run" if self.inline else None}
+
+
+def _agree(known, given):
+    """True when two accounts of a chunk agree where both say something."""
+    return known.doc == given.doc and all(
+        a is None or b is None or a == b for a, b in ((known.start, given.start),
+                                                      (known.end, given.end),
+                                                      (known.tokens, given.tokens),
+                                                      (known.doc_sha256, given.doc_sha256)))
+
+
+def _filled(known, given):
+    """``known`` (the map's Chunk) with what it leaves out taken from ``given``."""
+    if given is None:
+        return known
+    return Chunk(known.doc, *(a if a is not None else b for a, b in (
+        (known.start, given.start), (known.end, given.end), (known.tokens, given.tokens),
+        (known.doc_sha256, given.doc_sha256))))
 
 
 def _doc_of(chunk_id, sep):
@@ -3485,6 +3540,9 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None):
     grades, spans, versions = _split_qrels(qrels)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
+    for qid, docs in sorted(versions.items()):
+        for doc, sha in sorted(docs.items()):
+            mapping.label_versions.setdefault(doc, (qid, sha))
     return _QueryScorer(grades, measures, rel, average, spans, mapping)
 
 
@@ -3584,11 +3642,14 @@ def _score(scorer, scored, skip_extra, run_name):
             strays.append((qid, no_label))
         return values is not None and returned == 0
 
-    for qid, result in scored:      # a stream names each query once (the readers check)
-        if result is None:
-            extra.append(qid)
-        elif add(qid, result):
-            empty.append(qid)
+    try:
+        for qid, result in scored:      # a stream names each query once (the readers check)
+            if result is None:
+                extra.append(qid)
+            elif add(qid, result):
+                empty.append(qid)
+    except _RunError as exc:
+        raise EvalError("%s: %s" % (run_name, exc)) from None
     absent = sorted(set(qrels).difference(per_query, abstention))
     missing = [qid for qid in absent if scorer.is_scored(_sorted_grades(qrels[qid]))]
     for qid in absent:
@@ -3632,7 +3693,8 @@ def _score(scorer, scored, skip_extra, run_name):
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
     unlabelled_run = None
     if not labelled_run:
-        unlabelled_run = _no_label_reason(qrels, strays, extra)
+        unlabelled_run = _no_label_reason(qrels, strays, extra,
+                                          by_document=scorer.mapped and not scorer.counts_ids)
         warnings.append("%s: %s" % (run_name, unlabelled_run))
     elif unlabelled:
         unlabelled.sort()
@@ -3645,6 +3707,11 @@ def _score(scorer, scored, skip_extra, run_name):
     counts = None
     if scorer.mapped:
         mean, counts = _population_means(per_query, names)
+        for name in names:
+            if name not in mean:    # as "no query has a relevant id": nothing to average
+                raise EvalError("%s: no scored query has a span label graded >= rel: nothing "
+                                "to average (character measures need span labels, not "
+                                "whole-document ones)" % name)
         warnings.extend(_population_notes(per_query, names, counts))
         warnings.extend(_label_notes(scorer))
     else:
@@ -3695,30 +3762,35 @@ def _needed_cover(scorer):
 
 def _uncoverable(scorer):
     """{qid: [(doc, start, end), ...]}: the relevant units (see _evidence) of
-    scored queries that the chunk map cannot deliver: a document with no chunk,
-    or a span its chunks do not cover to the needed cover (see _needed_cover)."""
-    chunks = scorer.mapping.chunks
-    if chunks is None:
-        return {}
+    scored queries that the chunk map cannot deliver: a document with no
+    chunk, or (when a measure reads spans) a span its chunks do not cover to
+    the needed cover (see _needed_cover).  Worked out once per scorer."""
+    if scorer.lost is None:
+        scorer.lost = _lost_at_ingestion(scorer) if scorer.mapping.chunks is not None else {}
+    return scorer.lost
+
+
+def _lost_at_ingestion(scorer):
     spans = scorer.labels if scorer.labels is not None else {
         qid: {doc: [(None, None, g)] for doc, g in grades.items()}
         for qid, grades in scorer.qrels.items()}
     needed = {doc for docs in spans.values() for doc in docs}
     held = {}
-    for chunk in chunks.values():
+    for chunk in scorer.mapping.chunks.values():
         if chunk.doc in needed:
             held.setdefault(chunk.doc, []).append((chunk.start, chunk.end))
+    covered = {doc: _union([h for h in have if h[0] is not None]) for doc, have in held.items()}
+    reads_spans = any(call.view == "spans" or isinstance(call.view, tuple)
+                      for call in scorer.units)
     share, lost = _exact_share(_needed_cover(scorer)), {}
     for qid in sorted(spans):
         for doc, start, end, grade in _evidence(spans[qid], scorer.rel):
-            have = held.get(doc)
-            if have is not None and start is not None:
-                cover = _shared(_union([h for h in have if h[0] is not None]), [(start, end)])
-                if cover and cover * share.denominator >= share.numerator * (end - start):
-                    continue
-            elif have is not None:
-                continue
-            lost.setdefault(qid, []).append((doc, start, end))
+            if doc not in held:
+                lost.setdefault(qid, []).append((doc, start, end))
+            elif start is not None and reads_spans and covered[doc]:
+                have = _shared(covered[doc], [(start, end)])
+                if not have or have * share.denominator < share.numerator * (end - start):
+                    lost.setdefault(qid, []).append((doc, start, end))
     return lost
 
 
@@ -3751,17 +3823,13 @@ def _population_notes(per_query, names, counts):
     for name in names:
         if counts[name] < len(per_query):
             left = [q for q, row in per_query.items() if name not in row]
-            notes.append("%s averages over %d of %s: %s %s (%s)"
-                         % (name, counts[name], _plural(len(per_query), "scored query",
-                                                        "scored queries"),
-                            _plural(len(left), "query has", "queries have"),
-                            "no span label graded >= rel (whole-document labels only)"
-                            if counts[name] else "no span label graded >= rel: not scored",
-                            _preview(left)))
+            notes.append("%s averages over %d of %s: %s no span label graded >= rel (%s)"
+                         % (name, counts[name], _plural(len(per_query), "query", "queries"),
+                            _plural(len(left), "query has", "queries have"), _preview(left)))
     return notes
 
 
-def _no_label_reason(qrels, strays, extra):
+def _no_label_reason(qrels, strays, extra, by_document=False):
     """Why not one id the run retrieved carries a label, as one sentence: the
     run retrieved nothing, or its ids and the qrels' differ in a telling way
     (looked for over the kept retrieved ids and every label).
@@ -3782,8 +3850,24 @@ def _no_label_reason(qrels, strays, extra):
         qid, doc = strays[0]
         own = sorted((-g, d) for d, g in qrels.get(qid, {}).items() if g >= 0)
         pair = (doc, own[0][1] if own else min(graded, default=""))
+    if by_document:     # the strays are the documents of the retrieved chunks
+        cause = _BY_DOCUMENT_CAUSES.get(cause, cause)
+        return ("not one retrieved chunk's document carries a label in the qrels (e.g. run "
+                "document %r, qrels %r): %s" % (pair[0], pair[1], cause))
     return ("not one retrieved id carries a label in the qrels (e.g. run %r, qrels %r): %s"
             % (pair[0], pair[1], cause))
+
+
+# The causes of _no_label_cause, said of documents (measures that count them).
+_BY_DOCUMENT_CAUSES = {
+    "the run names chunks and the qrels whole documents; score documents (--unit doc) with "
+    "--doc-sep or --chunks, or label the chunk ids":
+        "the documents --doc-sep or the chunk map give still hold a chunk part: they are not "
+        "cut where the qrels' ids end (check the separator, or the map's doc field)",
+    "the qrels name chunks and the run whole documents":
+        "the qrels name chunk ids, and these measures count documents: label documents or "
+        "spans, or score chunk ids (unit=id)",
+}
 
 
 def _shown_id(doc):
@@ -5187,7 +5271,19 @@ def _input_notes(report, baseline):
                          "documents, evidence and characters compare across chunkers%s"
                          % (before[:12], now[:12], "; chunk-id measures do not (%s)"
                             % ", ".join(by_id[:5]) if by_id else ""))
+    before = (baseline.inputs or {}).get("mapping")
+    now = (report.inputs or {}).get("mapping")
+    if before is not None and now is not None and before != now:
+        notes.append("chunks were mapped to documents another way for the baseline (%s -> %s): "
+                     "unit=doc, unit=evidence and span measures may not be comparable"
+                     % (_mapping_text(before), _mapping_text(now)))
     return notes
+
+
+def _mapping_text(info):
+    return ("--doc-sep %r" % info["doc_sep"] if "doc_sep" in info
+            else {"chunk map": "--chunks", "run": "the run's fields"}.get(info.get("source"),
+                                                                         "none"))
 
 
 def _counts_ids(name):
@@ -5578,13 +5674,15 @@ def _check_paths(args):
     """Usage errors of the file options, before any work is done."""
     named = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
              ("--save-baseline", args.save_baseline), ("-o", args.output),
-             ("--chunks", args.chunks), ("--doc-sep", args.doc_sep)]
+             ("--chunks", args.chunks)]
     named += [("--compare", path) for path in args.compare]
     for option, path in named:
         if path == "":
             # An unset CI variable must not turn the gate (or a save) into a no-op.
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
     sources = [args.qrels, args.run, args.baseline, args.chunks] + args.compare
+    if args.doc_sep == "":
+        raise EvalError("--doc-sep: the separator is empty (an unset variable?)")
     if args.chunks is not None and args.doc_sep is not None:
         raise EvalError("give --chunks or --doc-sep, not both: a chunk map already names each "
                         "chunk's document")
@@ -6536,7 +6634,8 @@ def _parallel_ok(inp, fmt):
 def _scored_run_forked(inp, fmt, scorer, grouped=True):
     """_scored_run_plain on every core when it pays (a large plain file, fork
     safe); any surprise in a worker falls back to it."""
-    if grouped and _parallel_ok(inp, fmt):
+    # A run that maps its own chunks builds one map over all queries: not split.
+    if grouped and scorer.forkable and _parallel_ok(inp, fmt):
         try:
             return _parallel_queries(inp, fmt, scorer)
         except _Retry:

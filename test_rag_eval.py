@@ -13,6 +13,7 @@ twins (AccelerationTwinsTest) and forked workers; seeded fuzzing (FuzzTest,
 last).  TempDir.report_of writes a qrels file and a run and runs main() on them.
 """
 
+import contextlib
 import copy
 import doctest
 import gzip
@@ -314,17 +315,28 @@ class HandWorkedMeasuresTest(unittest.TestCase):
 
     def test_values(self):
         # A case over chunks gives its chunk map (or doc_sep); an expected null
-        # is a query outside the measure's population (no value for it).
+        # is a query outside the measure's population (no value for it): alone,
+        # it leaves the measure nothing to average, an error; beside a query of
+        # the population, it has no value.
+        partner = {"doc": "~partner", "start": 0, "end": 1, "grade": 9}
         for case in self.cases:
             for name, expected in case["expected"].items():
                 with self.subTest(case=case["name"], measure=name):
-                    report = rag_eval.evaluate({"q": case["qrels"]}, {"q": case["run"]},
-                                               metrics=[name], chunks=case.get("chunks"),
-                                               doc_sep=case.get("doc_sep"))
+                    options = dict(metrics=[name], chunks=case.get("chunks"),
+                                   doc_sep=case.get("doc_sep"))
                     if expected is None:
+                        with self.assertRaisesRegex(rag_eval.EvalError, "nothing to average"):
+                            rag_eval.evaluate({"q": case["qrels"]}, {"q": case["run"]},
+                                              **options)
+                        chunks = (case.get("chunks") or []) + [dict(partner, id="~p")]
+                        report = rag_eval.evaluate(
+                            {"q": case["qrels"], "p": [partner]}, {"q": case["run"], "p": ["~p"]},
+                            **dict(options, chunks=chunks, doc_sep=None))
                         self.assertNotIn(name, report.per_query["q"])
-                        self.assertNotIn(name, report.mean)
+                        self.assertEqual(report.n[name], 1)
                     else:
+                        report = rag_eval.evaluate({"q": case["qrels"]}, {"q": case["run"]},
+                                                   **options)
                         self.assertAlmostEqual(report.per_query["q"][name], expected, places=12)
 
     def test_every_measure_is_covered(self):
@@ -2323,21 +2335,22 @@ class UnitsTest(TempDir, unittest.TestCase):
         data = json.loads(out)
         self.assertEqual(data["n"], {"span_recall@3": 2, "recall(unit=doc)@3": 3})
         self.assertEqual(data["queries"], 3)
-        self.assertIn("span_recall@3 averages over 2 of 3 scored queries", err)
+        self.assertIn("span_recall@3 averages over 2 of 3 queries: 1 query has no span label "
+                      "graded >= rel ('q3')", err)
         self.assertIn("'q3'", err)
         text = self.cli("--metrics", "span_recall,recall(unit=doc)", "--k", "3",
                         "--per-query", labels=labels, run=dict(self.RUN, q3=["a1"]))[1]
         self.assertRegex(text, r"\nq3 +- +1\.0000")
         self.assertRegex(text, r"\nn +2 +3")
 
-    def test_a_measure_no_query_can_take_is_missing_and_fails_the_gate(self):
+    def test_a_measure_no_query_can_take_is_an_error(self):
+        # Found by review: it printed "-" and exit 0, and a saved baseline then
+        # never gated it.
         whole = [{"query_id": "q1", "doc": "A", "grade": 1}]
         baseline = self.write("base.json", json.dumps({"span_recall@3": 0.5}))
-        code, out, err = self.cli("--metrics", "span_recall", "--k", "3", "--baseline",
-                                  baseline, labels=whole, run={"q1": ["a1"]})
-        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
-        self.assertIn("MISSING", out)
-        self.assertIn("not scored", err)
+        self.bad("span_recall@3: no scored query has a span label graded >= rel: nothing to "
+                 "average", "--metrics", "span_recall", "--k", "3", "--baseline", baseline,
+                 labels=whole, run={"q1": ["a1"]})
 
     def test_gate_and_compare_over_partial_populations(self):
         labels = self.LABELS + [{"query_id": "q3", "doc": "A", "grade": 1}]
@@ -2454,8 +2467,17 @@ class UnitsTest(TempDir, unittest.TestCase):
         self.assertEqual(self.cli("--metrics", self.MEASURES, "--save-baseline", saved)[0], 0)
         with open(saved) as handle:
             inputs = json.load(handle)["inputs"]
-        self.assertEqual(set(inputs), {"qrels", "run", "chunks"})
+        self.assertEqual(set(inputs), {"qrels", "run", "chunks", "mapping"})
+        self.assertEqual(inputs["mapping"], {"source": "chunk map"})
         self.assertEqual(len(inputs["chunks"]["sha256"]), 64)
+        # Found by review: a separator instead of the map went by without a word.
+        run = {q: [c["doc"] + "#" + c["id"] for c in self.CHUNKS for i in ids if c["id"] == i]
+               for q, ids in self.RUN.items()}
+        code, out, err = self.cli("--metrics", "recall(unit=doc)", "--doc-sep", "#",
+                                  "--baseline", saved, chunks=False, run=run)
+        self.assertEqual(code, 1, err)      # the span measures are missing
+        self.assertIn("chunks were mapped to documents another way for the baseline (--chunks "
+                      "-> --doc-sep '#')", out)
         other = self.CHUNKS + [{"id": "c9", "doc": "C", "start": 0, "end": 4, "tokens": 1}]
         code, out, err = self.cli("--metrics", self.MEASURES, "--baseline", saved, chunks=other)
         self.assertEqual(code, 0, err)
@@ -2493,6 +2515,60 @@ class UnitsTest(TempDir, unittest.TestCase):
                                          doc_sep="#", unit="evidence")
             same = rag_eval.evaluate(qrels, run, k=k, measures="recall,mrr,complete")
             self.assertEqual(list(evidence.mean.values()), list(same.mean.values()))
+
+    def test_review_findings_on_mapping(self):
+        # Found by review, each a false refusal or a check that was skipped.
+        L, C = rag_eval.Label, rag_eval.Chunk
+        # Labels and Chunks with None offsets are whole documents / doc-only chunks.
+        report = rag_eval.evaluate({"q": [L("A", None, None, 1)]}, {"q": ["a1"]}, k=1,
+                                   measures="recall(unit=doc)", chunks={"a1": C("A")})
+        self.assertEqual(report.mean, {"recall(unit=doc)@1": 1.0})
+        # The run's offsets fill in what --doc-sep or a doc-only map leaves out.
+        run = {"q": [{"id": "A#1", "doc": "A", "start": 0, "end": 10}]}
+        spans = {"q": [{"doc": "A", "start": 5, "end": 15, "grade": 1}]}
+        for mapping in ({"doc_sep": "#"}, {"chunks": [{"id": "A#1", "doc": "A"}]}):
+            with self.subTest(mapping=mapping):
+                self.assertEqual(rag_eval.evaluate(spans, run, k=1, measures="span_recall",
+                                                   **mapping).mean, {"span_recall@1": 0.5})
+        # The run's own chunks: tokens for all or none, document versions checked.
+        sized = {"q": [{"id": "a", "doc": "A", "start": 0, "end": 500, "tokens": 100},
+                       {"id": "b", "doc": "A", "start": 500, "end": 900}]}
+        with self.assertRaisesRegex(rag_eval.EvalError, "tokens are given for some chunks"):
+            rag_eval.evaluate({"q": {"A": 1}}, sized, measures="recall(budget=300,unit=doc)")
+        versioned = {"q": [{"doc": "A", "start": 0, "end": 5, "grade": 1, "doc_sha256": "9f" * 32}]}
+        moved = {"q": [{"id": "a", "doc": "A", "start": 0, "end": 9, "doc_sha256": "3a" * 32}]}
+        with self.assertRaisesRegex(rag_eval.EvalError, "labels \\(query 'q'\\) were written "
+                                    "against A 9f9f9f9f9f9f..., the chunks come from 3a3a"):
+            rag_eval.evaluate(versioned, moved, measures="span_recall")
+        # -0 is 0: one policy, one name.
+        self.assertEqual(str(rag_eval.parse_measure("recall(cover=-0,unit=evidence)@5")),
+                         "recall(cover=0.0,unit=evidence)@5")
+
+    def test_chunk_id_labels_counted_as_documents_are_refused(self):
+        # Found by review: every mean 0 and exit 0, so a saved baseline could never fail.
+        code, out, err = run_cli(self.input_file({"q1": {"A#a1": 1}}, "ids.json"),
+                                 self.input_file({"q1": ["A#a1", "B#b1"]}, "r.json"), "--unit",
+                                 "doc", "--metrics", "recall", "--doc-sep", "#")
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("not one retrieved chunk's document carries a label in the qrels (e.g. "
+                      "run document 'A', qrels 'A#a1'): the qrels name chunk ids", err)
+
+    def test_messages_name_the_file_and_the_option(self):
+        other = self.input_file({"q1": ["zz"], "q2": ["b2"]}, "other.json")
+        err = self.bad("other.json: query 'q1': retrieved id 'zz' is not in the chunk map",
+                       "--metrics", self.MEASURES, "--compare", other)
+        self.bad("--doc-sep: the separator is empty", "--doc-sep", "", chunks=False)
+        code, out, err = self.cli("--unit", "evidence", "--format", "json")
+        self.assertEqual((code, json.loads(out)["measures"]),
+                         (0, ["recall(unit=evidence)@5", "success(unit=evidence)@5",
+                              "mrr(unit=evidence)@5"]), err)
+
+    def test_no_ingestion_warning_without_offsets_or_span_measures(self):
+        # Found by review: "lost at ingestion (scored as misses)" where nothing was.
+        doc_only = [{"id": c["id"], "doc": c["doc"]} for c in self.CHUNKS]
+        code, _, err = self.cli("--metrics", "recall(unit=doc)", chunks=doc_only)
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("lost at ingestion", err)
 
     def test_list_measures_shows_the_options(self):
         text = rag_eval.describe_measures()
@@ -4798,6 +4874,25 @@ class ParallelJsonTest(ForkedRuns, TempDir, unittest.TestCase):
     def evaluate(self, name):
         return rag_eval.evaluate_files(self.qpath, os.path.join(self.tmp, name), k="1,3,10",
                                        metrics="recall,ndcg,mrr,judged")
+
+    def test_a_run_that_maps_its_own_chunks_is_not_split(self):
+        # Found by review: each worker kept its own map, so one chunk placed two
+        # ways in two byte ranges passed (exit 0) where the plain path refused.
+        lines = []
+        for q in range(60):
+            items = [{"id": "d%d#%d" % (q % 7, c), "doc": "d%d" % (q % 7), "start": 10 * c,
+                      "end": 10 * c + 10} for c in range(20)]
+            if q in (0, 59):
+                items[0] = {"id": "zz", "doc": "d%d" % q, "start": 0, "end": 5}
+            lines.append(json.dumps({"query_id": "q%d" % q, "docs": items}))
+        self.write("r.jsonl", "\n".join(lines) + "\n")
+        qpath = self.write("l.jsonl", "".join(json.dumps({"query_id": "q%d" % q, "doc": "d1",
+                                                          "grade": 1}) + "\n" for q in range(60)))
+        for plain in (False, True):
+            with self.subTest(plain=plain), (plain_twins() if plain else contextlib.nullcontext()):
+                with self.assertRaisesRegex(rag_eval.EvalError, "chunk 'zz' is given twice"):
+                    rag_eval.evaluate_files(qpath, os.path.join(self.tmp, "r.jsonl"), k=5,
+                                            measures="recall(unit=doc)")
 
     def test_trailing_comma_is_still_invalid(self):
         text = json.dumps(self.run)
