@@ -4858,16 +4858,20 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
 def _sample_size_note(groups):
     """One note naming the gated measures whose 95% margin of the mean (normal
     approximation) exceeds the tolerance, with the queries a drop that size
-    needs.  ``groups`` are (slice or None, per-query values, tolerances).
+    needs.  ``groups`` are (slice or None, per-query values, tolerances); a
+    slice is named once, with its largest margin (slices multiply measures).
 
     >>> r = evaluate({"q%d" % i: {"d": 1} for i in range(100)},
     ...              {"q%d" % i: ["d"] if i < 80 else [] for i in range(100)}, k=1,
     ...              measures="success")
-    >>> print(_sample_size_note([(None, r.per_query, {"success@1": 0.04})]))
-    too few queries to see a drop of the tolerance: success@1 +/-0.079 on 100 queries (about 389 needed)
+    >>> a1 = {q: r.per_query[q] for q in ("q1", "q2", "q3", "q90")}     # 1, 1, 1, 0
+    >>> print(_sample_size_note([(None, r.per_query, {"success@1": 0.04}),
+    ...                          ("a=1", a1, {"success@1": 0.04})]))
+    too few queries to see a drop of the tolerance: success@1 +/-0.079 on 100 queries (about 389 needed); a=1 +/-0.490 on 4 queries (about 601 needed)
     """
     parts = []
     for name, rows, allowed in groups:
+        wide = []
         for measure in sorted(allowed):
             values = [v[measure] for v in rows.values() if measure in v]
             if len(values) < 2 or allowed[measure] <= 0:
@@ -4875,11 +4879,13 @@ def _sample_size_note(groups):
             margin = margin_of_error(values)
             if margin > allowed[measure]:
                 needed = queries_needed(_statistics().stdev(values), allowed[measure])
-                parts.append("%s +/-%.3f on %s (%s)" % (
-                    _change_name(name, measure), margin,
-                    _plural(len(values), "query", "queries"),
-                    "about %d needed" % needed if needed < 10 ** 15
-                    else "no practical number of queries is enough"))
+                wide.append((margin, measure, len(values), needed))
+        shown = wide if name is None else sorted(wide, reverse=True)[:1]
+        parts += ["%s +/-%.3f on %s (%s)" % (
+            measure if name is None else name, margin, _plural(n, "query", "queries"),
+            "about %d needed" % needed if needed < 10 ** 15
+            else "no practical number of queries is enough")
+            for margin, measure, n, needed in shown]
     if not parts:
         return None
     return "too few queries to see a drop of the tolerance: " + "; ".join(parts)
@@ -5982,13 +5988,21 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
         yield _holdout_section(report.holdout, report.measures, per_query)
     if gate_result is not None:
         significant = gate_result.mode == "significant"
+        # A slice row that did not move beyond the tolerance is left to the JSON:
+        # slices multiply the rows.
+        quiet = [c for c in gate_result.changes if c.slice is not None
+                 and c.status in ("unchanged", "dropped within tolerance")]
         rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
                  "-" if c.delta is None else "%+.4f" % c.delta,
                  c.status.upper() if c.status in ("regressed", "missing") else c.status]
-                + ([_fmt(c.p_value)] if significant else []) for c in gate_result.changes]
+                + ([_fmt(c.p_value)] if significant else []) for c in gate_result.changes
+                if c not in quiet]
         header = ["measure", "baseline", "current", "delta", "status"]
+        notes = list(gate_result.notes) + (
+            ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
+             "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
         yield (_gate_verdict(gate_result, baseline_name),
-               header + (["p (Holm)"] if significant else []), rows, list(gate_result.notes))
+               header + (["p (Holm)"] if significant else []), rows, notes)
         drops = gate_result.query_drops
         if drops:
             notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]

@@ -3200,6 +3200,10 @@ class SliceGateTest(TempDir, unittest.TestCase):
         text = rag_eval.render_text(sliced_report(run=run, measures="mrr",
                                                   holdout="split=holdout"), result)
         self.assertIn("FAILED, 1 regression: source=synthetic: mrr@2", text)
+        # tag=eu, tag=pricing and the hold-out did not move: their rows are in the JSON only.
+        self.assertIn("3 slice rows unchanged or within the tolerance, not shown", text)
+        self.assertNotIn("tag=eu: mrr@2", text)
+        self.assertRegex(text, r"\n  source=real: mrr@2 +0\.7500 +1\.0000 +\+0\.2500 +improved")
 
     def test_every_slice_of_the_baseline_is_gated_not_only_by(self):
         base = self.base(by="source")
@@ -3260,11 +3264,26 @@ class SliceGateTest(TempDir, unittest.TestCase):
         self.assertFalse(result.passed)
         self.assertIn("a=2: success@1", " ".join(result.notes))
 
+    def test_relabelled_queries_leave_the_paired_slice_comparison(self):
+        # s2's labels change (c dropped): the significant gate pairs synthetic
+        # over s1 and s3 only, (1 + 0)/2 on both sides, and names s2 relabelled.
+        base = self.base()
+        qrels = dict(SLICED_QRELS, s2={"b": 1})
+        report = rag_eval.evaluate(qrels, SLICED_RUN, k=2, measures="recall,mrr",
+                                   queries=SLICED_QUERIES, holdout="split=holdout")
+        result = rag_eval.gate(report, base, mode="significant")
+        self.assertEqual(result.labels_changed, ("s2",))
+        change = {c.name: c for c in result.changes}["source=synthetic: recall@2"]
+        self.assertEqual((change.baseline, change.current), ((1 + 0) / 2, (1 + 0) / 2))
+
     def test_small_slices_get_the_sample_size_note(self):
         result = self.gate()
-        values = [1.0, 0.5]      # source=real: mrr@2 of r1, r2
-        margin = statistics.NormalDist().inv_cdf(0.975) * statistics.stdev(values) / math.sqrt(2)
-        self.assertIn("source=real: mrr@2 +/-%.3f on 2 queries" % margin, result.notes[-1])
+        # source=real: recall@2 is 1, 1 (no spread); mrr@2 is 1, 1/2, the slice's widest.
+        z, sd = statistics.NormalDist().inv_cdf(0.975), statistics.stdev([1.0, 0.5])
+        margin, needed = z * sd / math.sqrt(2), math.ceil((z * sd / 0.02) ** 2)
+        self.assertIn("; source=real +/-%.3f on 2 queries (about %d needed)" % (margin, needed),
+                      result.notes[-1])
+        self.assertIn("mrr@2 +/-", result.notes[-1])        # the overall names its measures
         self.assertNotIn("split=holdout", result.notes[-1])
 
     def test_membership_changes_are_listed(self):
@@ -3322,6 +3341,26 @@ class SliceGateTest(TempDir, unittest.TestCase):
         self.write("edited.json", json.dumps(saved))
         with self.assertRaisesRegex(rag_eval.EvalError, "slices and membership come together"):
             rag_eval.load_baseline(os.path.join(self.tmp, "edited.json"))
+
+
+class SliceOptionsTest(TempDir, unittest.TestCase):
+    """The slice options of the command line, refused the one-line way."""
+
+    def test_bad_slice_options(self):
+        self.assertBad(extra=["--by", "source"], expect="need query metadata: --queries FILE")
+        self.assertBad(extra=["--holdout", "split=holdout"], expect="need query metadata")
+        self.assertBad(extra=["--slice-max-drop", "risk=high:0"],
+                       expect="--slice-max-drop only applies with --baseline")
+        self.assertBad(extra=["--reveal-holdout"],
+                       expect="--reveal-holdout only applies with --holdout")
+        self.assertBad(extra=["--as-of", "2025-13-01"],
+                       expect="--as-of must be a date YYYY-MM-DD, got '2025-13-01'")
+        baseline = '{"recall@5": 0.5}'
+        for value, expect in (("risk:0", "needs FIELD=VALUE:X"), ("risk=high", "FIELD=VALUE:X"),
+                              ("risk=high:1.5", "--slice-max-drop risk=high: max drop must be")):
+            self.assertBad(extra=["--slice-max-drop", value], baseline=baseline, expect=expect)
+        self.assertBad(extra=["--slice-max-drop", "a=b:0", "--slice-max-drop", "a=b:0.1"],
+                       baseline=baseline, expect="--slice-max-drop gives a=b twice")
 
 
 # ---------------------------------------------------------------------------
