@@ -3244,8 +3244,9 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     average = _checked_average(average)
     meta = _checked_meta(meta)
-    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, average)
-    qrels, qrels_info, _ = _read_qrels(qrels, qrels_format)
+    qrels, qrels_info, described = _read_qrels(qrels, qrels_format)
+    metadata, info, notes = _metadata(described, qrels_info["path"], queries)
+    testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, average, info, notes)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
@@ -3283,6 +3284,8 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
     inputs = {"qrels": qrels_info, "run": inp.info(fmt)}
     if chunks_info is not None:
         inputs["chunks"] = chunks_info
+    if testset is not None and testset.info is not None:
+        inputs["queries"] = testset.info
     return report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset))
 
 
@@ -4009,24 +4012,6 @@ def _as_number(text):
 
 _QUERY_KEYS = {"slices": dict, "question": str, "answer": str, "answerable": bool,
                "valid_until": str}
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
-
-
-def _date(text, what):
-    """A date written YYYY-MM-DD, checked; as text, which sorts as dates do.
-
-    >>> _date("2026-02-28", "as_of")
-    '2026-02-28'
-    """
-    import datetime     # only with dates: keeps start-up fast
-    try:
-        if not isinstance(text, str) or not _DATE.match(text):
-            raise ValueError(text)
-        datetime.date(int(text[:4]), int(text[5:7]), int(text[8:]))
-    except ValueError:
-        raise EvalError("%s must be a date YYYY-MM-DD, got %s" % (what, _short_repr(text, 40))) \
-            from None
-    return text
 
 
 def _checked_queries(queries):
@@ -4062,7 +4047,7 @@ def _checked_queries(queries):
                 raise EvalError("%s: slices.%s must be a non-empty list of non-empty strings, "
                                 "got %s" % (where, field, _short_repr(values, 40)))
         if "valid_until" in info:
-            _date(info["valid_until"], "%s: valid_until" % where)
+            _check_date(info["valid_until"], "%s: valid_until" % where)
         out[qid] = info
     return out
 
@@ -4100,12 +4085,18 @@ class _TestSet:
     expired on ``as_of`` (left out, their run rankings ignored), the
     hold-out members (scored apart, see _score), and the report's slices."""
 
-    def __init__(self, queries, by=(), holdout=None, as_of=None, reveal=False):
+    def __init__(self, queries, by=(), holdout=None, as_of=None, reveal=False, info=None,
+                 notes=()):
+        self.info, self.notes = info, tuple(notes)   # the metadata file's input info
         self.queries = _checked_queries(queries)
         self.names = {qid: _slice_names(info) for qid, info in self.queries.items()}
         fields = {_slice_field(n) for names in self.names.values() for n in names}
         self.by = _checked_by(by, fields)
-        self.as_of = None if as_of is None else _date(as_of, "as_of")
+        if as_of is not None:
+            if not isinstance(as_of, str):
+                raise EvalError("as_of must be a date YYYY-MM-DD, got %s" % _short_repr(as_of))
+            _check_date(as_of, "as_of")
+        self.as_of = as_of
         self.dated = sorted(q for q, info in self.queries.items() if "valid_until" in info)
         self.expired = frozenset(q for q in self.dated if self.as_of is not None
                                  and self.queries[q]["valid_until"] < self.as_of)
@@ -4143,7 +4134,8 @@ class _TestSet:
             holdout = _held_out(self.holdout, held, report.measures, self.reveal,
                                 self.held_ids)
         return report._replace(slices=slices, membership=membership, by=self.by,
-                               holdout=holdout, warnings=report.warnings + self._date_notes())
+                               holdout=holdout,
+                               warnings=report.warnings + self.notes + self._date_notes())
 
     def _date_notes(self):
         if not self.dated:
@@ -4183,7 +4175,7 @@ def _checked_holdout_name(holdout, fields):
     return holdout
 
 
-def _test_set(queries, by, holdout, as_of, reveal_holdout, average):
+def _test_set(queries, by, holdout, as_of, reveal_holdout, average, info=None, notes=()):
     """The _TestSet of evaluate()'s metadata options, or None when none is
     given (the plain path: no work per query) or the report averages as
     trec_eval does (it knows no metadata)."""
@@ -4199,7 +4191,24 @@ def _test_set(queries, by, holdout, as_of, reveal_holdout, average):
             raise EvalError("slices, a hold-out and --as-of are not for trec_eval's average, "
                             "which is never gated: drop them or the average")
         return None
-    return _TestSet(queries, by, holdout, as_of, reveal_holdout)
+    return _TestSet(queries, by, holdout, as_of, reveal_holdout, info, notes)
+
+
+def _metadata(described, qrels_name, queries):
+    """(metadata, input info, notes): what the test-set file says of its
+    queries (``described``), or ``queries`` instead when given: a dict, or a
+    queries file (see load_queries) whose input info the report keeps."""
+    if queries is None:
+        return described, None, ()
+    notes = ()
+    if described is not None:
+        notes = ("%s says what its queries are, and a queries file was given too: the "
+                 "queries file's slices and dates are used, the test set's are not"
+                 % qrels_name,)
+    if isinstance(queries, dict):
+        return queries, None, notes
+    metadata, info = _read_queries(queries)
+    return metadata, info, notes
 
 
 def _slice_stats(report, membership):
@@ -5212,7 +5221,8 @@ def _read_meta_file(args):
     path = args.meta_file
     if path == "":
         raise EvalError("--meta-file: the file name is empty (an unset variable?)")
-    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks] + args.compare:
+    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks,
+                               args.queries] + args.compare:
         raise EvalError("only one input can come from stdin")
     for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
         if path != "-" and output not in (None, "-") and os.path.realpath(output) == \
@@ -6248,6 +6258,9 @@ def build_parser():
     parser.add_argument("--qrels-format", choices=QRELS_FORMATS, default=None,
                         help="override detection")
     parser.add_argument("--run-format", choices=FORMATS, default=None, help="override detection")
+    parser.add_argument("--queries", default=None, metavar="FILE",
+                        help="query metadata (JSONL: query_id, slices, tags, answerable, "
+                        "valid_until); instead of what a test-set JSONL as QRELS says")
     parser.add_argument("--by", action="append", default=[], metavar="FIELD",
                         help="one table per slice field (repeatable): a row per value with "
                         "its query count and means (needs query metadata)")
@@ -6404,13 +6417,13 @@ def _check_paths(args):
     """Usage errors of the file options, before any work is done."""
     named = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
              ("--save-baseline", args.save_baseline), ("-o", args.output),
-             ("--chunks", args.chunks), ("--doc-sep", args.doc_sep)]
+             ("--chunks", args.chunks), ("--doc-sep", args.doc_sep), ("--queries", args.queries)]
     named += [("--compare", path) for path in args.compare]
     for option, path in named:
         if path == "":
             # An unset CI variable must not turn the gate (or a save) into a no-op.
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
-    sources = [args.qrels, args.run, args.baseline, args.chunks] + args.compare
+    sources = [args.qrels, args.run, args.baseline, args.chunks, args.queries] + args.compare
     if args.chunks is not None and args.doc_sep is not None:
         raise EvalError("give --chunks or --doc-sep, not both: a chunk map already names each "
                         "chunk's document")
@@ -6440,7 +6453,7 @@ def _check_outputs(args):
         except (OSError, ValueError):
             return False
     inputs = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
-              ("--chunks", args.chunks)]
+              ("--chunks", args.chunks), ("--queries", args.queries)]
     inputs += [("--compare", path) for path in args.compare]
     for output, path in (("-o", args.output), ("--save-baseline", args.save_baseline)):
         for option, source in inputs:
@@ -6467,7 +6480,7 @@ def _run_cli(args, stdout, stderr):
     parse_tolerance(args.max_drop)   # reject bad options before any work
     slice_max_drop = _parse_slice_max_drop(args.slice_max_drop)
     if args.as_of is not None:
-        _date(args.as_of, "--as-of")
+        _check_date(args.as_of, "--as-of")
     baseline = load_baseline(args.baseline) if args.baseline else None
     meta = _cli_meta(args, baseline)
     metrics = list(resolve_measures(args.metrics, args.k or DEFAULT_K, rel=args.rel,
@@ -6480,10 +6493,11 @@ def _run_cli(args, stdout, stderr):
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
     allow_unlabelled = args.allow_unlabelled_run or any(
         parse_measure(m).name == "judged" for m in metrics)
-    qrels, qrels_info, _ = _read_qrels(args.qrels, args.qrels_format)
+    qrels, qrels_info, described = _read_qrels(args.qrels, args.qrels_format)
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
-    testset = _test_set(None, args.by, args.holdout, args.as_of, args.reveal_holdout,
-                        args.average)
+    metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
+    testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
+                        args.average, queries_info, notes)
 
     def score(run):
         report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,

@@ -3363,6 +3363,118 @@ class SliceOptionsTest(TempDir, unittest.TestCase):
                        baseline=baseline, expect="--slice-max-drop gives a=b twice")
 
 
+class SliceCommandLineTest(TempDir, unittest.TestCase):
+    """Query metadata from the test set or --queries FILE, on the command line."""
+
+    TESTSET = [
+        {"query_id": "q1", "relevant": ["a"], "slices": {"source": "real"}, "tags": ["faq"]},
+        {"query_id": "q2", "relevant": {"b": 1}, "slices": {"source": "synthetic"}},
+        {"query_id": "q3", "relevant": ["c"], "slices": {"source": "real"},
+         "valid_until": "2025-01-01"},
+        {"query_id": "q4", "question": "no answer in the corpus", "answerable": False,
+         "slices": {"source": "real"}},
+    ]
+    RUN = {"q1": ["a"], "q2": ["x", "b"], "q3": ["x"], "q4": ["z"]}
+
+    def cli(self, *argv, testset=None):
+        return self.report_of(*argv, qrels=("t.jsonl", jsonl(*(testset or self.TESTSET))),
+                              run=self.RUN)
+
+    def test_the_test_set_says_what_its_queries_are(self):
+        code, out, err = self.cli("--by", "source", "--format", "json", "--metrics", "mrr",
+                                  "--k", "2")
+        self.assertEqual(code, 0, err)
+        doc = json.loads(out)
+        # real: q1 (mrr 1), q3 (0); q4 has no label: unscored.  synthetic: q2 (1/2).
+        self.assertEqual(doc["slices"], {
+            "source=real": {"queries": 2, "unscored": ["q4"], "mean": {"mrr@2": (1 + 0) / 2}},
+            "source=synthetic": {"queries": 1, "unscored": [], "mean": {"mrr@2": 1 / 2}}})
+        self.assertIn("1 query carries a valid_until date", err)
+        code, out, err = self.cli("--by", "source", "--as-of", "2025-06-30", "--metrics", "mrr",
+                                  "--k", "2", "--format", "json")
+        self.assertEqual(json.loads(out)["slices"]["source=real"]["mean"], {"mrr@2": 1.0})
+        self.assertIn("1 query expired by 2025-06-30 (valid_until before it), left out of "
+                      "every mean: 'q3'", err)
+
+    def test_a_queries_file_replaces_the_test_sets_own(self):
+        queries = self.write("queries.jsonl", jsonl({"query_id": "q1", "slices": {"risk": "high"}},
+                                                    {"query_id": "q2", "tags": ["pricing"]}))
+        code, out, err = self.cli("--queries", queries, "--by", "risk", "--by", "tag",
+                                  "--format", "json")
+        self.assertEqual(code, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(sorted(doc["slices"]), ["risk=high", "tag=pricing"])
+        self.assertEqual(doc["inputs"]["queries"]["sha256"],
+                         hashlib.sha256(read_text(queries).encode()).hexdigest())
+        self.assertIn("the queries file's slices and dates are used", err)
+        plain = self.report_of("--queries", queries, "--by", "risk", qrels={"q1": {"a": 1}},
+                               run={"q1": ["a"], "q2": ["b"]})
+        self.assertEqual(plain[0], 0, plain[2])     # q2: a member with no label, not extra
+        self.assertIn("unscored (no relevant id): q2", plain[1])
+        self.assertBad(extra=["--queries", ""], expect="--queries: the file name is empty")
+        self.assertBad(extra=["--queries", self.write("bad.jsonl", '{"slices": {}}\n')],
+                       expect="a queries line needs")
+
+    def test_slices_gate_on_the_command_line(self):
+        saved = os.path.join(self.tmp, "b.json")
+        code, out, err = self.cli("--metrics", "mrr", "--k", "2", "--save-baseline", saved)
+        self.assertEqual(code, 0, err)
+        worse = dict(self.RUN, q2=["x", "y"])          # synthetic: mrr 1/2 -> 0
+        code, out, err = self.report_of("--metrics", "mrr", "--k", "2", "--baseline", saved,
+                                        "--slice-max-drop", "source=real:0",
+                                        qrels=("t.jsonl", jsonl(*self.TESTSET)), run=worse)
+        self.assertEqual(code, 1, err)
+        self.assertIn("FAILED, 2 regressions: mrr@2, source=synthetic: mrr@2", out)
+        self.assertIn("max drop 0.02, source=real: 0", out)
+        code, out, err = self.report_of("--metrics", "mrr", "--k", "2", "--baseline", saved,
+                                        "--slice-max-drop", "source=synthetic:0.5",
+                                        "--max-drop", "0.2", qrels=("t.jsonl", jsonl(
+                                            *self.TESTSET)), run=worse)
+        # Overall (1 + 1/2 + 0)/3 -> (1 + 0 + 0)/3, a drop of 1/6 < 0.2; synthetic 1/2 <= 0.5.
+        self.assertEqual(code, 0, out + err)
+
+
+class HoldOutCommandLineTest(TempDir, unittest.TestCase):
+    """No id or per-query value of the hold-out in any byte the command line
+    writes: stdout and stderr of every format, -o files, saved baselines."""
+
+    def test_hold_out_bytes_are_nowhere(self):
+        hidden = HoldOutTest
+        testset = [dict({"query_id": q, "relevant": labels}, **hidden.QUERIES[q])
+                   for q, labels in hidden.QRELS.items()]
+        for record in testset:
+            record["slices"] = {k: v[0] for k, v in record["slices"].items()}
+        qrels = self.write("t.jsonl", jsonl(*testset))
+        run = self.input_file(hidden.RUN, "r.json")
+        other = self.input_file(dict(hidden.RUN, open1=["x", "a"]), "other.json")
+        common = ["--holdout", "split=holdout", "--as-of", "2021-01-01", "--k", "10",
+                  "--metrics", "mrr,recall,ndcg", "--allow-unlabelled-run"]
+        saved = os.path.join(self.tmp, "saved.json")
+        outputs = []
+        code, out, err = run_cli(qrels, run, *common, "--save-baseline", saved)
+        self.assertEqual(code, 0, err)
+        outputs += [out, err, read_text(saved)]
+        for fmt in ("text", "json", "markdown", "trec"):
+            path = os.path.join(self.tmp, "out." + fmt)
+            code, out, err = run_cli(qrels, other, *common, "--by", "source", "--by", "split",
+                                     "--per-query", "--format", fmt, "-o", path,
+                                     "--baseline", saved, "--compare", run,
+                                     "--save-baseline", saved, "--accept")
+            self.assertIn(code, (0, 1), err)
+            outputs += [out, err, read_text(path), read_text(saved)]
+            code, out, err = run_cli(qrels, other, *common, "--gate", "significant",
+                                     "--baseline", saved, "--format", fmt)
+            outputs += [out, err]
+        self.assertIn("held out: split=holdout", read_text(os.path.join(self.tmp, "out.text")))
+        self.assertIn('"holdout"', read_text(os.path.join(self.tmp, "out.json")))
+        for text in outputs:
+            for secret in hidden.IDS + hidden.VALUES:
+                self.assertNotIn(secret, text)
+        code, out, err = run_cli(qrels, run, *common, "--reveal-holdout", "--per-query")
+        self.assertIn("hidden-alpha", out)
+
+
+
 # ---------------------------------------------------------------------------
 # Comparison of two runs
 # ---------------------------------------------------------------------------
