@@ -3474,6 +3474,66 @@ class HoldOutCommandLineTest(TempDir, unittest.TestCase):
         self.assertIn("hidden-alpha", out)
 
 
+class TestSetExampleTest(TempDir, unittest.TestCase):
+    """examples/testset (README, "Slices and the held-out set"): the overall
+    mean passes the gate, the real slice fails it."""
+
+    HERE = os.path.join(HERE, "examples", "testset")
+
+    def path(self, name):
+        return os.path.join(self.HERE, name)
+
+    def gate(self, *argv):
+        return run_cli(self.path("testset.jsonl"), self.path("run.json"), "--holdout",
+                       "split=holdout", "--by", "source", "--meta",
+                       "embedding.model=bge-small-en-v1.5", "--baseline", self.path("baseline.json"),
+                       *argv)
+
+    def test_the_overall_passes_and_one_slice_fails(self):
+        code, out, err = self.gate("--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        result = json.loads(out)["gate"]
+        overall = {c["measure"]: c["status"] for c in result["changes"] if c["slice"] is None}
+        self.assertEqual(overall, {m: "unchanged" for m in ("recall@5", "success@5", "mrr@5",
+                                                              "ndcg@5")})
+        self.assertEqual({(c["slice"], c["status"]) for c in result["regressions"]},
+                         {("source=real", "regressed")})
+        # real: 7 scored, 6 of them found at rank 1 before, 4 now (r04, r05 lost).
+        real = {c["measure"]: c for c in result["changes"] if c["slice"] == "source=real"}
+        self.assertEqual((real["recall@5"]["baseline"], real["recall@5"]["current"]),
+                         (6 / 7, 4 / 7))
+        self.assertEqual(result["meta_changes"], [{"key": "embedding.model",
+                                                   "baseline": "e5-base-v2",
+                                                   "current": "bge-small-en-v1.5"}])
+
+    def test_the_bundled_baseline_is_what_the_tool_saves(self):
+        saved = os.path.join(self.tmp, "baseline.json")
+        code, out, err = run_cli(self.path("testset.jsonl"), self.path("run-baseline.json"),
+                                 "--holdout", "split=holdout", "--meta",
+                                 "embedding.model=e5-base-v2", "--save-baseline", saved)
+        self.assertEqual(code, 0, err)
+        with open(saved) as handle:
+            fresh = json.load(handle)
+        with open(self.path("baseline.json")) as handle:
+            bundled = json.load(handle)
+        for doc in (fresh, bundled):
+            for info in doc["inputs"].values():
+                del info["path"]
+        self.assertEqual(fresh, bundled)
+        for hidden in ("h01", "h02", "h03"):
+            self.assertNotIn(hidden, read_text(self.path("baseline.json")))
+
+    def test_the_readme_shows_it(self):
+        code, out, err = self.gate()
+        readme = read_text(os.path.join(HERE, "README.md"))
+        section = readme[readme.index("## Slices and the held-out set"):]
+        shown = [line.replace(HERE + os.sep, "") for line in out.splitlines()
+                 if "REGRESSED" in line or line.startswith("gate vs") or "  real " in line
+                 or "0.8333    1.0000" in line]
+        self.assertEqual(len(shown), 7)
+        for line in shown:
+            self.assertIn(line, section)
+
 
 # ---------------------------------------------------------------------------
 # Comparison of two runs
