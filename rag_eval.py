@@ -4202,9 +4202,9 @@ def _metadata(described, qrels_name, queries):
         return described, None, ()
     notes = ()
     if described is not None:
-        notes = ("%s says what its queries are, and a queries file was given too: the "
-                 "queries file's slices and dates are used, the test set's are not"
-                 % qrels_name,)
+        notes = ("%s says what its queries are, and query metadata was given too "
+                 "(--queries, queries=): that metadata's slices and dates are used, the "
+                 "test set's are not" % qrels_name,)
     if isinstance(queries, dict):
         return queries, None, notes
     metadata, info = _read_queries(queries)

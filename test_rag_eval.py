@@ -3406,7 +3406,7 @@ class SliceCommandLineTest(TempDir, unittest.TestCase):
         self.assertEqual(sorted(doc["slices"]), ["risk=high", "tag=pricing"])
         self.assertEqual(doc["inputs"]["queries"]["sha256"],
                          hashlib.sha256(read_text(queries).encode()).hexdigest())
-        self.assertIn("the queries file's slices and dates are used", err)
+        self.assertIn("that metadata's slices and dates are used, the test set's are not", err)
         plain = self.report_of("--queries", queries, "--by", "risk", qrels={"q1": {"a": 1}},
                                run={"q1": ["a"], "q2": ["b"]})
         self.assertEqual(plain[0], 0, plain[2])     # q2: a member with no label, not extra
@@ -3414,6 +3414,19 @@ class SliceCommandLineTest(TempDir, unittest.TestCase):
         self.assertBad(extra=["--queries", ""], expect="--queries: the file name is empty")
         self.assertBad(extra=["--queries", self.write("bad.jsonl", '{"slices": {}}\n')],
                        expect="a queries line needs")
+
+    def test_evaluate_files_reads_metadata_like_the_command_line(self):
+        testset = self.write("t.jsonl", jsonl(*self.TESTSET))
+        run = self.input_file(self.RUN, "r.json")
+        report = rag_eval.evaluate_files(testset, run, k=2, measures="mrr", by="source")
+        self.assertEqual(report.slices["source=synthetic"]["mean"], {"mrr@2": 1 / 2})
+        queries = self.write("queries.jsonl", jsonl({"query_id": "q1", "tags": ["faq"]}))
+        report = rag_eval.evaluate_files(testset, run, k=2, measures="mrr", queries=queries)
+        self.assertEqual(sorted(report.slices), ["tag=faq"])
+        self.assertEqual(report.inputs["queries"]["path"], queries)
+        report = rag_eval.evaluate_files(testset, run, k=2, measures="mrr",
+                                         queries={"q2": {"slices": {"x": ["1"]}}})
+        self.assertEqual(report.slices["x=1"]["mean"], {"mrr@2": 1 / 2})
 
     def test_slices_gate_on_the_command_line(self):
         saved = os.path.join(self.tmp, "b.json")
