@@ -64,9 +64,9 @@ on one line and exits 2.
 
 __all__ = [
     "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
-    "EvalError", "GateResult", "Label", "Measure", "MeasureChange", "MeasureComparison",
-    "MetaChange",
-    "QueryDrop", "Report", "available_measures", "bootstrap_ci", "compare", "compare_all",
+    "EvalError", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
+    "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report",
+    "available_measures", "bootstrap_ci", "compare", "compare_all",
     "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
     "load_qrels", "load_queries", "load_run", "main", "margin_of_error",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
@@ -243,6 +243,14 @@ class Report(NamedTuple):
     strings, see :func:`evaluate`); ``label_sha256`` maps each qrels query to
     the hash of its labels (see :func:`_label_sha256`), computed when read.
 
+    With query metadata (``queries=``, see :func:`evaluate`): ``slices``
+    gives every slice ``field=value`` of the queries not held out (its scored
+    ``queries``, ``unscored`` ids, ``mean``, and ``n`` when its measures
+    average over different queries), ``membership`` the slices of each query
+    that is in any, ``by`` the fields the renderers show, and ``holdout`` the
+    held-out slice (a :class:`HeldOut`), whose queries are in no other field
+    of the report.
+
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
 
@@ -269,6 +277,10 @@ class Report(NamedTuple):
     mapping: Optional[dict] = None
     meta: Optional[Dict[str, str]] = None
     label_sha256: Optional[collections.abc.Mapping] = None
+    slices: Optional[Dict[str, dict]] = None
+    membership: Optional[Dict[str, Tuple[str, ...]]] = None
+    by: Tuple[str, ...] = ()
+    holdout: Optional["HeldOut"] = None
 
     __bool__ = _no_truth_value
 
@@ -298,6 +310,55 @@ class Report(NamedTuple):
             out["mapping"] = dict(self.mapping)
         if per_query:
             out["per_query"] = {q: dict(v) for q, v in self.per_query.items()}
+        if self.by:
+            out["slices"] = {name: _slice_json(stats) for name, stats in self.slices.items()
+                             if _slice_field(name) in self.by}
+        if self.holdout is not None:
+            out["holdout"] = self.holdout.to_dict(per_query)
+        return out
+
+
+class HeldOut(NamedTuple):
+    """The held-out slice of a report or a baseline: scored and gated on its
+    own, and only its counts and means are ever written.  ``queries`` counts
+    its scored queries, ``unscored`` and ``missing`` (from the run) some of
+    the others; ``members_sha256`` is the sha256 of its query ids (see
+    _members_sha256), so a baseline tells that the hold-out changed without
+    naming any of them.  ``per_query`` and ``ids`` (its unscored and missing
+    ids) are kept for the gate and written only when ``revealed``
+    (``--reveal-holdout``); a baseline holds ``per_query`` only if revealed.
+    Its repr shows counts and means alone.
+    """
+    slice: str
+    mean: Dict[str, float]
+    n: Optional[Dict[str, int]]
+    queries: int
+    unscored: int
+    missing: int
+    members_sha256: str
+    revealed: bool = False
+    per_query: Optional[Dict[str, Dict[str, float]]] = None
+    ids: Optional[Dict[str, Tuple[str, ...]]] = None
+
+    def __repr__(self):
+        return ("HeldOut(%r: %d scored, %d unscored, %d missing from the run; mean %r; %s)"
+                % (self.slice, self.queries, self.unscored, self.missing, self.mean,
+                   "revealed" if self.revealed else "per-query values hidden"))
+
+    def to_dict(self, per_query=False):
+        """The JSON form: counts and means; the ids and, with ``per_query``,
+        the per-query values only when revealed."""
+        out = {"slice": self.slice, "queries": self.queries, "unscored": self.unscored,
+               "missing_from_run": self.missing, "mean": dict(self.mean),
+               "revealed": self.revealed}
+        if self.n is not None:
+            out["n"] = dict(self.n)
+        if self.revealed:
+            ids = self.ids or {}
+            out["ids"] = {"unscored": list(ids.get("unscored", ())),
+                          "missing_from_run": list(ids.get("missing", ()))}
+            if per_query and self.per_query is not None:
+                out["per_query"] = {q: dict(v) for q, v in self.per_query.items()}
         return out
 
 
@@ -307,6 +368,9 @@ class Baseline(NamedTuple):
     ``rel`` is the relevance threshold the numbers were made with: it decides
     which queries are scored, so a baseline only gates reports of the same rel.
     ``meta`` and ``label_sha256`` are the report's (None: not recorded).
+    ``slices`` holds the means of every slice (``{"source=real": {measure:
+    mean}}``), ``membership`` the slices of each query in any, ``holdout`` the
+    held-out slice's counts and means (see :class:`HeldOut`).
     """
     mean: Dict[str, float]
     per_query: Optional[Dict[str, Dict[str, float]]] = None
@@ -315,14 +379,19 @@ class Baseline(NamedTuple):
     rel: int = 1
     meta: Optional[Dict[str, str]] = None
     label_sha256: Optional[Dict[str, str]] = None
+    slices: Optional[Dict[str, Dict[str, float]]] = None
+    membership: Optional[Dict[str, Tuple[str, ...]]] = None
+    holdout: Optional[HeldOut] = None
 
 
 class MeasureChange(NamedTuple):
-    """One baseline measure against the current report.
+    """One baseline measure against the current report, over every scored
+    query (``slice`` None) or over one slice (``"source=real"``).
 
     ``status`` is one of ``regressed``, ``missing``, ``dropped within tolerance``,
     ``dropped, not significant``, ``unchanged``, ``improved``.  ``p_value`` (the
     Holm-adjusted randomization p) is set by the significant gate only.
+    ``name`` is what the gate calls it: ``recall@5``, ``source=real: recall@5``.
     """
     measure: str
     baseline: float
@@ -330,6 +399,11 @@ class MeasureChange(NamedTuple):
     delta: Optional[float]
     status: str
     p_value: Optional[float] = None
+    slice: Optional[str] = None
+
+    @property
+    def name(self):
+        return self.measure if self.slice is None else "%s: %s" % (self.slice, self.measure)
 
 
 class QueryDrop(NamedTuple):
@@ -346,6 +420,14 @@ class MetaChange(NamedTuple):
     key: str
     baseline: Optional[str]
     current: Optional[str]
+
+
+class MembershipChange(NamedTuple):
+    """A query whose slices changed since the baseline: the slices it
+    ``left`` and those it ``joined``."""
+    query: str
+    left: Tuple[str, ...]
+    joined: Tuple[str, ...]
 
 
 class GateResult(NamedTuple):
@@ -366,6 +448,8 @@ class GateResult(NamedTuple):
     query_drops: Optional[Tuple[QueryDrop, ...]] = None   # None: a means-only baseline
     meta_changes: Tuple[MetaChange, ...] = ()
     labels_changed: Optional[Tuple[str, ...]] = None    # None: no label hashes to compare
+    moved: Tuple[MembershipChange, ...] = ()
+    slice_tolerances: Optional[Dict[str, str]] = None   # --slice-max-drop, as given
 
     def __bool__(self):
         return bool(self.passed)
@@ -383,6 +467,7 @@ class GateResult(NamedTuple):
             "passed": self.passed,
             "mode": self.mode,
             "max_drop": self.tolerance,
+            "slice_max_drop": dict(self.slice_tolerances or {}),
             "regressions": [c._asdict() for c in self.regressions],
             "improvements": [c._asdict() for c in self.improvements],
             "changes": [c._asdict() for c in self.changes],
@@ -392,7 +477,9 @@ class GateResult(NamedTuple):
                 "queries_removed": list(self.queries_removed),
                 "labels_changed": (None if self.labels_changed is None
                                    else list(self.labels_changed)),
-                "regressions": [d._asdict() for d in self.query_drops]},
+                "regressions": [d._asdict() for d in self.query_drops],
+                "moved": [{"query": m.query, "left": list(m.left), "joined": list(m.joined)}
+                          for m in self.moved]},
             "notes": list(self.notes),
         }
 
@@ -2062,8 +2149,8 @@ def _sha_field(record, what):
 def _as_label(item, what):
     """A Label from a label object (or a Label): a whole document without
     start/end, else a span of it."""
-    if isinstance(item, Label):
-        item = item._asdict()
+    if isinstance(item, Label):     # None: a field not given (start/end: the whole document)
+        item = {key: value for key, value in item._asdict().items() if value is not None}
     if "doc" not in item or "grade" not in item:
         raise EvalError("%s must look like %s (start/end left out for a whole document), got "
                         "keys %r" % (what, _LABEL_FORM, list(item)[:6]))
@@ -2157,9 +2244,12 @@ def _mapped_ranking(qid, ranking, where, rising=None):
     return out
 
 
-def _with_rising_note(report, name, rising):
+def _with_rising_note(report, name, rising, testset=None):
     """The report, warned first when some ranked lists' scores rise (see
-    _mapped_ranking): their order was read as the ranking."""
+    _mapped_ranking): their order was read as the ranking.  A hold-out query
+    is never named."""
+    if testset is not None and testset.hidden:
+        rising = [qid for qid in rising if qid not in testset.hidden]
     if not rising:
         return report
     note = ("%s: %s scores that rise down the list (first %r): the list order is the ranking, "
@@ -3071,7 +3161,8 @@ def _gc_paused(func):
 @_gc_paused
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
-             doc_sep=None, unit="id", meta=None):
+             doc_sep=None, unit="id", meta=None, queries=None, by=(), holdout=None,
+             as_of=None, reveal_holdout=False):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -3097,6 +3188,24 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     booleans) are kept as strings.  It is carried into every report format and
     saved baseline, and the gate names the keys that changed.
 
+    ``queries`` is query metadata, ``{qid: {"slices": {field: [value, ...]},
+    "valid_until": "YYYY-MM-DD", ...}}`` (see load_queries); its queries are
+    members of the test set even without labels (unscored).  The report then
+    holds every slice ``field=value`` (``slices``); ``by`` names the fields
+    the renderers show.  ``holdout="field=value"`` scores that slice apart: it
+    is left out of the overall mean and of every other slice, and only its
+    counts and means are ever written (``reveal_holdout=True`` writes the
+    rest).  ``as_of="YYYY-MM-DD"`` leaves out the queries whose valid_until
+    is before it; without it, dates are only counted.
+
+    >>> s = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}},
+    ...              {"q1": ["a"], "q2": ["x"], "q3": ["c"]}, k=1, measures="recall",
+    ...              queries={"q1": {"slices": {"source": ["real"]}},
+    ...                       "q2": {"slices": {"source": ["real"]}},
+    ...                       "q3": {"slices": {"split": ["holdout"]}}},
+    ...              by="source", holdout="split=holdout")
+    >>> s.mean, s.slices["source=real"]["mean"], s.holdout.mean, sorted(s.per_query)
+    ({'recall@1': 0.5}, {'recall@1': 0.5}, {'recall@1': 1.0}, ['q1', 'q2'])
     >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}},
     ...              {"q1": ["a", "a"], "q3": ["z"]}, k=1, measures="recall")
     >>> r.mean, r.unscored, r.missing
@@ -3110,24 +3219,31 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     meta = _checked_meta(meta)
+    average = _checked_average(average)
+    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, average)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     rising = []
     run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
-    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), _checked_average(average),
+    if testset is not None:
+        qrels = testset.qrels(qrels)
+    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average,
                      _library_chunks(chunks), doc_sep)
-    report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run")
-    report = _with_rising_note(report, "run", rising)
-    return _with_meta(report._replace(label_sha256=_LabelHashes(qrels)), meta)
+    report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
+                    testset)
+    report = _with_rising_note(report, "run", rising, testset)
+    return _with_meta(report._replace(label_sha256=_label_hashes(qrels, testset)), meta)
 
 
 @_gc_paused
 def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
                    skip_extra_queries=False, qrels_format=None, run_format=None,
                    average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
-                   meta=None):
+                   meta=None, queries=None, by=(), holdout=None, as_of=None,
+                   reveal_holdout=False):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format.  ``chunks`` is a chunk-map file (see load_chunks).
+    ``queries`` is query metadata, as for :func:`evaluate`.
 
     >>> evaluate_files(io.StringIO('{"q": {"a": 1}}'),
     ...                io.StringIO('q Q0 b 1 2.0 x\\nq Q0 a 2 1.0 x\\n'), measures="mrr").mean
@@ -3136,11 +3252,13 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     average = _checked_average(average)
     meta = _checked_meta(meta)
-    qrels, qrels_info, _ = _read_qrels(qrels, qrels_format)
+    qrels, qrels_info, described = _read_qrels(qrels, qrels_format)
+    metadata, info, notes = _metadata(described, qrels_info["path"], queries)
+    testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, average, info, notes)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info), meta)
+                                    chunks_info, testset), meta)
 
 
 def _renamed(measures, metrics):
@@ -3159,13 +3277,15 @@ def _checked_average(average):
 
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
-                  average="scored", chunks=None, doc_sep=None, chunks_info=None):
-    """evaluate_files() with the qrels (and chunk map) already read (they may
-    come from stdin)."""
+                  average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None):
+    """evaluate_files() with the qrels (and chunk map, and _TestSet) already
+    read (they may come from stdin)."""
+    if testset is not None:
+        qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep)
     inp, fmt = _open_input(run, run_format, "run")
     try:
-        report = _score_run(inp, fmt, scorer, skip_extra_queries)
+        report = _score_run(inp, fmt, scorer, skip_extra_queries, testset)
     except BaseException:
         inp.stop_hashing()
         raise
@@ -3175,21 +3295,24 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
     if report.mapping is not None:  # how chunks became documents is part of the numbers
         inputs["mapping"] = {key: report.mapping[key] for key in ("source", "doc_sep")
                              if report.mapping[key] is not None}
-    return report._replace(inputs=inputs, label_sha256=_LabelHashes(qrels))
+    if testset is not None and testset.info is not None:
+        inputs["queries"] = testset.info
+    return report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset))
 
 
-def _score_run(inp, fmt, scorer, skip_extra_queries):
+def _score_run(inp, fmt, scorer, skip_extra_queries, testset=None):
     """The report of one run, read one query at a time; a run whose queries
     are scattered is read whole."""
     try:
-        report = _score(scorer, _scored_run(inp, fmt, scorer), skip_extra_queries, inp.name)
+        report = _score(scorer, _scored_run(inp, fmt, scorer), skip_extra_queries, inp.name,
+                        testset)
     except _NotGrouped:
         report = _score(scorer, _scored_run_plain(inp, fmt, scorer, grouped=False),
-                        skip_extra_queries, inp.name)
+                        skip_extra_queries, inp.name, testset)
         note = ("%s: the lines of a query are not contiguous; read the whole run into memory"
                 % inp.name)
         report = report._replace(warnings=(note,) + report.warnings)
-    return _with_rising_note(report, inp.name, inp.rising)
+    return _with_rising_note(report, inp.name, inp.rising, testset)
 
 
 def _scored_run_plain(inp, fmt, scorer, grouped=True):
@@ -3608,17 +3731,19 @@ _NO_LABELS = {}
 _STRAYS_KEPT = 1000     # retrieved ids kept to find why a run meets no label
 
 
-def _score(scorer, scored, skip_extra, run_name):
+def _score(scorer, scored, skip_extra, run_name, testset=None):
     """The report over a stream of (qid, scored tuple or None: not in the
-    qrels), see _scored_queries; qrels queries absent from it score 0."""
+    qrels), see _scored_queries; qrels queries absent from it score 0.  With
+    a _TestSet, the hold-out's queries are set apart before any list or
+    warning is made, and the report gets its slices (see _TestSet.report)."""
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
     per_query, abstention, ties, extra, unlabelled, empty = {}, {}, {}, [], [], []
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
-    duplicate_queries = 0
+    repeated = []       # queries whose ranking repeats an id
     labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
 
     def add(qid, result, in_run=True):
-        nonlocal duplicate_queries, labelled_run
+        nonlocal labelled_run
         values, duplicates, straddling, returned, no_label = result
         if values is not None and scorer.every_query and not scorer.is_scored(
                 _sorted_grades(qrels[qid])):
@@ -3633,7 +3758,8 @@ def _score(scorer, scored, skip_extra, run_name):
                 ties[qid] = straddling
             if no_label is not None:
                 unlabelled.append(qid)
-        duplicate_queries += duplicates > 0
+        if duplicates:
+            repeated.append(qid)
         if no_label is None:
             labelled_run = labelled_run or returned > 0
         elif no_label is True:
@@ -3654,6 +3780,18 @@ def _score(scorer, scored, skip_extra, run_name):
     missing = [qid for qid in absent if scorer.is_scored(_sorted_grades(qrels[qid]))]
     for qid in absent:
         add(qid, scorer(qid, None), in_run=False)
+    hidden, held = frozenset(), None
+    if testset is not None:
+        extra = [qid for qid in extra if qid not in testset.expired]   # not in the test set now
+        hidden = testset.hidden
+        held = _set_apart(hidden, per_query, abstention, missing)
+        if hidden:
+            missing, empty, unlabelled, repeated = (
+                [q for q in ids if q not in hidden] for ids in (missing, empty, unlabelled,
+                                                                 repeated))
+            ties = {q: n for q, n in ties.items() if q not in hidden}
+            strays = [stray for stray in strays if stray[0] not in hidden]
+            qrels = {q: labels for q, labels in qrels.items() if q not in hidden}
     extra.sort()
     if extra and not skip_extra:
         raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
@@ -3661,6 +3799,9 @@ def _score(scorer, scored, skip_extra, run_name):
                         % (run_name, _plural(len(extra), "query is", "queries are"),
                            _preview(extra)))
     if not per_query:
+        if held and held[0]:
+            raise EvalError("every scored query is in the hold-out %s: the overall mean would "
+                            "be over none" % testset.holdout)
         raise EvalError("no query in the qrels has a relevant id (grade >= %d): nothing to score"
                         % rel)
     if scorer.every_query:
@@ -3682,9 +3823,9 @@ def _score(scorer, scored, skip_extra, run_name):
     if empty:
         warnings.append("%s retrieved nothing, scored 0: %s"
                         % (_plural(len(empty), "query", "queries"), _preview(sorted(empty))))
-    if duplicate_queries:
+    if repeated:
         warnings.append("%s repeat ids; each id counts once, at its best position"
-                        % _plural(duplicate_queries, "query", "queries"))
+                        % _plural(len(repeated), "query", "queries"))
     if extra:
         warnings.append("skipped %s not in the qrels: %s"
                         % (_plural(len(extra), "run query", "run queries"), _preview(extra)))
@@ -3713,27 +3854,39 @@ def _score(scorer, scored, skip_extra, run_name):
                                 "to average (character measures need span labels, not "
                                 "whole-document ones)" % name)
         warnings.extend(_population_notes(per_query, names, counts))
-        warnings.extend(_label_notes(scorer))
+        warnings.extend(_label_notes(scorer, hidden))
     else:
         mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
-    return Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
-                  tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
-                  tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run,
-                  scorer.average, counts, _mapping_info(scorer) if scorer.mapped else None)
+    report = Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
+                    tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
+                    tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run,
+                    scorer.average, counts,
+                    _mapping_info(scorer, hidden) if scorer.mapped else None)
+    return report if testset is None else testset.report(report, held)
 
 
-def _label_notes(scorer):
+def _set_apart(hidden, per_query, abstention, missing):
+    """Move the hold-out's queries out of ``per_query`` and ``abstention``:
+    (their values, their unscored ids, their ids missing from the run)."""
+    ids = sorted(hidden)
+    values = {q: per_query.pop(q) for q in ids if q in per_query}
+    unscored = tuple(q for q in ids if abstention.pop(q, None) is not None)
+    return values, unscored, tuple(q for q in missing if q in hidden)
+
+
+def _label_notes(scorer, hidden=frozenset()):
     """Warnings about the labels themselves: overlapping span labels (merged
-    into one evidence unit) and labels no chunk of the map can ever reach."""
+    into one evidence unit) and labels no chunk of the map can ever reach;
+    the ``hidden`` queries (the hold-out) are never named."""
     notes = []
-    overlapping = sorted(qid for qid, docs in (scorer.labels or {}).items()
-                         if any(_overlaps(spans, scorer.rel) for spans in docs.values()))
+    overlapping = sorted(qid for qid, docs in (scorer.labels or {}).items() if qid not in hidden
+                         and any(_overlaps(spans, scorer.rel) for spans in docs.values()))
     if overlapping:
         notes.append("%s overlapping span labels on one document, merged into one evidence "
                      "unit (the higher grade): %s"
                      % (_plural(len(overlapping), "query has", "queries have"),
                         _preview(overlapping)))
-    lost = _uncoverable(scorer)
+    lost = _uncoverable(scorer, hidden)
     if lost:
         shown = ["%s %s" % (qid, _unit_text(units[0])) for qid, units in list(lost.items())[:5]]
         notes.append("%s labelled evidence that no chunk of the map %s: lost at ingestion, "
@@ -3760,14 +3913,15 @@ def _needed_cover(scorer):
     return max(covers) if covers else COVER.default
 
 
-def _uncoverable(scorer):
+def _uncoverable(scorer, hidden=frozenset()):
     """{qid: [(doc, start, end), ...]}: the relevant units (see _evidence) of
     scored queries that the chunk map cannot deliver: a document with no
     chunk, or (when a measure reads spans) a span its chunks do not cover to
-    the needed cover (see _needed_cover).  Worked out once per scorer."""
+    the needed cover (see _needed_cover).  Worked out once per scorer; the
+    ``hidden`` queries (a hold-out) are left out."""
     if scorer.lost is None:
         scorer.lost = _lost_at_ingestion(scorer) if scorer.mapping.chunks is not None else {}
-    return scorer.lost
+    return {qid: units for qid, units in scorer.lost.items() if qid not in hidden}
 
 
 def _lost_at_ingestion(scorer):
@@ -3794,10 +3948,10 @@ def _lost_at_ingestion(scorer):
     return lost
 
 
-def _mapping_info(scorer):
+def _mapping_info(scorer, hidden=frozenset()):
     info = scorer.mapping.info()
     info["uncoverable"] = {qid: [list(unit) for unit in units]
-                           for qid, units in _uncoverable(scorer).items()}
+                           for qid, units in _uncoverable(scorer, hidden).items()}
     return info
 
 
@@ -3925,6 +4079,256 @@ def _as_number(text):
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------------------
+# Slices: named subsets of the test set
+#
+# Query metadata {qid: {"slices": {field: [value, ...]}, "question": ...,
+# "answer": ..., "answerable": bool, "valid_until": "YYYY-MM-DD"}} (every key
+# optional) puts each query in the slices named field=value of its fields.
+# A slice's mean is over its scored queries, each measure over its own
+# population (_population_means); the overall mean is the same thing over
+# every scored query.  One slice may be held out: scored and gated on its
+# own, left out of the overall and of every other slice, and shown only as
+# counts and means (HeldOut).  valid_until dates leave out the queries
+# expired on the day given as as_of; no clock is ever read.
+# ---------------------------------------------------------------------------
+
+_QUERY_KEYS = {"slices": dict, "question": str, "answer": str, "answerable": bool,
+               "valid_until": str}
+
+
+def _checked_queries(queries):
+    """Query metadata (see the banner above), each part checked: the ids as
+    text, fields without '=', values non-empty text.
+
+    >>> _checked_queries({1: {"slices": {"source": ["real"]}, "answerable": True}})
+    {'1': {'slices': {'source': ['real']}, 'answerable': True}}
+    """
+    if not isinstance(queries, dict):
+        raise EvalError("queries must be a dict {query_id: {\"slices\": {field: [value, ...]}, "
+                        "...}}, got %s" % type(queries).__name__)
+    out = {}
+    for qid, info in queries.items():
+        qid = _as_id(qid, "queries: query id")
+        where = "queries: query %r" % qid
+        if not isinstance(info, dict):
+            raise EvalError("%s: must be an object {\"slices\": ..., ...}, got %s"
+                            % (where, _short_repr(info, 40)))
+        for key, value in info.items():
+            if key not in _QUERY_KEYS:
+                raise EvalError("%s: unknown key %r (known: %s)"
+                                % (where, key, ", ".join(sorted(_QUERY_KEYS))))
+            if type(value) is not _QUERY_KEYS[key]:
+                raise EvalError("%s: %s must be %s, got %s"
+                                % (where, key, _QUERY_KEYS[key].__name__, _short_repr(value, 40)))
+        for field, values in info.get("slices", {}).items():
+            if not isinstance(field, str) or not field or "=" in field:
+                raise EvalError("%s: slice field %r must be non-empty text without '=' (a "
+                                "slice is named field=value)" % (where, field))
+            if not isinstance(values, list) or not values or not all(
+                    isinstance(v, str) and v for v in values):
+                raise EvalError("%s: slices.%s must be a non-empty list of non-empty strings, "
+                                "got %s" % (where, field, _short_repr(values, 40)))
+        if "valid_until" in info:
+            _check_date(info["valid_until"], "%s: valid_until" % where)
+        out[qid] = info
+    return out
+
+
+def _slice_names(info):
+    """The slices a query's metadata puts it in, sorted.
+
+    >>> _slice_names({"slices": {"tag": ["pricing", "eu"], "source": ["real"]}})
+    ('source=real', 'tag=eu', 'tag=pricing')
+    """
+    return tuple(sorted({"%s=%s" % (field, value)
+                         for field, values in info.get("slices", {}).items()
+                         for value in values}))
+
+
+def _slice_field(name):
+    """The field of a slice name: fields hold no '=', values may."""
+    return name.partition("=")[0]
+
+
+def _members_sha256(ids):
+    """The sha256 of a set of query ids (canonical JSON of the sorted list):
+    names no id, and changes when one joins or leaves.
+
+    >>> _members_sha256(["q2", "q1"]) == _members_sha256(("q1", "q2"))
+    True
+    """
+    text = json.dumps(sorted(ids), ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _TestSet:
+    """What query metadata makes of a test set for one evaluation: the
+    members with no labels (added to the qrels, unscored), the members
+    expired on ``as_of`` (left out, their run rankings ignored), the
+    hold-out members (scored apart, see _score), and the report's slices."""
+
+    def __init__(self, queries, by=(), holdout=None, as_of=None, reveal=False, info=None,
+                 notes=()):
+        self.info, self.notes = info, tuple(notes)   # the metadata file's input info
+        self.queries = _checked_queries(queries)
+        self.names = {qid: _slice_names(info) for qid, info in self.queries.items()}
+        fields = {_slice_field(n) for names in self.names.values() for n in names}
+        self.by = _checked_by(by, fields)
+        if as_of is not None:
+            if not isinstance(as_of, str):
+                raise EvalError("as_of must be a date YYYY-MM-DD, got %s" % _short_repr(as_of))
+            _check_date(as_of, "as_of")
+        self.as_of = as_of
+        self.dated = sorted(q for q, info in self.queries.items() if "valid_until" in info)
+        self.expired = frozenset(q for q in self.dated if self.as_of is not None
+                                 and self.queries[q]["valid_until"] < self.as_of)
+        self.holdout = None if holdout is None else _checked_holdout_name(holdout, fields)
+        self.held_ids = frozenset(q for q, names in self.names.items()
+                                  if self.holdout in names)
+        if self.holdout is not None and not self.held_ids:
+            raise EvalError("holdout %s: no query is in that slice (check the field and "
+                            "the value)" % self.holdout)
+        self.hidden = self.held_ids - self.expired
+        if reveal and self.holdout is None:
+            raise EvalError("reveal_holdout (--reveal-holdout) needs a hold-out (--holdout "
+                            "FIELD=VALUE)")
+        self.reveal = bool(reveal)
+
+    def qrels(self, qrels):
+        """The qrels of the test set: expired queries out, members with no
+        labels in (as queries with no label: unscored)."""
+        empty = list if any(type(labels) is list for labels in qrels.values()) else dict
+        out = {qid: labels for qid, labels in qrels.items() if qid not in self.expired}
+        for qid in self.queries:
+            if qid not in out and qid not in self.expired:
+                out[qid] = empty()
+        return out
+
+    def report(self, report, held):
+        """``report`` (scored without the hold-out) with its slices, the
+        hold-out (from ``held``: its values, unscored and missing ids, see
+        _score) and the date warnings."""
+        members = list(report.per_query) + list(report.unscored)
+        membership = {q: self.names[q] for q in sorted(members) if self.names.get(q)}
+        slices = _slice_stats(report, membership)
+        holdout = None
+        if self.holdout is not None:
+            holdout = _held_out(self.holdout, held, report.measures, self.reveal,
+                                self.held_ids)
+        return report._replace(slices=slices, membership=membership, by=self.by,
+                               holdout=holdout,
+                               warnings=report.warnings + self.notes + self._date_notes())
+
+    def _date_notes(self):
+        if not self.dated:
+            return ()
+        if self.as_of is None:
+            return ("%s a valid_until date; --as-of DATE (as_of=) leaves out those "
+                    "expired by then" % _plural(len(self.dated), "query carries",
+                                                "queries carry"),)
+        if not self.expired:
+            return ()
+        shown = sorted(self.expired - self.held_ids)
+        held = len(self.expired & self.held_ids)
+        return ("%s expired by %s (valid_until before it), left out of every mean%s%s"
+                % (_plural(len(self.expired), "query", "queries"), self.as_of,
+                   ": " + _preview(shown) if shown else "",
+                   "%s%d held out (not named)" % ("; " if shown else ": ", held)
+                   if held else ""),)
+
+
+def _checked_by(by, fields):
+    by = (by,) if isinstance(by, str) else tuple(by)
+    for field in by:
+        if not isinstance(field, str) or field not in fields:
+            raise EvalError("by: no query carries the slice field %r (fields: %s)"
+                            % (field, ", ".join(sorted(fields)) or "none"))
+    return tuple(sorted(set(by), key=by.index))
+
+
+def _checked_holdout_name(holdout, fields):
+    if not isinstance(holdout, str) or "=" not in holdout or not _slice_field(holdout) \
+            or holdout.endswith("="):
+        raise EvalError("holdout must name one slice as FIELD=VALUE (e.g. split=holdout), "
+                        "got %s" % _short_repr(holdout, 40))
+    if _slice_field(holdout) not in fields:
+        raise EvalError("holdout %s: no query carries the slice field %r (fields: %s)"
+                        % (holdout, _slice_field(holdout), ", ".join(sorted(fields)) or "none"))
+    return holdout
+
+
+def _test_set(queries, by, holdout, as_of, reveal_holdout, average, info=None, notes=()):
+    """The _TestSet of evaluate()'s metadata options, or None when none is
+    given (the plain path: no work per query) or the report averages as
+    trec_eval does (it knows no metadata)."""
+    asked = bool(by) or holdout is not None or as_of is not None or reveal_holdout
+    if queries is None:
+        if asked:
+            raise EvalError("slices (--by), a hold-out (--holdout) and dates (--as-of) need "
+                            "query metadata: --queries FILE, a test-set JSONL as the qrels, or "
+                            "queries= in the library")
+        return None
+    if average != "scored":
+        if asked:
+            raise EvalError("slices, a hold-out and --as-of are not for trec_eval's average, "
+                            "which is never gated: drop them or the average")
+        return None
+    return _TestSet(queries, by, holdout, as_of, reveal_holdout, info, notes)
+
+
+def _metadata(described, qrels_name, queries):
+    """(metadata, input info, notes): what the test-set file says of its
+    queries (``described``), or ``queries`` instead when given: a dict, or a
+    queries file (see load_queries) whose input info the report keeps."""
+    if queries is None:
+        return described, None, ()
+    notes = ()
+    if described is not None:
+        notes = ("%s says what its queries are, and query metadata was given too "
+                 "(--queries, queries=): that metadata's slices and dates are used, the "
+                 "test set's are not" % qrels_name,)
+    if isinstance(queries, dict):
+        return queries, None, notes
+    metadata, info = _read_queries(queries)
+    return metadata, info, notes
+
+
+def _slice_stats(report, membership):
+    """{slice: {"queries", "unscored", "mean"[, "n"]}} of every slice the
+    membership names: its scored queries, unscored ids and means (each
+    measure over the queries that have it)."""
+    members = {}
+    for qid, names in membership.items():
+        for name in names:
+            members.setdefault(name, []).append(qid)
+    stats = {}
+    for name, qids in sorted(members.items()):
+        rows = {q: report.per_query[q] for q in qids if q in report.per_query}
+        mean, counts = _population_means(rows, report.measures)
+        stats[name] = {"queries": len(rows), "mean": mean,
+                       "unscored": [q for q in qids if q not in rows]}
+        if counts is not None:
+            stats[name]["n"] = counts
+    return stats
+
+
+def _slice_json(stats):
+    """A slice's stats as the JSON report writes them (copies)."""
+    return {key: value if key == "queries" else type(value)(value)
+            for key, value in stats.items()}
+
+
+def _held_out(name, held, measures, reveal, ids):
+    """The HeldOut of the hold-out's values, unscored and missing ids (see
+    _set_apart); ``ids`` are all its members, expired ones too."""
+    per_query, unscored, missing = held
+    mean, counts = _population_means(per_query, measures)
+    return HeldOut(name, mean, counts, len(per_query), len(unscored), len(missing),
+                   _members_sha256(list(per_query) + list(unscored)), reveal, per_query,
+                   {"unscored": unscored, "missing": missing, "all": tuple(sorted(ids))})
 
 
 # ---------------------------------------------------------------------------
@@ -4545,31 +4949,45 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
     return comparisons
 
 
-def _sample_size_note(report, allowed):
+def _sample_size_note(groups):
     """One note naming the gated measures whose 95% margin of the mean (normal
-    approximation) exceeds the tolerance, with the queries a drop that size needs.
+    approximation) exceeds the tolerance, with the queries a drop that size
+    needs.  ``groups`` are (slice or None, per-query values, tolerances); a
+    slice is named once, with its largest margin (slices multiply measures).
 
     >>> r = evaluate({"q%d" % i: {"d": 1} for i in range(100)},
     ...              {"q%d" % i: ["d"] if i < 80 else [] for i in range(100)}, k=1,
     ...              measures="success")
-    >>> print(_sample_size_note(r, {"success@1": 0.04}))
-    too few queries to see a drop of the tolerance: success@1 +/-0.079 on 100 queries (about 389 needed)
+    >>> a1 = {q: r.per_query[q] for q in ("q1", "q2", "q3", "q90")}     # 1, 1, 1, 0
+    >>> print(_sample_size_note([(None, r.per_query, {"success@1": 0.04}),
+    ...                          ("a=1", a1, {"success@1": 0.04})]))
+    too few queries to see a drop of the tolerance: success@1 +/-0.079 on 100 queries (about 389 needed); a=1 +/-0.490 on 4 queries (about 601 needed)
     """
     parts = []
-    for measure in sorted(set(allowed) & set(report.mean)):
-        values = [v[measure] for v in report.per_query.values() if measure in v]
-        if len(values) < 2 or allowed[measure] <= 0:
-            continue
-        margin = margin_of_error(values)
-        if margin > allowed[measure]:
-            needed = queries_needed(_statistics().stdev(values), allowed[measure])
-            parts.append("%s +/-%.3f on %s (%s)" % (
-                measure, margin, _plural(len(values), "query", "queries"),
-                "about %d needed" % needed if needed < 10 ** 15
-                else "no practical number of queries is enough"))
+    for name, rows, allowed in groups:
+        wide = []
+        for measure in sorted(allowed):
+            values = [v[measure] for v in rows.values() if measure in v]
+            if len(values) < 2 or allowed[measure] <= 0:
+                continue
+            margin = margin_of_error(values)
+            if margin > allowed[measure]:
+                needed = queries_needed(_statistics().stdev(values), allowed[measure])
+                wide.append((margin, measure, len(values), needed))
+        shown = wide if name is None else sorted(wide, reverse=True)[:1]
+        parts += ["%s +/-%.3f on %s (%s)" % (
+            measure if name is None else name, margin, _plural(n, "query", "queries"),
+            "about %d needed" % needed if needed < 10 ** 15
+            else "no practical number of queries is enough")
+            for margin, measure, n, needed in shown]
     if not parts:
         return None
     return "too few queries to see a drop of the tolerance: " + "; ".join(parts)
+
+
+def _change_name(name, measure):
+    """What the gate calls a measure of a slice (name) or of every query (None)."""
+    return measure if name is None else "%s: %s" % (name, measure)
 
 
 # ---------------------------------------------------------------------------
@@ -4792,6 +5210,14 @@ class _LabelHashes(collections.abc.Mapping):
         return "<label hashes of %s>" % _plural(len(self), "query", "queries")
 
 
+def _label_hashes(qrels, testset=None):
+    """The _LabelHashes of the qrels of a report: of the test set, its
+    hold-out left out (its ids are never written)."""
+    if testset is not None and testset.hidden:
+        qrels = {qid: labels for qid, labels in qrels.items() if qid not in testset.hidden}
+    return _LabelHashes(qrels)
+
+
 def _checked_label_hashes(hashes, where):
     """A baseline's ``label_sha256``: None, or {query id: 64 hex digits}."""
     if hashes is None:
@@ -4880,7 +5306,8 @@ def _read_meta_file(args):
     path = args.meta_file
     if path == "":
         raise EvalError("--meta-file: the file name is empty (an unset variable?)")
-    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks] + args.compare:
+    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks,
+                               args.queries] + args.compare:
         raise EvalError("only one input can come from stdin")
     for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
         if path != "-" and output not in (None, "-") and os.path.realpath(output) == \
@@ -4999,9 +5426,32 @@ def load_baseline(source):
     mean = _agreeing_means(mean, per_query, name)
     inputs = _checked_inputs(loaded.get("inputs"), name)
     rel = _positive_int(loaded.get("rel", 1), "%s: rel" % name)
-    return Baseline(mean, per_query, inputs, name, rel,
-                    _checked_baseline_meta(loaded.get("meta"), name),
-                    _checked_label_hashes(loaded.get("label_sha256"), name))
+    slices = loaded.get("slices")
+    if slices is not None:
+        if not isinstance(slices, dict) or not all(
+                isinstance(stats, dict) for stats in slices.values()):
+            raise EvalError('%s: slices must be an object {"field=value": {"mean": {...}}}, '
+                            "got %s" % (name, _short_repr(slices)))
+        slices = {key: stats.get("mean") for key, stats in slices.items()}
+    holdout = loaded.get("holdout")
+    if holdout is not None:
+        holdout = _loaded_holdout(holdout, "%s: holdout" % name)
+    return _checked_slices(Baseline(mean, per_query, inputs, name, rel,
+                                    _checked_baseline_meta(loaded.get("meta"), name),
+                                    _checked_label_hashes(loaded.get("label_sha256"), name),
+                                    slices, loaded.get("membership"), holdout))
+
+
+def _loaded_holdout(saved, where):
+    """The HeldOut of a baseline's "holdout" object (see _saved_slices)."""
+    if not isinstance(saved, dict):
+        raise EvalError("%s must be an object, got %s" % (where, _short_repr(saved)))
+    counts = [saved.get(key) for key in ("queries", "unscored", "missing_from_run")]
+    if not all(type(c) is int and c >= 0 for c in counts):
+        raise EvalError("%s: queries, unscored and missing_from_run must be counts, got %s"
+                        % (where, _short_repr(counts)))
+    return HeldOut(saved.get("slice"), saved.get("mean"), saved.get("n"), *counts,
+                   saved.get("members_sha256"), "per_query" in saved, saved.get("per_query"))
 
 
 def _gated_average(report):
@@ -5029,7 +5479,28 @@ def baseline_dict(report):
         "mean": dict(report.mean),
         "per_query": {q: dict(v) for q, v in report.per_query.items()},
         "unscored": list(report.unscored),
+        **_saved_slices(report),
     }
+
+
+def _saved_slices(report):
+    """What a baseline keeps of a report's slices: the means of every slice
+    (not only those shown), each query's slices, and the hold-out's counts,
+    means and the sha256 of its ids (its values only when revealed)."""
+    out = {}
+    if report.slices is not None:
+        out["slices"] = {name: {key: stats[key] for key in ("queries", "mean", "n")
+                                if key in stats}
+                         for name, stats in report.slices.items()}
+        out["membership"] = {q: list(names) for q, names in report.membership.items()}
+    held = report.holdout
+    if held is not None:
+        out["holdout"] = {key: value for key, value in held.to_dict().items()
+                          if key not in ("revealed", "ids")}
+        out["holdout"]["members_sha256"] = held.members_sha256
+        if held.revealed:
+            out["holdout"]["per_query"] = {q: dict(v) for q, v in held.per_query.items()}
+    return out
 
 
 def save_baseline(report, path):
@@ -5077,11 +5548,92 @@ def _checked_baseline(baseline):
         raise EvalError("%s: the baseline holds no measures" % source)
     per_query = _checked_per_query(baseline.per_query, source)
     mean = _agreeing_means(_canonical_values(baseline.mean, source), per_query, source)
-    return baseline._replace(mean=mean, source=source, per_query=per_query,
-                             inputs=_checked_inputs(baseline.inputs, source),
-                             rel=_positive_int(baseline.rel, "baseline rel"),
-                             meta=_checked_baseline_meta(baseline.meta, source),
-                             label_sha256=_checked_label_hashes(baseline.label_sha256, source))
+    return _checked_slices(baseline._replace(
+        mean=mean, source=source, per_query=per_query,
+        inputs=_checked_inputs(baseline.inputs, source),
+        rel=_positive_int(baseline.rel, "baseline rel"),
+        meta=_checked_baseline_meta(baseline.meta, source),
+        label_sha256=_checked_label_hashes(baseline.label_sha256, source)))
+
+
+def _checked_slices(baseline):
+    """A Baseline (its means and per-query values checked) whose slices,
+    membership and hold-out are checked as its means are: canonical names,
+    values in [0, 1], means that agree with the per-query values."""
+    source, per_query = baseline.source, baseline.per_query
+    membership = _checked_membership(baseline.membership, baseline.slices, source)
+    slices = None
+    if baseline.slices is not None:
+        if not isinstance(baseline.slices, dict):
+            raise EvalError("%s: slices must be an object {slice: {measure: mean}}, got %s"
+                            % (source, _short_repr(baseline.slices)))
+        members = _members(membership)
+        slices = {}
+        for name, means in sorted(baseline.slices.items()):
+            _checked_slice_name(name, "%s: slices" % source)
+            where = "%s: slices %r" % (source, name)
+            rows = {q: per_query[q] for q in members.get(name, ()) if q in (per_query or {})}
+            slices[name] = _agreeing_means(_canonical_values(means, "%s: mean" % where),
+                                           rows, where)
+    return baseline._replace(slices=slices, membership=membership,
+                             holdout=_checked_held_out(baseline.holdout, source))
+
+
+def _checked_slice_name(name, where):
+    if not isinstance(name, str) or "=" not in name or not _slice_field(name):
+        raise EvalError("%s: %s is not a slice name field=value" % (where, _short_repr(name)))
+    return name
+
+
+def _checked_membership(membership, slices, where):
+    """A baseline's {qid: (slice, ...)}: given exactly when its slices are."""
+    if (membership is None) != (slices is None):
+        raise EvalError("%s: slices and membership come together (a saved baseline writes "
+                        "both); write it again with --save-baseline" % where)
+    if membership is None:
+        return None
+    if not isinstance(membership, dict):
+        raise EvalError("%s: membership must be an object {query_id: [slice, ...]}, got %s"
+                        % (where, _short_repr(membership)))
+    out = {}
+    for qid, names in membership.items():
+        if not isinstance(qid, str) or not isinstance(names, (list, tuple)):
+            raise EvalError("%s: membership %s: must be a list of slices, got %s"
+                            % (where, _short_repr(qid), _short_repr(names)))
+        out[qid] = tuple(_checked_slice_name(n, "%s: membership %r" % (where, qid))
+                         for n in names)
+    return out
+
+
+def _members(membership):
+    """{slice: [qid, ...]} of {qid: (slice, ...)}.
+
+    >>> _members({"q1": ("a=1", "b=2"), "q2": ("a=1",)})
+    {'a=1': ['q1', 'q2'], 'b=2': ['q1']}
+    """
+    members = {}
+    for qid, names in (membership or {}).items():
+        for name in names:
+            members.setdefault(name, []).append(qid)
+    return members
+
+
+def _checked_held_out(held, where):
+    """A baseline's hold-out: a HeldOut with means in [0, 1] under canonical
+    names, and per-query values (only revealed ones are saved) that agree."""
+    if held is None:
+        return None
+    if not isinstance(held, HeldOut):
+        raise EvalError("%s: holdout must be a HeldOut, got %s" % (where, type(held).__name__))
+    where = "%s: holdout" % where
+    _checked_slice_name(held.slice, where)
+    sha = held.members_sha256
+    if not isinstance(sha, str) or not re.fullmatch("[0-9a-f]{64}", sha):
+        raise EvalError("%s: members_sha256 must be 64 hex digits, got %s"
+                        % (where, _short_repr(sha)))
+    per_query = _checked_per_query(held.per_query, where)
+    mean = _agreeing_means(_canonical_values(held.mean, "%s: mean" % where), per_query, where)
+    return held._replace(mean=mean, per_query=per_query, n=None, ids=None)
 
 
 def _agreeing_means(mean, per_query, where):
@@ -5123,7 +5675,8 @@ def _checked_resamples(raw):
 
 
 def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
-         alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, same=()):
+         alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, same=(),
+         slice_max_drop=None):
     """Compare ``report`` with ``baseline``; return a :class:`GateResult`.
 
     A regression is a baseline measure missing from the report, or one whose
@@ -5136,7 +5689,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     query that fell by more than the tolerance, largest drop first, whatever
     the mean did.  ``mode="significant"`` then compares the means over the
     queries both share and fails only on a drop beyond the tolerance whose
-    paired randomization p (Holm-adjusted over the gated measures) is at most
+    paired randomization p (Holm-adjusted over every gated pair) is at most
     ``alpha``; with a means-only baseline it falls back to the tolerance rule.
 
     Provenance: a note names every meta key that changed since the baseline
@@ -5144,6 +5697,14 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     one differs or is absent on one side).  When both sides hold label
     hashes, ``labels_changed`` lists the queries whose labels changed, and the
     per-query checks above leave them out (the means keep them).
+
+    Slices are gated the same way: a slice is a named subset of the queries,
+    the overall the subset of all of them (see _Subset).  A baseline saved
+    with query metadata holds the means of every slice; each is checked
+    (``source=real: recall@5``), a slice that disappeared is missing, and
+    ``slice_max_drop`` gives a slice its own tolerance (``{"risk=high": 0}``).
+    The hold-out is gated on its means, and its queries are never named.
+    Queries that changed slices since the baseline are listed (``moved``).
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> result = gate(r, Baseline({"mrr@2": 0.6, "recall@2": 1.0}))
@@ -5159,45 +5720,202 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                         % (baseline.source, baseline.rel, report.rel))
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
-    tolerance, relative = parse_tolerance(max_drop)
-    allowed = {m: tolerance * v if relative else tolerance for m, v in baseline.mean.items()}
+    _check_same_holdout(report, baseline)
+    tolerance = parse_tolerance(max_drop)
+    tolerances = _slice_tolerances(slice_max_drop, baseline)
     meta_changes = _meta_changes(report, baseline)
     relabelled = _relabelled(report, baseline)
+    subsets = _gated_subsets(report, baseline, tolerance, tolerances, relabelled or ())
     notes = (_meta_notes(report, meta_changes, baseline) + same_notes
              + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled))
-    common, drops, pvalues = [], None, {}
-    current, before = dict(report.mean), dict(baseline.mean)
+    drops, pvalues, paired = None, {}, {}
     if baseline.per_query is None:
         notes.append("the baseline holds means only: per-query checks%s are unavailable; "
                      "write one with --save-baseline to get them"
                      % (" and the significant gate" if mode == "significant" else ""))
     else:
-        common = sorted(set(baseline.per_query) & set(report.per_query) - set(relabelled or ()))
-        drops = _query_drops(report, baseline, common, allowed)
+        # Per-query drops of every query shown one by one: slices are parts of the overall.
+        drops = _query_drops([s for s in subsets if s.listed and s.then is not None
+                              and (s.name is None or s.held)])
         if mode == "significant":
-            ours, theirs, pvalues, untestable = _paired_means_and_p(
-                report, baseline, common, resamples, seed, alpha)
-            current.update(ours)
-            before.update(theirs)
+            paired, pvalues, untestable, family = _paired_means_and_p(subsets, resamples, seed,
+                                                                      alpha)
             if untestable:
+                names = [_change_name(*key) for key in untestable]
                 notes.append("too few queries differ for a significance test at alpha=%g on %s "
                              "(an exact test needs at least %d); the tolerance rule applies there"
-                             % (alpha, ", ".join(untestable),
-                                _queries_for_significance(len(pvalues), alpha)))
-                pvalues = {m: p for m, p in pvalues.items() if m not in untestable}
-    changes = tuple(_change(m, before[m], current.get(m), allowed[m], pvalues.get(m), alpha)
-                    for m in sorted(baseline.mean))
-    notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(report, allowed)] if n]
-    label = "%g%%" % (tolerance * 100) if relative else "%g" % tolerance
+                             % (alpha, ", ".join(names[:_SHOWN_NAMES]) + (
+                                 ", ... (%d more)" % (len(names) - _SHOWN_NAMES)
+                                 if len(names) > _SHOWN_NAMES else ""),
+                                _queries_for_significance(family, alpha)))
+    changes = tuple(change for subset in subsets
+                    for change in _subset_changes(subset, paired, pvalues, alpha))
+    notes += _slice_notes(report, baseline, subsets, mode)
+    notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
+        [(s.name, s.rows, s.allowed) for s in subsets if s.listed])] if n]
     passed = not any(c.status in ("regressed", "missing") for c in changes)
+    held = _held_ids(report)
     added = tuple(sorted(set(report.per_query) - set(
         report.per_query if baseline.per_query is None else baseline.per_query)))
-    removed = tuple(sorted(set(baseline.per_query or {}) - set(report.per_query)))
-    return GateResult(passed, changes, label, tuple(notes),
+    removed = tuple(sorted(set(baseline.per_query or {}) - set(report.per_query) - held))
+    return GateResult(passed, changes, _tolerance_text(tolerance), tuple(notes),
                       mode if pvalues or mode == "tolerance" else "tolerance",
-                      added, removed, drops, meta_changes or (), relabelled)
+                      added, removed, drops, meta_changes or (), relabelled,
+                      _moved(report, baseline),
+                      {name: _tolerance_text(t) for name, t in tolerances.items()})
 
 
+_SHOWN_NAMES = 12     # measures a note names before it says how many more
+
+
+class _Subset(NamedTuple):
+    """A named subset of the test set as the gate checks it: every scored
+    query not held out (name None), a slice, or the hold-out (held)."""
+    name: Optional[str]
+    before: Dict[str, float]                        # the baseline's means
+    now: Dict[str, float]                           # the report's ({}: the slice is gone)
+    rows: Dict[str, Dict[str, float]]              # the report's values of its scored queries
+    then: Optional[Dict[str, Dict[str, float]]]    # the baseline's (None: means only)
+    allowed: Dict[str, float]                       # the tolerated drop of each measure
+    listed: bool = True                             # its queries may be named
+    held: bool = False
+
+
+def _gated_subsets(report, baseline, tolerance, tolerances, relabelled=()):
+    """The overall, then every slice the baseline holds, then its hold-out;
+    the baseline's per-query values of relabelled queries are left out (they
+    are not comparable query by query)."""
+    def allowed(name, before):
+        value, relative = tolerances.get(name, tolerance)
+        return {m: value * v if relative else value for m, v in before.items()}
+
+    then_rows, relabelled = baseline.per_query, frozenset(relabelled)
+    if then_rows is not None and relabelled:
+        then_rows = {q: v for q, v in then_rows.items() if q not in relabelled}
+    subsets = [_Subset(None, baseline.mean, report.mean, report.per_query, then_rows,
+                       allowed(None, baseline.mean))]
+    now_members, then_members = _members(report.membership), _members(baseline.membership)
+    for name, before in sorted((baseline.slices or {}).items()):
+        rows = {q: report.per_query[q] for q in now_members.get(name, ())
+                if q in report.per_query}
+        then = None if then_rows is None else {
+            q: then_rows[q] for q in then_members.get(name, ()) if q in then_rows}
+        now = (report.slices or {}).get(name, {}).get("mean", {})
+        subsets.append(_Subset(name, before, now, rows, then, allowed(name, before)))
+    if baseline.holdout is not None:
+        theirs, ours = baseline.holdout, report.holdout
+        subsets.append(_Subset(theirs.slice, theirs.mean, ours.mean, ours.per_query,
+                               theirs.per_query, allowed(theirs.slice, theirs.mean),
+                               ours.revealed, True))
+    return subsets
+
+
+def _subset_changes(subset, paired, pvalues, alpha):
+    """The MeasureChange of each baseline measure of a subset; under the
+    significant gate, over the queries both sides hold (``paired``)."""
+    for measure in sorted(subset.before):
+        key = (subset.name, measure)
+        before, now = subset.before[measure], subset.now.get(measure)
+        if key in paired:
+            now, before = paired[key]
+        change = _change(measure, before, now, subset.allowed[measure], pvalues.get(key), alpha)
+        yield change._replace(slice=subset.name)
+
+
+def _held_ids(report):
+    """Every query id the metadata puts in the report's hold-out (expired
+    ones too): ids the gate must never name."""
+    return frozenset(report.holdout.ids["all"]) if report.holdout is not None else frozenset()
+
+
+def _check_same_holdout(report, baseline):
+    """A baseline and a report with different hold-outs have overall means
+    over different queries: refused, never compared."""
+    ours = report.holdout.slice if report.holdout is not None else None
+    theirs = baseline.holdout.slice if baseline.holdout is not None else None
+    if ours != theirs:
+        raise EvalError("%s was saved with %s and this report has %s: the overall means are "
+                        "over different queries; gate with the same --holdout, or save a new "
+                        "baseline" % (baseline.source, "the hold-out %s" % theirs if theirs
+                                      else "no hold-out", "the hold-out %s" % ours if ours
+                                      else "none"))
+
+
+def _slice_tolerances(slice_max_drop, baseline):
+    """{slice: (value, relative)} of ``slice_max_drop`` ({slice: tolerance}),
+    each naming a slice the baseline gates."""
+    if not slice_max_drop:
+        return {}
+    if not isinstance(slice_max_drop, dict):
+        raise EvalError("slice_max_drop must be a dict {\"field=value\": tolerance}, got %s"
+                        % _short_repr(slice_max_drop))
+    gated = set(baseline.slices or ())
+    if baseline.holdout is not None:
+        gated.add(baseline.holdout.slice)
+    out = {}
+    for name, value in sorted(slice_max_drop.items(), key=lambda item: str(item[0])):
+        if name not in gated:
+            raise EvalError("slice_max_drop (--slice-max-drop) names %s, a slice %s does not "
+                            "gate (%s)"
+                            % (_short_repr(name), baseline.source, "it gates " + ", ".join(
+                                sorted(gated)) if gated else "it holds no slices"))
+        try:
+            out[name] = parse_tolerance(value)
+        except EvalError as exc:
+            raise EvalError("--slice-max-drop %s: %s" % (name, exc)) from None
+    return out
+
+
+def _tolerance_text(tolerance):
+    value, relative = tolerance
+    return "%g%%" % (value * 100) if relative else "%g" % value
+
+
+def _moved(report, baseline):
+    """The queries of both test sets whose slices changed (never a hold-out
+    query: those are in neither report list)."""
+    if baseline.membership is None or report.membership is None:
+        return ()
+    then = set(baseline.per_query or ()) | set(baseline.membership)
+    now = set(report.per_query) | set(report.unscored)
+    moved = []
+    for qid in sorted(then & now):
+        before = set(baseline.membership.get(qid, ()))
+        after = set(report.membership.get(qid, ()))
+        if before != after:
+            moved.append(MembershipChange(qid, tuple(sorted(before - after)),
+                                          tuple(sorted(after - before))))
+    return tuple(moved)
+
+
+def _slice_notes(report, baseline, subsets, mode):
+    """What the gate says of slices beyond their rows: slices it cannot
+    gate, a changed hold-out (by counts), queries now held out."""
+    notes = []
+    if report.slices is not None and baseline.slices is None:
+        notes.append("the baseline holds no slices: only the overall mean is gated; save one "
+                     "with query metadata to gate every slice")
+    new = sorted(set(report.slices or ()) - set(baseline.slices or ()))
+    if new and baseline.slices is not None:
+        notes.append("%s not in the baseline, not gated: %s"
+                     % (_plural(len(new), "slice", "slices"), ", ".join(new[:10])
+                        + (", ..." if len(new) > 10 else "")))
+    ours, theirs = report.holdout, baseline.holdout
+    if theirs is not None:
+        if theirs.members_sha256 != ours.members_sha256:
+            notes.append("the hold-out %s changed since the baseline (%d -> %d queries; which "
+                         "is not shown): its means are over other queries"
+                         % (ours.slice, theirs.queries + theirs.unscored,
+                            ours.queries + ours.unscored))
+        if mode == "significant" and theirs.per_query is None:
+            notes.append("the hold-out's baseline holds means only (its per-query values are "
+                         "never saved): the tolerance rule gates %s" % ours.slice)
+        now_held = len(set(baseline.per_query or ()) & _held_ids(report))
+        if now_held:
+            notes.append("%s of the baseline %s in the hold-out now (not named)"
+                         % (_plural(now_held, "query", "queries"),
+                            "is" if now_held == 1 else "are"))
+    return notes
 def _unscored_note(report, baseline):
     """What to ask for when baseline measures are missing from the report (a
     baseline written at another k, or with other measures)."""
@@ -5225,35 +5943,47 @@ def _change(measure, before, now, allowed, p_value, alpha):
     return MeasureChange(measure, before, now, delta, status, p_value)
 
 
-def _query_drops(report, baseline, common, allowed):
+def _query_drops(subsets):
+    """Every query of these subsets whose value fell by more than the
+    subset's tolerance, largest drop first."""
     drops = []
-    for qid in common:
-        before, now = baseline.per_query[qid], report.per_query[qid]
-        for measure in sorted(set(before) & set(now) & set(allowed)):
-            delta = now[measure] - before[measure]
-            if -delta > allowed[measure] + FLOAT_SLACK:
-                drops.append(QueryDrop(measure, qid, before[measure], now[measure], delta))
+    for subset in subsets:
+        for qid in sorted(set(subset.then) & set(subset.rows)):
+            before, now = subset.then[qid], subset.rows[qid]
+            for measure in sorted(set(before) & set(now) & set(subset.allowed)):
+                delta = now[measure] - before[measure]
+                if -delta > subset.allowed[measure] + FLOAT_SLACK:
+                    drops.append(QueryDrop(measure, qid, before[measure], now[measure], delta))
     return tuple(sorted(drops, key=lambda d: (d.delta, d.measure, d.query)))
 
 
-def _paired_means_and_p(report, baseline, common, resamples, seed, alpha):
-    """Both sides' means over the shared queries, the Holm-adjusted randomization
-    p of each measure's paired differences, and the measures whose differences
-    are too few for any p to reach ``alpha``."""
-    ours, theirs, raw, smallest = {}, {}, {}, {}
-    for measure in sorted(set(baseline.mean) & set(report.mean)):
-        rows = [q for q in common
-                if measure in baseline.per_query[q] and measure in report.per_query[q]]
-        if not rows:
+def _paired_means_and_p(subsets, resamples, seed, alpha):
+    """For each (subset, measure) both sides hold per-query values for: both
+    means over the queries both hold; the randomization p of the paired
+    differences, Holm-adjusted over all of them as one family; the pairs too
+    few differences could ever make significant; and the family's size."""
+    paired, raw, smallest = {}, {}, {}
+    for subset in subsets:
+        if subset.then is None:
             continue
-        now, then = _paired(report.per_query, baseline.per_query, measure, rows)
-        diffs = [a - b for a, b in zip(now, then)]
-        ours[measure], theirs[measure] = _mean(now), _mean(then)
-        raw[measure] = randomization_p(diffs, resamples=resamples,
-                                       rng=random.Random("%s|%s" % (seed, measure)))
-        smallest[measure] = _attainable_p(diffs, resamples)
-    untestable = sorted(m for m, p in smallest.items() if p * len(raw) > alpha)
-    return ours, theirs, dict(zip(raw, holm(list(raw.values())))), untestable
+        common = sorted(set(subset.then) & set(subset.rows))
+        for measure in sorted(set(subset.before) & set(subset.now)):
+            rows = [q for q in common
+                    if measure in subset.then[q] and measure in subset.rows[q]]
+            if not rows:
+                continue
+            now, then = _paired(subset.rows, subset.then, measure, rows)
+            diffs = [a - b for a, b in zip(now, then)]
+            key = (subset.name, measure)
+            paired[key] = _mean(now), _mean(then)
+            # Seeded by the name, so that a slice never changes another's p.
+            raw[key] = randomization_p(diffs, resamples=resamples, rng=random.Random(
+                "%s|%s" % (seed, _change_name(*key))))
+            smallest[key] = _attainable_p(diffs, resamples)
+    untestable = [key for key, p in smallest.items() if p * len(raw) > alpha]
+    adjusted = dict(zip(raw, holm(list(raw.values()))))
+    return (paired, {key: p for key, p in adjusted.items() if key not in untestable},
+            untestable, len(raw))
 
 
 def _input_notes(report, baseline):
@@ -5326,15 +6056,20 @@ def _summary_line(report):
     if report.missing:
         parts.append("%d missing from the run (%s)" % (len(report.missing), "scored 0"
                      if report.average == "scored" else "left out, as trec_eval averages"))
+    if report.holdout is not None:
+        held = report.holdout
+        parts.append("%d held out (%s, reported apart)"
+                     % (held.queries + held.unscored, held.slice))
     return "rag_eval %s: %s" % (__version__, "; ".join(parts))
 
 
 def _gate_verdict(gate_result, baseline_name):
-    how = "max drop %s%s" % (gate_result.tolerance, ", significant drops only"
-                             if gate_result.mode == "significant" else "")
+    how = "max drop %s%s%s" % (gate_result.tolerance, "".join(
+        ", %s: %s" % item for item in sorted((gate_result.slice_tolerances or {}).items())),
+        ", significant drops only" if gate_result.mode == "significant" else "")
     if gate_result.passed:
         return "gate vs %s (%s): PASSED" % (baseline_name, how)
-    names = [c.measure for c in gate_result.regressions]
+    names = [c.name for c in gate_result.regressions]
     return ("gate vs %s (%s): FAILED, %s: %s"
             % (baseline_name, how, _plural(len(names), "regression", "regressions"),
                ", ".join(names)))
@@ -5354,15 +6089,27 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
         rows.append(["n"] + [str(report.n[m]) for m in report.measures])
     yield _summary_line(report), ["query"] + list(report.measures), rows, []
     yield from _meta_section(report)
+    for field in report.by:
+        yield _slice_section(report, field)
+    if report.holdout is not None:
+        yield _holdout_section(report.holdout, report.measures, per_query)
     if gate_result is not None:
         significant = gate_result.mode == "significant"
-        rows = [[c.measure, _fmt(c.baseline), _fmt(c.current),
+        # A slice row that did not move beyond the tolerance is left to the JSON:
+        # slices multiply the rows.
+        quiet = [c for c in gate_result.changes if c.slice is not None
+                 and c.status in ("unchanged", "dropped within tolerance")]
+        rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
                  "-" if c.delta is None else "%+.4f" % c.delta,
                  c.status.upper() if c.status in ("regressed", "missing") else c.status]
-                + ([_fmt(c.p_value)] if significant else []) for c in gate_result.changes]
+                + ([_fmt(c.p_value)] if significant else []) for c in gate_result.changes
+                if c not in quiet]
         header = ["measure", "baseline", "current", "delta", "status"]
+        notes = list(gate_result.notes) + (
+            ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
+             "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
         yield (_gate_verdict(gate_result, baseline_name),
-               header + (["p (Holm)"] if significant else []), rows, list(gate_result.notes))
+               header + (["p (Holm)"] if significant else []), rows, notes)
         drops = gate_result.query_drops
         if drops:
             notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
@@ -5376,6 +6123,14 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
                    [["added", ", ".join(gate_result.queries_added) or "-"],
                     ["removed", ", ".join(gate_result.queries_removed) or "-"]],
                    ["compared on the queries both hold"])
+        moved = gate_result.moved
+        if moved:
+            notes = (["%d more in the JSON output" % (len(moved) - _SHOWN_QUERY_DROPS)]
+                     if len(moved) > _SHOWN_QUERY_DROPS else [])
+            yield ("queries whose slices changed since the baseline (%d)" % len(moved),
+                   ["query", "left", "joined"],
+                   [[m.query, ", ".join(m.left) or "-", ", ".join(m.joined) or "-"]
+                    for m in moved[:_SHOWN_QUERY_DROPS]], notes)
     for c in comparisons:
         any_row = next(iter(c.measures.values()))
         rows = [[r.measure, _fmt(r.mean), _fmt(r.reference_mean), "%+.4f" % r.delta,
@@ -5393,6 +6148,51 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
                "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
                ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
                 "W/L/T", "verdict"], rows, notes)
+
+
+def _slice_section(report, field):
+    """The table of one --by field: a row per value, its scored queries, its
+    unscored ones and its means."""
+    prefix = field + "="
+    names = [name for name in report.slices if name.startswith(prefix)]
+    rows = [[name[len(prefix):], str(report.slices[name]["queries"]),
+             str(len(report.slices[name]["unscored"]))]
+            + [_fmt(report.slices[name]["mean"].get(m)) for m in report.measures]
+            for name in names]
+    notes = []
+    members = _members(report.membership)
+    scored = [set(q for q in members[name] if q in report.per_query) for name in names]
+    if sum(map(len, scored)) > len(set().union(*scored)):
+        notes.append("a query with several %s values is in each of their rows" % field)
+    left = len(report.per_query) - len(set().union(*scored))
+    if left:
+        notes.append("%s no %s: in no row" % (_plural(left, "scored query has",
+                                                       "scored queries have"), field))
+    for name in names:
+        for m, n in sorted(report.slices[name].get("n", {}).items()):
+            if n < report.slices[name]["queries"]:
+                notes.append("%s: %s averages over %d of its %d scored queries"
+                             % (name, m, n, report.slices[name]["queries"]))
+    return ("by %s (means over each slice's scored queries)" % field,
+            [field, "queries", "unscored"] + list(report.measures), rows, notes)
+
+
+def _holdout_section(held, measures, per_query):
+    """The hold-out: its counts and means; its queries only when revealed."""
+    rows = []
+    if held.revealed and per_query:
+        rows = [[q] + [_fmt(v.get(m)) for m in measures] for q, v in held.per_query.items()]
+    rows.append(["mean"] + [_fmt(held.mean.get(m)) for m in measures])
+    notes = ["%d scored, %d unscored, %d missing from the run; left out of every mean above"
+             % (held.queries, held.unscored, held.missing)]
+    if held.revealed:
+        notes.append("revealed (--reveal-holdout): unscored %s; missing from the run %s"
+                     % (", ".join(held.ids["unscored"]) or "-",
+                        ", ".join(held.ids["missing"]) or "-"))
+    else:
+        notes.append("its query ids and per-query values are not shown (--reveal-holdout "
+                     "shows them)")
+    return ("held out: %s" % held.slice, ["query"] + list(measures), rows, notes)
 
 
 def _table(header, rows):
@@ -5555,6 +6355,20 @@ def build_parser():
     parser.add_argument("--qrels-format", choices=QRELS_FORMATS, default=None,
                         help="override detection")
     parser.add_argument("--run-format", choices=FORMATS, default=None, help="override detection")
+    parser.add_argument("--queries", default=None, metavar="FILE",
+                        help="query metadata (JSONL: query_id, slices, tags, answerable, "
+                        "valid_until); instead of what a test-set JSONL as QRELS says")
+    parser.add_argument("--by", action="append", default=[], metavar="FIELD",
+                        help="one table per slice field (repeatable): a row per value with "
+                        "its query count and means (needs query metadata)")
+    parser.add_argument("--holdout", default=None, metavar="FIELD=VALUE",
+                        help="score and gate this slice apart, left out of every other mean; "
+                        "only its counts, means and verdict are ever written")
+    parser.add_argument("--reveal-holdout", action="store_true",
+                        help="write the hold-out's query ids and per-query values too")
+    parser.add_argument("--as-of", default=None, metavar="YYYY-MM-DD",
+                        help="leave out queries whose valid_until is before this date "
+                        "(no default: the clock is never read)")
     parser.add_argument("--skip-extra-queries", action="store_true",
                         help="skip run queries absent from the qrels (default: error)")
     parser.add_argument("--allow-unlabelled-run", action="store_true",
@@ -5564,6 +6378,9 @@ def build_parser():
                         % DEFAULT_BASELINE)
     parser.add_argument("--max-drop", default=str(DEFAULT_MAX_DROP), metavar="X",
                         help="tolerated drop: absolute (0.02, default) or relative (5%%)")
+    parser.add_argument("--slice-max-drop", action="append", default=[],
+                        metavar="FIELD=VALUE:X", help="tolerated drop of one slice "
+                        "(repeatable), e.g. risk=high:0; split at the last ':'")
     parser.add_argument("--save-baseline", default=None, metavar="FILE",
                         help="write the current numbers as a baseline (atomically); "
                         "not when the gate fails, unless --accept")
@@ -5653,6 +6470,29 @@ def _write_atomic(outputs):
                 os.unlink(tmp)
 
 
+def _parse_slice_max_drop(texts):
+    """{slice: tolerance} of the --slice-max-drop options, each FIELD=VALUE:X
+    split at its last ':' (a value may hold one).
+
+    >>> _parse_slice_max_drop(["risk=high:0", "opens=09:00:5%"])
+    {'risk=high': '0', 'opens=09:00': '5%'}
+    """
+    out = {}
+    for text in texts:
+        name, colon, value = text.rpartition(":")
+        if not colon or "=" not in name or not _slice_field(name):
+            raise EvalError("--slice-max-drop needs FIELD=VALUE:X (e.g. risk=high:0), got %r"
+                            % text)
+        if name in out:
+            raise EvalError("--slice-max-drop gives %s twice" % name)
+        try:
+            parse_tolerance(value)
+        except EvalError as exc:
+            raise EvalError("--slice-max-drop %s: %s" % (name, exc)) from None
+        out[name] = value
+    return out
+
+
 def _parse_alpha(text):
     try:
         value = _number(text, float)
@@ -5674,13 +6514,13 @@ def _check_paths(args):
     """Usage errors of the file options, before any work is done."""
     named = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
              ("--save-baseline", args.save_baseline), ("-o", args.output),
-             ("--chunks", args.chunks)]
+             ("--chunks", args.chunks), ("--queries", args.queries)]
     named += [("--compare", path) for path in args.compare]
     for option, path in named:
         if path == "":
             # An unset CI variable must not turn the gate (or a save) into a no-op.
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
-    sources = [args.qrels, args.run, args.baseline, args.chunks] + args.compare
+    sources = [args.qrels, args.run, args.baseline, args.chunks, args.queries] + args.compare
     if args.doc_sep == "":
         raise EvalError("--doc-sep: the separator is empty (an unset variable?)")
     if args.chunks is not None and args.doc_sep is not None:
@@ -5694,6 +6534,11 @@ def _check_paths(args):
     if args.accept and args.save_baseline is None:
         raise EvalError("--accept only applies with --save-baseline (it writes the baseline "
                         "even when the gate fails)")
+    if args.slice_max_drop and args.baseline is None:
+        raise EvalError("--slice-max-drop only applies with --baseline (it is a tolerance of "
+                        "the gate)")
+    if args.reveal_holdout and args.holdout is None:
+        raise EvalError("--reveal-holdout only applies with --holdout FIELD=VALUE")
 
 
 def _check_outputs(args):
@@ -5707,7 +6552,7 @@ def _check_outputs(args):
         except (OSError, ValueError):
             return False
     inputs = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
-              ("--chunks", args.chunks)]
+              ("--chunks", args.chunks), ("--queries", args.queries)]
     inputs += [("--compare", path) for path in args.compare]
     for output, path in (("-o", args.output), ("--save-baseline", args.save_baseline)):
         for option, source in inputs:
@@ -5732,6 +6577,9 @@ def _run_cli(args, stdout, stderr):
     options = {"alpha": _parse_alpha(args.alpha), "seed": _parse_seed(args.seed),
                "resamples": _checked_resamples(args.resamples)}
     parse_tolerance(args.max_drop)   # reject bad options before any work
+    slice_max_drop = _parse_slice_max_drop(args.slice_max_drop)
+    if args.as_of is not None:
+        _check_date(args.as_of, "--as-of")
     baseline = load_baseline(args.baseline) if args.baseline else None
     meta = _cli_meta(args, baseline)
     metrics = list(resolve_measures(args.metrics, args.k or DEFAULT_K, rel=args.rel,
@@ -5744,12 +6592,16 @@ def _run_cli(args, stdout, stderr):
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
     allow_unlabelled = args.allow_unlabelled_run or any(
         parse_measure(m).name == "judged" for m in metrics)
-    qrels, qrels_info, _ = _read_qrels(args.qrels, args.qrels_format)
+    qrels, qrels_info, described = _read_qrels(args.qrels, args.qrels_format)
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
+    metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
+    testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
+                        args.average, queries_info, notes)
 
     def score(run):
         report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
-                               args.run_format, args.average, chunks, args.doc_sep, chunks_info)
+                               args.run_format, args.average, chunks, args.doc_sep, chunks_info,
+                               testset)
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
@@ -5760,7 +6612,7 @@ def _run_cli(args, stdout, stderr):
     result = None
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
-                      same=args.same, **options)
+                      same=args.same, slice_max_drop=slice_max_drop, **options)
     baseline_name = baseline.source if baseline else "baseline"
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline_name)
