@@ -2407,12 +2407,25 @@ def _jsonl_qrels(inp):
     {'q1': {'slices': {'tag': ['faq']}}, 'q2': {'slices': {}, 'answerable': False}}
     """
     qrels, queries, labels, described = {}, {}, {}, False
+    by_id, pending = {}, []     # to-label rows: grades of chunk ids; rows not yet graded
     for where, record in _jsonl_records(inp):
+        if _is_id_label_line(record):
+            if qrels or labels or _query_key(record, False) is None:
+                raise EvalError('%s: a to-label row needs "query_id" (and the file one form: '
+                                'to-label rows, label lines or query lines)' % where)
+            _add_id_label(by_id, pending, record, where)
+            continue
+        if by_id or pending:
+            raise EvalError('%s: expected a to-label row {"query_id": ..., "id": ..., "grade": '
+                            '...} like the lines above' % where)
         if isinstance(record, dict) and "doc" in record and _LABEL_KEYS_SET.isdisjoint(record):
             key = _query_key(record, False)
             if qrels or key is None:
                 raise EvalError('%s: a label line needs "query_id" (and the file one form: '
                                 'label lines or query lines, not both)' % where)
+            if record.get("grade", 0) is None:
+                pending.append(where)
+                continue
             qid = _as_id(record[key], "%s: %s" % (where, key))
             labels.setdefault(qid, []).append(_as_label(record, where))
             continue
@@ -2425,11 +2438,55 @@ def _jsonl_qrels(inp):
         qrels[qid] = grades
         queries[qid] = _query_info(record, where)
         described = described or not _DESCRIPTIVE.isdisjoint(record)
-    if labels:
-        return labels, None
-    if not qrels:
+    inp.pending = len(pending)
+    if by_id or labels:
+        return by_id or labels, None
+    if not qrels and not pending:
         raise EvalError("%s: no JSONL records found" % inp.name)
     return qrels, queries if described else None
+
+
+# --- to-label rows read back ---------------------------------------------------------
+#
+# --to-label writes {"query_id", "id", ["doc", "start", "end",] "best_rank",
+# "runs", "grade": null} (see _to_label_rows); with the grades filled in the
+# file is qrels.  A row labels the chunk id (unit=id) and, when it names one,
+# its document (unit=doc, the highest grade of its rows); never a span, since
+# evidence spans are written by people.  A row still null is skipped.
+
+def _is_id_label_line(record):
+    """True for a to-label row: an "id" and a "grade" beside the query, no labels."""
+    return (isinstance(record, dict) and "id" in record and "grade" in record
+            and _LABEL_KEYS_SET.isdisjoint(record) and _OTHER_FORMS.isdisjoint(
+                key for key in record if key not in ("doc", "start", "end", "grade")))
+
+
+def _add_id_label(by_id, pending, record, where):
+    """Put one to-label row into ``by_id`` {qid: {id: grade}}; a row whose grade
+    is still null goes to ``pending`` (its place).
+
+    >>> by_id, pending = {}, []
+    >>> _add_id_label(by_id, pending, {"query_id": "q", "id": "c1", "doc": "d", "grade": 2}, "f:1")
+    >>> _add_id_label(by_id, pending, {"query_id": "q", "id": "c2", "doc": "d", "grade": 0}, "f:2")
+    >>> _add_id_label(by_id, pending, {"query_id": "q", "id": "c3", "grade": None}, "f:3")
+    >>> by_id, pending
+    ({'q': {'c1': 2, 'd': 2, 'c2': 0}}, ['f:3'])
+    """
+    if record["grade"] is None:
+        pending.append(where)
+        return
+    key = _query_key(record, False)
+    qid = _as_id(record[key], "%s: %s" % (where, key))
+    chunk_id = _as_id(record["id"], "%s: id" % where)
+    grade = _as_grade(record["grade"], "%s: grade" % where)
+    _span_fields(record, where)        # checked, not kept: a chunk's span is no evidence
+    grades = by_id.setdefault(qid, {})
+    if grades.setdefault(chunk_id, grade) != grade:
+        raise EvalError("%s: query %r: id %r is graded twice (%d and %d)"
+                        % (where, qid, chunk_id, grades[chunk_id], grade))
+    if record.get("doc") is not None:
+        doc = _as_id(record["doc"], "%s: doc" % where)
+        grades[doc] = max(grade, grades.get(doc, grade))
 
 
 def _test_set_line(record, where):
@@ -2883,10 +2940,11 @@ def _open_input(source, format, kind):
     return inp, fmt
 
 
-def _read_qrels(source, format=None):
+def _read_qrels(source, format=None, notes=None):
     """(qrels, input info, queries) from any supported source: ``queries`` is
     what a test-set JSONL file says of each query (see _jsonl_qrels), None
-    when it says nothing (and from every other format)."""
+    when it says nothing (and from every other format).  A note on rows left
+    without a grade is added to the list ``notes`` when given."""
     inp, fmt = _open_input(source, format, "qrels")
     queries = None
     if fmt == "trec":
@@ -2897,6 +2955,9 @@ def _read_qrels(source, format=None):
         qrels = dict(_json_queries(inp, "qrels"))
     else:
         qrels, queries = _jsonl_qrels(inp)
+        if getattr(inp, "pending", 0) and notes is not None:
+            notes.append("%s: skipped %s with \"grade\": null (not labelled yet)"
+                         % (inp.name, _plural(inp.pending, "row", "rows")))
     return qrels, inp.info(fmt), queries
 
 
@@ -4329,6 +4390,156 @@ def _held_out(name, held, measures, reveal, ids):
     return HeldOut(name, mean, counts, len(per_query), len(unscored), len(missing),
                    _members_sha256(list(per_query) + list(unscored)), reveal, per_query,
                    {"unscored": unscored, "missing": missing, "all": tuple(sorted(ids))})
+
+
+# ---------------------------------------------------------------------------
+# Where the labels run out: unjudged ids
+#
+# An id the qrels do not grade counts as non-relevant, so a retriever that
+# surfaces new, unlabelled chunks can look worse than it is.  Three tools:
+#   --to-label FILE   the unjudged ids of the top --pool-depth of the run and
+#                     of every --compare run, pooled, as rows to grade
+#                     (_to_label_rows); the file graded is qrels again, and
+#                     --qrels FILE (repeatable) merges it (_merged_qrels);
+#   unjudged=skip     a measure over the judged ids only (trec_eval -J);
+#   bounds            how far labelling could move a value (see below).
+# ---------------------------------------------------------------------------
+
+def _merged_qrels(parts):
+    """One qrels from [(file name, qrels)]: the labels of every file; the same
+    (query, id) graded twice must agree.  Both forms ({id: grade}, label lists)
+    may be merged, but not with each other.
+
+    >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"y": 0}, "p": {"z": 2}})])
+    {'q': {'x': 1, 'y': 0}, 'p': {'z': 2}}
+    >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"x": 2}})])
+    Traceback (most recent call last):
+    rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
+    """
+    merged, origin, forms = {}, {}, {}
+    for name, qrels in parts:
+        for qid, labels in qrels.items():
+            if labels:
+                forms.setdefault(type(labels) is list, name)
+            if len(forms) > 1:
+                raise EvalError("%s gives {id: grade} labels and %s label lists (doc, start, "
+                                "end): merged qrels must be one form"
+                                % (forms[False], forms[True]))
+            here = merged.setdefault(qid, [] if type(labels) is list else {})
+            if type(here) is not type(labels):      # {} and [] of queries with no label
+                here = merged[qid] = type(labels)(here)
+            for key, grade, label in _label_items(labels):
+                known = origin.setdefault((qid, key), (grade, name))
+                if known[0] != grade:
+                    raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it "
+                                    "once" % (qid, _label_key_text(key), known[0], known[1],
+                                              grade, name))
+                if known[1] != name:
+                    continue            # an earlier file gave this label already
+                if type(here) is dict:
+                    here[key] = grade
+                else:
+                    here.append(label)
+    return merged
+
+
+def _label_items(labels):
+    """(key, grade, label) of each label: key is the id, or (doc, start, end) of a Label."""
+    if type(labels) is list:
+        return [((label.doc, label.start, label.end), label.grade, label) for label in labels]
+    return [(key, grade, None) for key, grade in labels.items()]
+
+
+def _label_key_text(key):
+    if isinstance(key, tuple):
+        doc, start, end = key
+        return "doc %r" % doc + ("" if start is None else " [%d, %d)" % (start, end))
+    return "id %r" % key
+
+
+def _pool_depth(measures, given=None):
+    """How deep --to-label looks: ``given``, else the largest finite cutoff of
+    the measures, else the whole ranking.
+
+    >>> _pool_depth(resolve_measures("recall@5,mrr@10,map@all"))
+    10
+    >>> _pool_depth(resolve_measures("rprec")) == _WHOLE_RANKING
+    True
+    """
+    if given is not None:
+        return _positive_int(given, "--pool-depth")
+    cutoffs = [m.k for m in measures if isinstance(m.k, int)]
+    return max(cutoffs) if cutoffs else _WHOLE_RANKING
+
+
+def _unjudged_top(ranking, labels, depth, doc_of=None):
+    """[(rank, id)] of the ids in the top ``depth`` that carry no label (grade
+    >= 0), under the ranking rules of _rank; with ``doc_of`` (id -> Chunk), an
+    id whose document carries one is judged too.
+
+    >>> _unjudged_top({"a": 3.0, "b": 2.0, "c": 1.0}, {"b": 0, "c": -1}, 3)
+    [(1, 'a'), (3, 'c')]
+    """
+    top = _top_entries(_text_ids(ranking), depth)[0][:depth]
+    out = []
+    for rank, doc in enumerate(top, 1):
+        if labels.get(doc, -1) >= 0:
+            continue
+        if doc_of is not None and labels.get(doc_of(doc).doc, -1) >= 0:
+            continue
+        out.append((rank, doc))
+    return out
+
+
+def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset()):
+    """The rows of --to-label: for each (query, id) unjudged in the top
+    ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
+    stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
+    "runs", "grade": None}, sorted by best rank, then query, then id.  Only
+    queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
+
+    >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
+    ...                       {"q": {"a": 1}}, 2)
+    >>> [(r["id"], r["best_rank"], r["runs"]) for r in rows]
+    [('x', 1, ['new']), ('y', 1, ['old']), ('z', 2, ['old'])]
+    """
+    found = {}      # (qid, id) -> [best rank, run names]
+    for name, queries in runs:
+        pairs = queries.items() if isinstance(queries, dict) else queries
+        for qid, ranking in pairs:
+            if qid not in qrels or qid in hidden or ranking is None:
+                continue
+            doc_of = None if mapping is None else _chunk_lookup(mapping)
+            for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
+                entry = found.setdefault((qid, doc), [rank, []])
+                entry[0] = min(entry[0], rank)
+                if name not in entry[1]:
+                    entry[1].append(name)
+    rows = []
+    for (qid, doc), (rank, names) in sorted(found.items(),
+                                            key=lambda item: (item[1][0], item[0])):
+        row = {"query_id": qid, "id": doc}
+        if mapping is not None:
+            chunk = _chunk_lookup(mapping)(doc)
+            row["doc"] = chunk.doc
+            if chunk.start is not None:
+                row["start"], row["end"] = chunk.start, chunk.end
+        row.update(best_rank=rank, runs=names, grade=None)
+        rows.append(row)
+    return rows
+
+
+def _chunk_lookup(mapping):
+    """id -> Chunk through a chunk map or a separator (an id the map lacks: its
+    own document, unknown)."""
+    if mapping.doc_sep is not None:
+        return lambda doc: Chunk(_doc_of(doc, mapping.doc_sep))
+    return lambda doc: mapping.chunks.get(doc) or Chunk(doc)
+
+
+def _to_label_text(rows):
+    """The JSONL of --to-label rows, keys in the order of the issue."""
+    return "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
 
 
 # ---------------------------------------------------------------------------
@@ -6331,7 +6542,8 @@ def build_parser():
         prog="rag-eval",
         description="Score retrieval (recall@k, success@k, MRR, nDCG, ...) and gate on a baseline.",
         epilog=EXAMPLES % ", ".join(available_measures()),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False)     # --qrels must never mean --qrels-format
     parser.add_argument("qrels", help="relevance judgments: JSON, JSONL or TREC (.gz ok); - for stdin")
     parser.add_argument("run", help="the retriever's output: JSON, JSONL or TREC (.gz ok); - for stdin")
     parser.add_argument("--k", default=None, metavar="K[,K...]",
@@ -6352,6 +6564,7 @@ def build_parser():
     parser.add_argument("--unit", choices=UNITS, default="id",
                         help="what bare measure names count: the retrieved id (default), its "
                         "document, or labelled evidence spans; k always counts chunks")
+    _add_unjudged_options(parser)
     parser.add_argument("--qrels-format", choices=QRELS_FORMATS, default=None,
                         help="override detection")
     parser.add_argument("--run-format", choices=FORMATS, default=None, help="override detection")
@@ -6417,6 +6630,56 @@ def build_parser():
                         help="list every measure (cutoff, parameters, peer names) and exit")
     parser.add_argument("--version", action="version", version="rag_eval " + __version__)
     return parser
+
+
+def _add_unjudged_options(parser):
+    parser.add_argument("--qrels", action="append", default=[], metavar="FILE",
+                        dest="extra_qrels", help="more labels, merged with QRELS (repeatable; "
+                        "e.g. a --to-label file graded); one (query, id) graded two ways is "
+                        "an error")
+    parser.add_argument("--to-label", default=None, metavar="FILE",
+                        help="write the unjudged ids of the top --pool-depth of the run and "
+                        "every --compare run, pooled, as JSONL rows to grade (implies "
+                        "--allow-unlabelled-run)")
+    parser.add_argument("--pool-depth", default=None, metavar="N",
+                        help="how deep --to-label looks (default: the largest k, else the "
+                        "whole ranking)")
+
+
+def _read_all_qrels(args, notes):
+    """(qrels, input info, queries, more inputs) of QRELS and every --qrels
+    FILE, merged; ``more inputs`` names the extra files' info "qrels.2", ...
+    in the report's inputs."""
+    qrels, info, described = _read_qrels(args.qrels, args.qrels_format, notes)
+    if not args.extra_qrels:
+        return qrels, info, described, {}
+    parts, infos = [(info["path"], qrels)], {}
+    for path in args.extra_qrels:
+        more, more_info, more_described = _read_qrels(path, args.qrels_format, notes)
+        if more_described is not None:
+            raise EvalError("%s: says what its queries are (slices, answerable, ...): query "
+                            "metadata comes from QRELS or --queries, not from --qrels"
+                            % more_info["path"])
+        parts.append((more_info["path"], more))
+        infos["qrels.%d" % (len(infos) + 2)] = more_info
+    return _merged_qrels(parts), info, described, infos
+
+
+def _to_label_output(args, qrels, metadata_set, chunks, measures):
+    """(path, text) of --to-label: the runs are read again (so not from stdin)."""
+    runs = []
+    for path in [args.run] + args.compare:
+        inp, fmt = _open_input(path, args.run_format, "run")
+        runs.append((inp.name, _run_queries(inp, fmt, grouped=False)))
+    mapping = None
+    if chunks is not None or args.doc_sep is not None:
+        mapping = _Mapping(chunks, args.doc_sep)
+    hidden = frozenset()
+    if metadata_set is not None:
+        qrels = metadata_set.qrels(qrels)
+        hidden = frozenset() if args.reveal_holdout else metadata_set.hidden
+    rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden)
+    return args.to_label, _to_label_text(rows)
 
 
 class _ListMeasures(argparse.Action):
@@ -6514,13 +6777,23 @@ def _check_paths(args):
     """Usage errors of the file options, before any work is done."""
     named = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
              ("--save-baseline", args.save_baseline), ("-o", args.output),
-             ("--chunks", args.chunks), ("--queries", args.queries)]
+             ("--chunks", args.chunks), ("--queries", args.queries),
+             ("--to-label", args.to_label)]
     named += [("--compare", path) for path in args.compare]
+    named += [("--qrels", path) for path in args.extra_qrels]
     for option, path in named:
         if path == "":
             # An unset CI variable must not turn the gate (or a save) into a no-op.
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
-    sources = [args.qrels, args.run, args.baseline, args.chunks, args.queries] + args.compare
+    sources = ([args.qrels, args.run, args.baseline, args.chunks, args.queries] + args.compare
+               + args.extra_qrels)
+    if args.to_label is not None and "-" in [args.run] + args.compare + [args.to_label]:
+        raise EvalError("--to-label reads the runs a second time and writes a file: give "
+                        "file names, not -")
+    if args.pool_depth is not None:
+        if args.to_label is None:
+            raise EvalError("--pool-depth only applies with --to-label")
+        _positive_int(args.pool_depth, "--pool-depth")
     if args.doc_sep == "":
         raise EvalError("--doc-sep: the separator is empty (an unset variable?)")
     if args.chunks is not None and args.doc_sep is not None:
@@ -6554,12 +6827,18 @@ def _check_outputs(args):
     inputs = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
               ("--chunks", args.chunks), ("--queries", args.queries)]
     inputs += [("--compare", path) for path in args.compare]
-    for output, path in (("-o", args.output), ("--save-baseline", args.save_baseline)):
+    inputs += [("--qrels", path) for path in args.extra_qrels]
+    outputs = (("-o", args.output), ("--save-baseline", args.save_baseline),
+               ("--to-label", args.to_label))
+    for output, path in outputs:
         for option, source in inputs:
             if same(path, source) and (output, option) != ("--save-baseline", "--baseline"):
                 raise EvalError("%s %s would overwrite the %s input" % (output, path, option))
     if same(args.output, args.save_baseline):
         raise EvalError("%s: named for two outputs (--save-baseline and -o)" % args.output)
+    for output, path in outputs[:2]:
+        if same(path, args.to_label):
+            raise EvalError("%s: named for two outputs (%s and --to-label)" % (path, output))
 
 
 @_gc_paused
@@ -6590,9 +6869,10 @@ def _run_cli(args, stdout, stderr):
 
     rel = _positive_int(args.rel, "rel")
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
-    allow_unlabelled = args.allow_unlabelled_run or any(
+    allow_unlabelled = args.allow_unlabelled_run or args.to_label is not None or any(
         parse_measure(m).name == "judged" for m in metrics)
-    qrels, qrels_info, described = _read_qrels(args.qrels, args.qrels_format)
+    label_notes = []
+    qrels, qrels_info, described, more_inputs = _read_all_qrels(args, label_notes)
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
@@ -6605,8 +6885,10 @@ def _run_cli(args, stdout, stderr):
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
-        return report
+        return report._replace(inputs=dict(report.inputs, **more_inputs))
     report = _with_meta(score(args.run), meta)
+    if label_notes:
+        report = report._replace(warnings=tuple(label_notes) + report.warnings)
     references = [(path, score(path)) for path in args.compare]
     comparisons = compare_all(report, references, **options) if references else ()
     result = None
@@ -6627,6 +6909,8 @@ def _run_cli(args, stdout, stderr):
     to_file = args.output not in (None, "-")
     if to_file:
         outputs.append((args.output, text))
+    if args.to_label is not None:
+        outputs.append(_to_label_output(args, qrels, testset, chunks, metrics))
     _write_atomic(outputs)
     if not to_file:
         try:

@@ -3625,6 +3625,143 @@ class TestSetExampleTest(TempDir, unittest.TestCase):
 
 
 # ---------------------------------------------------------------------------
+# Where the labels run out: unjudged ids (issue 13)
+# ---------------------------------------------------------------------------
+
+class ToLabelTest(TempDir, unittest.TestCase):
+    """--to-label rows, read back with --qrels; merging label files."""
+
+    # k=3.  Run r: q1 x a y b (a rel, b judged 0), q2 z c (c grade 2).
+    # Run old: q1 a w, q2 c z.  Unjudged in the top 3: r q1 x@1, y@3; r q2 z@1;
+    # old q1 w@2; old q2 z@2.  Pooled: (q1,x,1,[r]) (q2,z,1,[r,old]) (q1,w,2,[old])
+    # (q1,y,3,[r]), sorted by best rank, then query.
+    QRELS = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}}
+    RUN = {"q1": ["x", "a", "y", "b"], "q2": ["z", "c"]}
+    OLD = {"q1": ["a", "w"], "q2": ["c", "z"]}
+
+    def rows(self, *argv, run=None, qrels=None):
+        path = os.path.join(self.tmp, "tl.jsonl")
+        code, out, err = self.report_of("--to-label", path, *argv,
+                                        qrels=self.QRELS if qrels is None else qrels,
+                                        run=self.RUN if run is None else run)
+        self.assertEqual(code, 0, err)
+        return [json.loads(line) for line in read_text(path).splitlines()]
+
+    def test_rows_pool_every_run_sorted_by_best_rank(self):
+        old = self.input_file(self.OLD, "old.json")
+        rows = self.rows("--k", "3", "--compare", old)
+        self.assertEqual([(r["query_id"], r["id"], r["best_rank"], r["runs"]) for r in rows],
+                         [("q1", "x", 1, [os.path.join(self.tmp, "r.json")]),
+                          ("q2", "z", 1, [os.path.join(self.tmp, "r.json"), old]),
+                          ("q1", "w", 2, [old]),
+                          ("q1", "y", 3, [os.path.join(self.tmp, "r.json")])])
+        self.assertTrue(all(r["grade"] is None for r in rows))
+        self.assertEqual(list(rows[0]), ["query_id", "id", "best_rank", "runs", "grade"])
+
+    def test_pool_depth_defaults_to_the_largest_k(self):
+        # --k 1,2: depth 2, so y (rank 3) is left out; --pool-depth 1 keeps rank 1 only.
+        self.assertEqual([r["id"] for r in self.rows("--k", "1,2")], ["x", "z"])
+        self.assertEqual([r["id"] for r in self.rows("--k", "3", "--pool-depth", "1")],
+                         ["x", "z"])
+        # map@all and rprec only: the whole ranking (b is judged, so x, y, z).
+        self.assertEqual([r["id"] for r in self.rows("--metrics", "map@all,rprec")],
+                         ["x", "z", "y"])
+
+    def test_graded_rows_are_qrels(self):
+        rows = self.rows("--k", "3")
+        grades = {"x": 1, "z": 0, "y": None}      # y still to label
+        graded = self.write("graded.jsonl", jsonl(*(dict(r, grade=grades[r["id"]])
+                                                    for r in rows)))
+        # q1: relevant a and now x: recall@3 = 2/2, mrr@3 = 1/1;  q2: c at 2: mrr 1/2.
+        code, out, err = self.report_of("--k", "3", "--metrics", "recall,mrr", "--qrels", graded,
+                                        "--format", "json", qrels=self.QRELS, run=self.RUN)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"recall@3": 1.0, "mrr@3": 0.75})
+        self.assertIn('graded.jsonl: skipped 1 row with "grade": null (not labelled yet)', err)
+        self.assertIn("qrels.2", json.loads(out)["inputs"])
+
+    def test_merging_label_files(self):
+        a = self.write("a.jsonl", jsonl({"query_id": "q1", "id": "x", "grade": 1}))
+        same = self.write("same.jsonl", jsonl({"query_id": "q1", "id": "x", "grade": 1},
+                                              {"query_id": "q2", "id": "z", "grade": 0}))
+        code, out, err = self.report_of("--k", "1", "--metrics", "success", "--qrels", a,
+                                        "--qrels", same, "--format", "json",
+                                        qrels=self.QRELS, run=self.RUN)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"success@1": 0.5})     # q1 x: 1; q2 z: 0
+        self.assertBad(qrels=self.QRELS, run=self.RUN, expect="is graded 1 in",
+                       extra=["--qrels", a, "--qrels", self.write(
+                           "b.jsonl", jsonl({"query_id": "q1", "id": "x", "grade": 2}))])
+        code, _, err = self.report_of("--qrels", self.write("c.jsonl", jsonl(
+            {"query_id": "q1", "id": "a", "grade": 0})), qrels=self.QRELS, run=self.RUN)
+        self.assertEqual(code, 2)
+        self.assertIn("query 'q1': id 'a' is graded 1 in %s and 0 in %s"
+                      % (os.path.join(self.tmp, "q.json"), os.path.join(self.tmp, "c.jsonl")),
+                      err)
+
+    def test_prefixes_are_not_options(self):
+        code, _, err = self.report_of("--qrels-f", "json", qrels=self.QRELS, run=self.RUN)
+        self.assertEqual(code, 2)
+        self.assertIn("unrecognized arguments: --qrels-f", err)
+
+    def test_to_label_implies_allow_unlabelled_run(self):
+        run = {"q1": ["n1", "n2"], "q2": ["n3"]}
+        code, _, err = self.report_of(qrels=self.QRELS, run=run)
+        self.assertEqual(code, 2)
+        self.assertEqual([r["id"] for r in self.rows(run=run)], ["n1", "n3", "n2"])
+
+    def test_chunk_map_fields_label_the_chunk_and_its_document(self):
+        chunks = self.write("chunks.jsonl", jsonl(
+            {"id": "x", "doc": "D", "start": 0, "end": 10}, {"id": "a", "doc": "A"},
+            {"id": "y", "doc": "D", "start": 10, "end": 20}, {"id": "b", "doc": "B"},
+            {"id": "z", "doc": "Z"}, {"id": "c", "doc": "C"}))
+        rows = self.rows("--k", "3", "--chunks", chunks)
+        self.assertEqual(rows[0], {"query_id": "q1", "id": "x", "doc": "D", "start": 0,
+                                   "end": 10, "best_rank": 1, "runs": [rows[0]["runs"][0]],
+                                   "grade": None})
+        self.assertEqual(rows[1]["doc"], "Z")
+        self.assertNotIn("start", rows[1])
+        graded = self.write("g.jsonl", jsonl(dict(rows[0], grade=2)))
+        # The graded row labels chunk x (unit=id) and its document D (unit=doc); its
+        # span is never evidence.
+        qrels, _, _ = rag_eval._read_qrels(graded)
+        self.assertEqual(qrels, {"q1": {"x": 2, "D": 2}})
+
+    def test_hold_out_rows_are_not_written(self):
+        testset = self.write("t.jsonl", jsonl(
+            {"query_id": "q1", "relevant": {"a": 1, "b": 0}, "slices": {"split": "dev"}},
+            {"query_id": "q2", "relevant": {"c": 2}, "slices": {"split": "holdout"}}))
+        rows = self.rows("--k", "3", "--holdout", "split=holdout", qrels=testset)
+        self.assertEqual([r["query_id"] for r in rows], ["q1", "q1"])
+        rows = self.rows("--k", "3", "--holdout", "split=holdout", "--reveal-holdout",
+                         qrels=testset)
+        self.assertEqual([r["query_id"] for r in rows], ["q1", "q2", "q1"])
+
+    def test_bad_uses(self):
+        self.assertBad(extra=["--pool-depth", "3"], expect="--pool-depth only applies")
+        self.assertBad(extra=["--to-label", os.path.join(self.tmp, "t.jsonl"),
+                              "--pool-depth", "0"], expect="--pool-depth")
+        self.assertBad(extra=["--to-label", os.path.join(self.tmp, "q.json")],
+                       expect="would overwrite the QRELS input")
+        self.assertBad(extra=["--qrels", self.write("m.jsonl", jsonl(
+            {"query_id": "q1", "id": "a", "grade": 1},
+            {"query_id": "q1", "doc": "a", "grade": 1}))], expect="m.jsonl:2")
+        code, _, err = run_cli(self.input_file(self.QRELS, "q.json"), "-", "--to-label",
+                               os.path.join(self.tmp, "tl.jsonl"), stdin=json.dumps(self.RUN))
+        self.assertEqual(code, 2)
+        self.assertIn("not -", err)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "tl.jsonl")))
+
+    def test_rows_repeat_byte_for_byte(self):
+        path = os.path.join(self.tmp, "tl.jsonl")
+        texts = []
+        for _ in range(2):
+            self.rows("--k", "3")
+            texts.append(read_text(path))
+        self.assertEqual(texts[0], texts[1])
+
+
+# ---------------------------------------------------------------------------
 # Comparison of two runs
 # ---------------------------------------------------------------------------
 
