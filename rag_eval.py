@@ -204,6 +204,8 @@ class Measure(NamedTuple):
         args = tuple(given.get(key, param.default) for key, param in spec.params.items())
         if spec.cutoff:
             args = (_WHOLE_RANKING if self.k is ALL else self.k,) + args
+        if given.get("unjudged") == "skip":
+            return functools.partial(_judged_only, spec.func), args
         return spec.func, args
 
 
@@ -618,6 +620,11 @@ BUDGET = Param(int, None, "the longest prefix of the ranking whose chunks' sizes
                "else characters) sum to at most N", minimum=1)
 
 
+UNJUDGED_PARAM = Param(str, "nonrel", "ids without a label: non-relevant (nonrel), or removed "
+                       "before the cutoff (skip: trec_eval -J, so @5 may read ids ranked far "
+                       "below 5; gate on nonrel)", choices=("nonrel", "skip"))
+
+
 def _unit_param(units):
     return Param(str, "id", "what a label names and a hit counts: the retrieved id, its "
                  "document (doc), or a labelled evidence span (evidence); k counts chunks",
@@ -660,7 +667,7 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
-            units=("id",), view="ranked", refused=None):
+            units=("id",), view="ranked", refused=None, unjudged=True):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -676,7 +683,9 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     scorer hands the function the ranking of those units;
     ``view``        "spans" for a character measure: the function gets the
                     query's top chunks (a _Context) and its span labels;
-    ``refused``     ``{"param=value": reason}`` for values refused with a reason.
+    ``refused``     ``{"param=value": reason}`` for values refused with a reason;
+    ``unjudged``    False for a measure of labels themselves (judged): a
+                    measure of a ranking takes the option ``unjudged``.
 
     A function may return None for a query outside its population.
     """
@@ -688,6 +697,8 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         options["cover"] = COVER
     if cutoff:
         options["budget"] = BUDGET
+    if unjudged and view == "ranked":
+        options["unjudged"] = UNJUDGED_PARAM
 
     def register(func):
         names = _parameter_names(func, cutoff)
@@ -1010,7 +1021,7 @@ def context_precision(ranked, grades, k, rel=1):
     return total / found if found else 0.0
 
 
-@measure("judged", peers=(peer("ir_measures", "Judged"),),
+@measure("judged", peers=(peer("ir_measures", "Judged"),), unjudged=False,
          summary="labelled ids in the top k / min(k, ids returned)")
 def judged(ranked, grades, k):
     """Share of the top k that carry a label, grade 0 included, negative grades not
@@ -1043,7 +1054,7 @@ def r_precision(ranked, grades, rel=1):
     return _relevant_in_top(ranked, relevant, rel) / relevant
 
 
-@measure("bpref", cutoff=False, params={"rel": REL},
+@measure("bpref", cutoff=False, unjudged=False, params={"rel": REL},
          peers=(peer("trec_eval", "bpref"), peer("ir_measures", "Bpref")),
          summary="how rarely judged non-relevant ids rank above the relevant ones; "
                  "unjudged ids are skipped")
@@ -1087,7 +1098,7 @@ def complete(ranked, grades, k, rel=1):
     return 1.0 if relevant and _relevant_in_top(ranked, k, rel) == relevant else 0.0
 
 
-@measure("diversity", units=("doc",),
+@measure("diversity", units=("doc",), unjudged=False,
          summary="distinct documents in the top k / min(k, distinct ids returned)")
 def diversity(ranked, grades, k):
     """How many different documents fill the context: distinct documents
@@ -1514,6 +1525,7 @@ def _check_options(spec, params, text):
                            spec.name, spec.options["unit"].choices[0]))
     if "cover" in params and unit != "evidence" and params["cover"] != COVER.default:
         raise EvalError("measure %r: cover applies to unit=evidence only" % text)
+    _check_unjudged_option(params, unit, text)
 
 
 def _expands(name):
@@ -3184,7 +3196,7 @@ def _plan(measures):
     True
     """
     cutoffs = tuple(sorted({m.k for m in measures if isinstance(m.k, int)}))
-    whole = any(not isinstance(m.k, int) for m in measures)
+    whole = any(not isinstance(m.k, int) or _skips_unjudged(m) for m in measures)
     return max(cutoffs + ((_WHOLE_RANKING,) if whole else ())), cutoffs
 
 
@@ -4404,6 +4416,47 @@ def _held_out(name, held, measures, reveal, ids):
 #   unjudged=skip     a measure over the judged ids only (trec_eval -J);
 #   bounds            how far labelling could move a value (see below).
 # ---------------------------------------------------------------------------
+
+# --- unjudged=skip ------------------------------------------------------------------
+
+def _skips_unjudged(m):
+    """True for a measure taken over the judged ids only (it reads the whole ranking)."""
+    return ("unjudged", "skip") in m.params
+
+
+def _check_unjudged_option(params, unit, text):
+    """unjudged=skip condenses a ranking of ids: not units, not a budget."""
+    if params.get("unjudged") != "skip":
+        return
+    if unit != "id":
+        raise EvalError("measure %r: unjudged=skip applies to unit=id only (a document's "
+                        "chunks are judged one by one)" % text)
+    if "budget" in params:
+        raise EvalError("measure %r: unjudged=skip cannot be cut at a budget (the ids "
+                        "removed would still fill the context)" % text)
+
+
+def _condensed(ranked):
+    """A _Ranked with its unlabelled ids removed and the labelled ones ranked 1..n,
+    as trec_eval -J does before any cutoff.
+
+    >>> _condensed(_from_grades([None, 1, -1, 0, 2]))
+    _Ranked(labelled=[(1, 1), (2, 0), (3, 2)], length=3, duplicates=0, straddling=0, returned=0)
+    """
+    labelled = [(rank, g) for rank, (_, g) in enumerate(ranked.labelled, 1)]
+    return ranked._replace(labelled=labelled, length=len(labelled))
+
+
+def _judged_only(func, ranked, grades, *args):
+    """``func`` over the judged ids only (unjudged=skip).
+
+    >>> mrr(_from_grades([None, None, 1]), (1,), 2)
+    0.0
+    >>> _judged_only(mrr, _from_grades([None, None, 1]), (1,), 2)
+    1.0
+    """
+    return func(_condensed(ranked), grades, *args)
+
 
 def _merged_qrels(parts):
     """One qrels from [(file name, qrels)]: the labels of every file; the same

@@ -3761,6 +3761,70 @@ class ToLabelTest(TempDir, unittest.TestCase):
         self.assertEqual(texts[0], texts[1])
 
 
+class UnjudgedSkipTest(TempDir, unittest.TestCase):
+    """unjudged=skip: trec_eval -J, against pytrec_eval's judged_docs_only_flag
+    (tests/data/unjudged, tests/peers/gen_unjudged.py) and by hand."""
+
+    def test_agrees_with_pytrec_eval_judged_docs_only(self):
+        folder = os.path.join(DATA, "unjudged")
+        with open(os.path.join(folder, "expected.json")) as handle:
+            expected = json.load(handle)
+        names = list(expected["names"])
+        for name in names:
+            self.assertEqual(str(rag_eval.parse_measure(name)), name)
+        with open(os.path.join(folder, "qrels.json")) as handle:
+            qrels = json.load(handle)
+        with open(os.path.join(folder, "run.json")) as handle:
+            run = json.load(handle)
+        report = rag_eval.evaluate(qrels, run, measures=names)
+        self.assertEqual(sorted(report.per_query), sorted(expected["per_query"]))
+        for qid, values in expected["per_query"].items():
+            for name, value in values.items():
+                self.assertAlmostEqual(report.per_query[qid][name], value, delta=1e-12,
+                                       msg="%s %s" % (qid, name))
+        # The same files through the command line (streamed, ranked by score).
+        code, out, err = run_cli(os.path.join(folder, "qrels.json"),
+                                 os.path.join(folder, "run.json"), "--metrics", ",".join(names),
+                                 "--format", "json", "--per-query")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["per_query"], report.per_query)
+
+    def test_hand_worked(self):
+        # Ranking: u1 (unjudged), n (grade 0), u2 (unjudged), r (grade 1), u3 (grade -1).
+        # Judged, condensed: n@1, r@2.  mrr@2: nonrel reads u1 n -> 0; skip reads n r -> 1/2.
+        # precision@2 skip = 1/2; recall@1 skip = 0 (n only); precision@all skip = 1/2
+        # (2 judged ids); ndcg(gain=linear)@2 skip = (1/log2 3) / 1 = 0.6309.
+        qrels = {"q": {"n": 0, "r": 1, "u3": -1}}
+        run = {"q": ["u1", "n", "u2", "r", "u3"]}
+        names = ["mrr@2", "mrr(unjudged=skip)@2", "precision(unjudged=skip)@2",
+                 "recall(unjudged=skip)@1", "precision(unjudged=skip)@all",
+                 "ndcg(gain=linear,unjudged=skip)@2"]
+        mean = rag_eval.evaluate(qrels, run, measures=names).mean
+        self.assertEqual([round(mean[n], 4) for n in names], [0.0, 0.5, 0.5, 0.0, 0.5, 0.6309])
+        self.assertEqual(rag_eval.parse_measure("mrr(unjudged=skip)@2").value(
+            [None, 0, None, 1], [1, 0]), 0.5)
+
+    def test_names_and_refusals(self):
+        self.assertEqual(str(rag_eval.parse_measure("recall(unjudged=nonrel)@5")), "recall@5")
+        self.assertEqual(str(rag_eval.parse_measure("ndcg(unjudged=skip,gain=linear)@5")),
+                         "ndcg(gain=linear,unjudged=skip)@5")
+        for text, expect in (("recall(unjudged=skip,unit=doc)@5", "unit=id only"),
+                             ("recall(unjudged=skip,budget=100)", "budget"),
+                             ("judged(unjudged=skip)@5", "unknown parameter"),
+                             ("bpref(unjudged=skip)", "unknown parameter"),
+                             ("recall(unjudged=maybe)@5", "one of nonrel, skip")):
+            with self.assertRaises(rag_eval.EvalError) as caught:
+                rag_eval.parse_measure(text)
+            self.assertIn(expect, str(caught.exception))
+
+    def test_reads_below_the_cutoff_only_when_asked(self):
+        # Depth: the whole ranking only when a measure skips unjudged ids.
+        plain = rag_eval._plan(rag_eval.resolve_measures("recall@2"))
+        skip = rag_eval._plan(rag_eval.resolve_measures("recall(unjudged=skip)@2"))
+        self.assertEqual(plain, (2, (2,)))
+        self.assertEqual(skip, (rag_eval._WHOLE_RANKING, (2,)))
+
+
 # ---------------------------------------------------------------------------
 # Comparison of two runs
 # ---------------------------------------------------------------------------
