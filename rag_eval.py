@@ -2420,14 +2420,16 @@ def _jsonl_qrels(inp):
     """
     qrels, queries, labels, described = {}, {}, {}, False
     by_id, pending = {}, []     # to-label rows: grades of chunk ids; rows not yet graded
+    id_rows = False
     for where, record in _jsonl_records(inp):
         if _is_id_label_line(record):
-            if qrels or labels or _query_key(record, False) is None:
+            if qrels or labels or pending and not id_rows or _query_key(record, False) is None:
                 raise EvalError('%s: a to-label row needs "query_id" (and the file one form: '
                                 'to-label rows, label lines or query lines)' % where)
             _add_id_label(by_id, pending, record, where)
+            id_rows = True
             continue
-        if by_id or pending:
+        if id_rows:
             raise EvalError('%s: expected a to-label row {"query_id": ..., "id": ..., "grade": '
                             '...} like the lines above' % where)
         if isinstance(record, dict) and "doc" in record and _LABEL_KEYS_SET.isdisjoint(record):

@@ -3752,6 +3752,21 @@ class ToLabelTest(TempDir, unittest.TestCase):
         self.assertIn("not -", err)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "tl.jsonl")))
 
+    def test_trec_runs_and_label_lines_with_null_grades(self):
+        run = self.write("r.trec", "q1 Q0 x 1 3.0 t\nq1 Q0 a 2 2.0 t\nq2 Q0 z 1 5 t\n"
+                                   "q2 Q0 c 2 4 t\n")
+        self.assertEqual([(r["id"], r["best_rank"]) for r in self.rows("--k", "2", run=run)],
+                         [("x", 1), ("z", 1)])
+        labels = self.write("l.jsonl", jsonl({"query_id": "q1", "doc": "a", "grade": 1},
+                                             {"query_id": "q1", "doc": "x", "grade": None},
+                                             {"query_id": "q1", "doc": "y", "grade": None}))
+        qrels, _, _ = rag_eval._read_qrels(labels, notes=[])
+        notes = []
+        rag_eval._read_qrels(labels, notes=notes)
+        self.assertEqual(qrels, {"q1": [rag_eval.Label("a", None, None, 1)]})
+        self.assertEqual(notes, ['%s: skipped 2 rows with "grade": null (not labelled yet)'
+                                 % labels])
+
     def test_rows_repeat_byte_for_byte(self):
         path = os.path.join(self.tmp, "tl.jsonl")
         texts = []
