@@ -311,6 +311,8 @@ class Report(NamedTuple):
             "mean": dict(self.mean),
             "warnings": list(self.warnings),
         }
+        if self.min_score is not None:  # like rel, part of what every number means
+            out["min_score"] = self.min_score
         if self.average != "scored":     # only the library makes one (the CLI: --format trec)
             out["average"] = self.average
         if self.n is not None:
@@ -391,6 +393,7 @@ class Baseline(NamedTuple):
     slices: Optional[Dict[str, Dict[str, float]]] = None
     membership: Optional[Dict[str, Tuple[str, ...]]] = None
     holdout: Optional[HeldOut] = None
+    min_score: Optional[float] = None
 
 
 class MeasureChange(NamedTuple):
@@ -2580,6 +2583,9 @@ def _jsonl_run(inp):
     inp.rising = rising
     for where, record in _jsonl_records(inp):
         present = [f for f in _RANKING_KEYS if f in record] if isinstance(record, dict) else ()
+        if present == [] and _abstained_line(record, where):
+            present = ["docs"]
+            record = dict(record, docs=[])
         key = ("query_id" if "query_id" in record else _query_key(record, True)) \
             if len(present) == 1 else None
         if key is None:
@@ -2595,9 +2601,22 @@ def _jsonl_run(inp):
                 raise EvalError("%s: \"scores\" must be an object {doc_id: score}" % where)
         elif not isinstance(value, list):
             raise EvalError("%s: %r must be a list of ids" % (where, field))
+        if record.get("abstained") is not None and _abstained_line(record, where) and value:
+            raise EvalError('%s: query %r: "abstained": true with a non-empty %s: an abstention '
+                            "shows the model nothing; drop the ids or the flag" % (where, qid, field))
         yield qid, _check_run_query(qid, value, where, rising)
     if not seen:
         raise EvalError("%s: no JSONL records found" % inp.name)
+
+
+def _abstained_line(record, where):
+    """Whether a JSONL run line says the system abstained (``"abstained":
+    true``, a router or system-level refusal): its ranking is empty."""
+    flag = record.get("abstained")
+    if flag is not None and type(flag) is not bool:
+        raise EvalError('%s: "abstained" must be true or false, got %s'
+                        % (where, _short_repr(flag, 40)))
+    return bool(flag)
 
 
 # --- query metadata ----------------------------------------------------------------
@@ -3268,7 +3287,7 @@ def _gc_paused(func):
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
              doc_sep=None, unit="id", meta=None, queries=None, by=(), holdout=None,
-             as_of=None, reveal_holdout=False):
+             as_of=None, reveal_holdout=False, min_score=None):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -3333,9 +3352,9 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     if testset is not None:
         qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average,
-                     _library_chunks(chunks), doc_sep, testset)
+                     _library_chunks(chunks), doc_sep, testset, min_score)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
-                    testset)
+                    testset)._replace(min_score=scorer.min_score)
     report = _with_rising_note(report, "run", rising, testset)
     return _with_meta(report._replace(label_sha256=_label_hashes(qrels, testset)), meta)
 
@@ -3345,7 +3364,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                    skip_extra_queries=False, qrels_format=None, run_format=None,
                    average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
                    meta=None, queries=None, by=(), holdout=None, as_of=None,
-                   reveal_holdout=False):
+                   reveal_holdout=False, min_score=None):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format.  ``chunks`` is a chunk-map file (see load_chunks).
@@ -3364,7 +3383,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset), meta)
+                                    chunks_info, testset, min_score), meta)
 
 
 def _renamed(measures, metrics):
@@ -3383,12 +3402,13 @@ def _checked_average(average):
 
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
-                  average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None):
+                  average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None,
+                  min_score=None):
     """evaluate_files() with the qrels (and chunk map, and _TestSet) already
     read (they may come from stdin)."""
     if testset is not None:
         qrels = testset.qrels(qrels)
-    scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset)
+    scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset, min_score)
     inp, fmt = _open_input(run, run_format, "run")
     try:
         report = _score_run(inp, fmt, scorer, skip_extra_queries, testset)
@@ -3403,7 +3423,8 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
                              if report.mapping[key] is not None}
     if testset is not None and testset.info is not None:
         inputs["queries"] = testset.info
-    return report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset))
+    return report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset),
+                           min_score=scorer.min_score)
 
 
 def _score_run(inp, fmt, scorer, skip_extra_queries, testset=None):
@@ -3491,10 +3512,12 @@ class _QueryScorer:
                                 % ", ".join(by_id[:3]))
 
     def __call__(self, qid, ranking):
+        if self.min_score is not None and ranking is not None:
+            ranking = _cut(qid, ranking, self.min_score)
         labels = self.qrels.get(qid, _NO_LABELS)
         grades = _sorted_grades(labels)
         scored = self.is_scored(grades)
-        if self.mapped:
+        if self.mapped:     # (ranking already cut by min_score)
             return self._by_units(qid, ranking, labels, grades, scored)
         labels = _labels_for_ranking(ranking, labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
@@ -3787,7 +3810,8 @@ def _check_versions(versions, mapping):
                                                                   known[doc][:12]))
 
 
-def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=None):
+def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=None,
+            min_score=None):
     """The _QueryScorer of validated qrels (id labels or label lists), of the
     mapping given (a _ChunkMap, a separator, or neither) and of the queries
     the test set states unanswerable."""
@@ -3797,8 +3821,18 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
     for qid, docs in sorted(versions.items()):
         for doc, sha in sorted(docs.items()):
             mapping.label_versions.setdefault(doc, (qid, sha))
-    return _answerability(_QueryScorer(grades, measures, rel, average, spans, mapping),
-                          testset and testset.queries)
+    scorer = _QueryScorer(grades, measures, rel, average, spans, mapping)
+    scorer.min_score = _checked_min_score(min_score)
+    return _answerability(scorer, testset and testset.queries)
+
+
+def _checked_min_score(min_score):
+    if min_score is None:
+        return None
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or \
+            not math.isfinite(min_score):
+        raise EvalError("min_score must be a finite number, got %s" % _short_repr(min_score))
+    return float(min_score)
 
 
 def _split_qrels(qrels):
@@ -3829,6 +3863,30 @@ def _split_qrels(qrels):
                     raise EvalError("qrels: query %r: labels on %s give two doc_sha256"
                                     % (qid, label.doc))
     return grades, spans, versions
+
+
+def _cut(qid, ranking, min_score):
+    """The ranking without the ids scored below ``min_score`` (--min-score,
+    the production similarity cut-off), before anything else reads it.  A
+    ranked list without scores cannot be cut: an error.
+
+    >>> _cut("q", {"a": 0.9, "b": 0.2}, 0.5), _cut("q", _Scored(["a", "b"], [0.9, 0.2]), 0.95)
+    ({'a': 0.9}, _Scored(docs=[], scores=[]))
+    """
+    if isinstance(ranking, dict):
+        return {doc: score for doc, score in ranking.items() if float(score) >= min_score}
+    if type(ranking) is _Scored:
+        kept = [(d, s) for d, s in zip(*ranking) if float(s) >= min_score]
+        return _Scored([d for d, _ in kept], [s for _, s in kept])
+    scores = getattr(ranking, "scores", None)
+    if scores is None:
+        if not ranking:
+            return ranking
+        raise _RunError("query %r: --min-score (min_score=) needs scores, and this ranking is "
+                        "a ranked list without them" % qid)
+    out = _MappedRanking(d for d, s in zip(ranking, scores) if s >= min_score)
+    out.chunks, out.scores = ranking.chunks, [s for s in scores if s >= min_score]
+    return out
 
 
 def _answerability_calls(measures):
@@ -5644,10 +5702,30 @@ def load_baseline(source):
     holdout = loaded.get("holdout")
     if holdout is not None:
         holdout = _loaded_holdout(holdout, "%s: holdout" % name)
+    min_score = loaded.get("min_score")
+    if min_score is not None:
+        try:
+            min_score = _checked_min_score(min_score)
+        except EvalError:
+            raise EvalError("%s: min_score must be a finite number, got %s"
+                            % (name, _short_repr(min_score))) from None
     return _checked_slices(Baseline(mean, per_query, inputs, name, rel,
                                     _checked_baseline_meta(loaded.get("meta"), name),
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
-                                    slices, loaded.get("membership"), holdout))
+                                    slices, loaded.get("membership"), holdout, min_score))
+
+
+def _check_same_min_score(report, baseline):
+    """A baseline made with another --min-score is refused: like rel, the cut
+    decides what every number means."""
+    if baseline.min_score != report.min_score:
+        raise EvalError("%s was made with %s and this report with %s: the numbers are not "
+                        "comparable" % (baseline.source, _min_score_text(baseline.min_score),
+                                        _min_score_text(report.min_score)))
+
+
+def _min_score_text(value):
+    return "no --min-score" if value is None else "--min-score %r" % value
 
 
 def _loaded_holdout(saved, where):
@@ -5684,6 +5762,7 @@ def baseline_dict(report):
            {"label_sha256": dict(sorted(report.label_sha256.items()))}),
         "measures": list(report.measures),
         "rel": report.rel,
+        **({} if report.min_score is None else {"min_score": report.min_score}),
         "mean": dict(report.mean),
         "per_query": {q: dict(v) for q, v in report.per_query.items()},
         "unscored": list(report.unscored),
@@ -5926,6 +6005,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
                         "queries differ, so the numbers are not comparable"
                         % (baseline.source, baseline.rel, report.rel))
+    _check_same_min_score(report, baseline)
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
     _check_same_holdout(report, baseline)
@@ -5956,6 +6036,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                                  ", ... (%d more)" % (len(names) - _SHOWN_NAMES)
                                  if len(names) > _SHOWN_NAMES else ""),
                                 _queries_for_significance(family, alpha)))
+            notes.extend(_set_level_notes(baseline.mean))
     changes = tuple(change for subset in subsets
                     for change in _subset_changes(subset, paired, pvalues, alpha))
     notes += _slice_notes(report, baseline, subsets, mode)
@@ -6028,6 +6109,16 @@ def _subset_changes(subset, paired, pvalues, alpha):
             now, before = paired[key]
         change = _change(measure, before, now, subset.allowed[measure], pvalues.get(key), alpha)
         yield change._replace(slice=subset.name)
+
+
+def _set_level_notes(means):
+    """Under the significant gate: the set-level measures (no per-query
+    values, no paired test) are gated on the tolerance rule."""
+    names = [m for m in sorted(means) if _REGISTRY[parse_measure(m).name].aggregate]
+    if not names:
+        return []
+    return ["%s: a set-level value with no per-query values, so no significance test; the "
+            "tolerance rule applies" % ", ".join(names)]
 
 
 def _held_ids(report):
@@ -6296,6 +6387,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
     if report.n is not None:    # the measures average over different queries
         rows.append(["n"] + [str(report.n[m]) for m in report.measures])
     yield _summary_line(report), ["query"] + list(report.measures), rows, []
+    yield from _answerability_section(report)
     yield from _meta_section(report)
     for field in report.by:
         yield _slice_section(report, field)
@@ -6356,6 +6448,15 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
                "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
                ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
                 "W/L/T", "verdict"], rows, notes)
+
+
+def _answerability_section(report):
+    """The answerability block: how many queries are answerable (a relevant
+    id), stated unanswerable, or neither (unscored)."""
+    counts = report.answerability
+    if counts is not None:
+        keys = ("answerable", "unanswerable", "unstated")
+        yield "answerability", list(keys), [[str(counts[key]) for key in keys]], []
 
 
 def _slice_section(report, field):
@@ -6498,7 +6599,9 @@ def render_trec(report, gate_result=None, comparisons=(), *, per_query=False, **
 def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="baseline"):
     """The gate verdict and comparisons as render_text() writes them, without
     the measures table: what ``--format trec`` writes to stderr ("" if none)."""
-    sections = list(_sections(report, gate_result, comparisons, False, baseline_name))[1:]
+    sections = [section for section in list(_sections(
+        report, gate_result, comparisons, False, baseline_name))[1:]
+        if section[0] != "answerability"]   # trec_eval's layout has its own counts
     return _text_of(sections, first=1) if sections else ""
 
 
@@ -6547,6 +6650,9 @@ def build_parser():
     parser.add_argument("--metrics", default=None, metavar="NAME[,NAME...]",
                         help="measures, e.g. recall,ndcg,mrr or nDCG@10 (default: %s)"
                         % ",".join(DEFAULT_METRICS))
+    parser.add_argument("--min-score", default=None, type=float, metavar="X",
+                        help="drop the ids scored below X before anything else (the production "
+                             "similarity cut-off); a query left with none abstained")
     parser.add_argument("--rel", default="1", metavar="N",
                         help="lowest grade that counts as relevant (default 1; nDCG ignores it)")
     parser.add_argument("--gain", choices=GAIN.choices, default="exponential",
@@ -6809,7 +6915,7 @@ def _run_cli(args, stdout, stderr):
     def score(run):
         report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
                                args.run_format, args.average, chunks, args.doc_sep, chunks_info,
-                               testset)
+                               testset, args.min_score)
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))

@@ -533,6 +533,105 @@ class MeasureInvariantsTest(unittest.TestCase):
                 self.assertAlmostEqual(report.mean[metric], 1.0, places=15)
 
 
+class UnanswerableQueriesTest(TempDir, unittest.TestCase):
+    """Answerability is stated, never inferred; abstention by each of its three
+    signals (an empty ranking, --min-score, "abstained": true); the measures'
+    populations; --min-score recorded like rel."""
+
+    QRELS = ('{"query_id": "q1", "relevant": ["a"]}\n'
+             '{"query_id": "q2", "relevant": ["b"]}\n'
+             '{"query_id": "q9", "answerable": false}\n'
+             '{"query_id": "q4"}\n')
+    MEASURES = "recall@2,answered,abstained,clean@2,abstention_f1"
+
+    def report(self, run, *extra):
+        self.write("qrels.jsonl", self.QRELS)
+        self.write("run.jsonl", run)
+        code, out, err = run_cli(os.path.join(self.tmp, "qrels.jsonl"),
+                                 os.path.join(self.tmp, "run.jsonl"), "--metrics",
+                                 self.MEASURES, "--format", "json", "--allow-unlabelled-run",
+                                 *extra)
+        self.assertEqual(code, 0, err)
+        return json.loads(out)
+
+    def test_each_abstention_signal(self):
+        # q1 answered (a at rank 1), q2 abstained on an answerable query, q9
+        # (unanswerable) abstained: by an empty ranking, by "abstained": true,
+        # or by --min-score 0.5 cutting its only id (0.3).
+        runs = [('{"query_id": "q9", "docs": []}', ()),
+                ('{"query_id": "q9", "abstained": true}', ()),
+                ('{"query_id": "q9", "scores": {"x": 0.3}}', ("--min-score", "0.5"))]
+        for line, extra in runs:
+            with self.subTest(line=line):
+                if extra:
+                    head = ('{"query_id": "q1", "scores": {"a": 0.9}}\n'
+                            '{"query_id": "q2", "scores": {"z": 0.2}}\n')
+                else:
+                    head = ('{"query_id": "q1", "docs": ["a"]}\n'
+                            '{"query_id": "q2", "docs": []}\n')
+                doc = self.report(head + line + "\n", *extra)
+                # abstention_f1: abstain class: predicted {q2, q9}, true {q9}: P 1/2, R 1/1,
+                # F1 2/3; answer class: predicted {q1}, true {q1, q2}: P 1, R 1/2, F1 2/3.
+                self.assertEqual(doc["mean"], {"recall@2": 0.5, "answered": 0.5,
+                                               "abstained": 1.0, "clean@2": 1.0,
+                                               "abstention_f1": (2 / 3 + 2 / 3) / 2})
+                self.assertEqual(doc["n"], {"recall@2": 2, "answered": 2, "abstained": 1,
+                                            "clean@2": 1, "abstention_f1": 3})
+                self.assertEqual(doc["answerability"],
+                                 {"answerable": 2, "unanswerable": 1, "unstated": 1})
+                self.assertEqual(doc["unscored"], ["q4"])
+                self.assertEqual(doc.get("min_score"), 0.5 if extra else None)
+
+    def test_junk_on_an_unanswerable_query(self):
+        doc = self.report('{"query_id": "q1", "docs": ["a"]}\n'
+                          '{"query_id": "q2", "docs": ["b"]}\n'
+                          '{"query_id": "q9", "docs": ["x"]}\n')
+        # clean@2 = 1 - 1/2; abstain class: true {q9}, none predicted: F1 0;
+        # answer class: P 2/3, R 2/2, F1 2 * 2/3 / (5/3) = 4/5.
+        self.assertEqual(doc["mean"]["clean@2"], 0.5)
+        self.assertEqual(doc["mean"]["abstained"], 0.0)
+        self.assertAlmostEqual(doc["mean"]["abstention_f1"], (0 + 4 / 5) / 2, places=15)
+
+    def test_unanswerable_with_a_relevant_grade_is_an_error(self):
+        self.write("q.jsonl", '{"query_id": "q1", "relevant": ["a"], "answerable": false}\n')
+        self.write("r.jsonl", '{"query_id": "q1", "docs": ["a"]}\n')
+        code, out, err = run_cli(os.path.join(self.tmp, "q.jsonl"),
+                                 os.path.join(self.tmp, "r.jsonl"))
+        self.assertEqual(code, 2)
+        self.assertIn("'q1' is stated unanswerable", err)
+        self.assertEqual(len(err.strip().splitlines()), 1)
+
+    def test_min_score_needs_scores_and_a_matching_baseline(self):
+        self.write("q.json", '{"q1": {"a": 1}}')
+        self.write("r.json", '{"q1": ["a"]}')
+        q, r = os.path.join(self.tmp, "q.json"), os.path.join(self.tmp, "r.json")
+        code, _, err = run_cli(q, r, "--min-score", "0.5")
+        self.assertEqual(code, 2)
+        self.assertIn("needs scores", err)
+        self.write("s.json", '{"q1": {"a": 0.9}}')
+        s, b = os.path.join(self.tmp, "s.json"), os.path.join(self.tmp, "b.json")
+        self.assertEqual(run_cli(q, s, "--min-score", "0.5", "--save-baseline", b)[0], 0)
+        self.assertEqual(run_cli(q, s, "--min-score", "0.5", "--baseline", b)[0], 0)
+        code, _, err = run_cli(q, s, "--min-score", "0.6", "--baseline", b)
+        self.assertEqual(code, 2)
+        self.assertIn("--min-score 0.5", err)
+
+    def test_abstained_with_ids_is_an_error(self):
+        self.write("qrels.jsonl", self.QRELS)
+        self.write("run.jsonl", '{"query_id": "q9", "abstained": true, "docs": ["x"]}\n')
+        code, _, err = run_cli(os.path.join(self.tmp, "qrels.jsonl"),
+                               os.path.join(self.tmp, "run.jsonl"))
+        self.assertEqual(code, 2)
+        self.assertIn('"abstained": true with a non-empty docs', err)
+
+    def test_every_text_report_shows_the_answerability_block(self):
+        code, out, err = run_cli(example("qrels.json"), example("run.json"))
+        self.assertIn("answerability\n  answerable  unanswerable  unstated\n  3 ", out)
+        code, out, err = run_cli(example("qrels.json"), example("run.json"),
+                                 "--format", "markdown")
+        self.assertIn("answerability", out)
+
+
 PEERS = os.path.join(DATA, "peers")
 
 
