@@ -21,6 +21,11 @@ Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential;
                          relevant ids in the top k (0 when none)
     judged@k             labelled ids in the top k / min(k, ids returned)
     rprec                relevant ids in the top R / R, R = all relevant (no cutoff)
+    abstained            1 if an unanswerable query got an empty ranking (no cutoff)
+    answered             1 if an answerable query got a non-empty ranking (no cutoff)
+    clean@k              1 - ids returned in the top k / k, unanswerable queries
+    abstention_f1        mean F1 of the abstain and answer classes over the stated
+                         queries; set-level, no per-query values (no cutoff)
     bpref                trec_eval's bpref: judged non-relevant ids ranked above
                          each relevant one, unjudged ids skipped (no cutoff)
     complete@k           1 if every relevant unit is in the top k, else 0
@@ -283,6 +288,9 @@ class Report(NamedTuple):
     membership: Optional[Dict[str, Tuple[str, ...]]] = None
     by: Tuple[str, ...] = ()
     holdout: Optional["HeldOut"] = None
+    answerability: Optional[Dict[str, int]] = None
+    cells: Optional[Dict[str, dict]] = None
+    min_score: Optional[float] = None
 
     __bool__ = _no_truth_value
 
@@ -299,11 +307,14 @@ class Report(NamedTuple):
             "missing_from_run": list(self.missing),
             "skipped": list(self.skipped),
             "abstention": dict(self.abstention),
+            "answerability": dict(self.answerability or {}),
             "unlabelled": list(self.unlabelled),
             "ties": {"total": sum(self.ties.values()), "per_query": dict(self.ties)},
             "mean": dict(self.mean),
             "warnings": list(self.warnings),
         }
+        if self.min_score is not None:  # like rel, part of what every number means
+            out["min_score"] = self.min_score
         if self.average != "scored":     # only the library makes one (the CLI: --format trec)
             out["average"] = self.average
         if self.n is not None:
@@ -384,6 +395,7 @@ class Baseline(NamedTuple):
     slices: Optional[Dict[str, Dict[str, float]]] = None
     membership: Optional[Dict[str, Tuple[str, ...]]] = None
     holdout: Optional[HeldOut] = None
+    min_score: Optional[float] = None
 
 
 class MeasureChange(NamedTuple):
@@ -633,7 +645,13 @@ def _unit_param(units):
 
 # Which queries a measure averages over (its ``population``).
 POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel",
-               "spans": "the scored queries with a span label graded >= rel"}
+               "spans": "the scored queries with a span label graded >= rel",
+               "answerable": "the answerable queries: those with an id graded >= rel",
+               "unanswerable": 'the queries stated unanswerable ("answerable": false)',
+               "stated": "the answerable queries and those stated unanswerable"}
+# Populations of queries with no relevant id: only a statement puts a query
+# there (see _answerability), never the lack of a label.
+_UNANSWERABLE_POPULATIONS = frozenset(("unanswerable", "stated"))
 
 _WHOLE_RANKING = sys.maxsize   # the cutoff a measure function gets for @all
 _MEASURE_NAME = re.compile(r"[a-z][a-z0-9_]*$")
@@ -650,6 +668,7 @@ class _Spec(NamedTuple):
     options: Dict[str, Param]       # unit, cover, budget: read by the scorer, not by func
     view: str                       # what func reads: "ranked" (a _Ranked) or "spans"
     refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
+    aggregate: object = None        # set-level measure: the mean is aggregate(cells)
 
     @property
     def accepts(self):
@@ -667,7 +686,7 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
-            units=("id",), view="ranked", refused=None, unjudged=True):
+            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -686,6 +705,11 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
     ``refused``     ``{"param=value": reason}`` for values refused with a reason;
     ``unjudged``    False for a measure of labels themselves (judged): a
                     measure of a ranking takes the option ``unjudged``.
+    ``aggregate``   for a set-level measure (not a mean of per-query values):
+                    the function returns each query's *cell*, never shown, and
+                    the measure's value over a set of queries is
+                    ``aggregate(cells)`` (None: no value); it has no per-query
+                    values, so it is gated on the tolerance rule only.
 
     A function may return None for a query outside its population.
     """
@@ -711,7 +735,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
-                     view, dict(refused or {}))
+                     view, dict(refused or {}), aggregate)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:
@@ -741,7 +765,7 @@ def available_measures():
     """Names of the registered measures, sorted.
 
     >>> available_measures()[:4]
-    ['bpref', 'complete', 'context_precision', 'diversity']
+    ['abstained', 'abstention_f1', 'answered', 'bpref']
     """
     return sorted(_REGISTRY)
 
@@ -750,7 +774,7 @@ def describe_measures():
     """The registry as text, one block per measure: what ``rag-eval
     --list-measures`` prints.
 
-    >>> print(describe_measures().split("\\n\\n")[1])
+    >>> print(describe_measures().split("\\n\\n")[4])
     bpref (no cutoff)
       how rarely judged non-relevant ids rank above the relevant ones; unjudged ids are skipped
       parameter rel: int, default 1, a positive integer: lowest grade that counts as relevant
@@ -1112,6 +1136,91 @@ def diversity(ranked, grades, k):
     if not slots:
         return 0.0
     return sum(1 for p in ranked.positions if p <= slots) / slots
+
+
+# --- unanswerable queries: abstention ---------------------------------------
+#
+# A query stated unanswerable ("answerable": false, see _answerability) is
+# scored on what the system did with it: the right behaviour is to abstain
+# (return nothing), not to fill the context with ids the model then answers
+# from.  A query abstained when its ranking is empty once --min-score has
+# cut it (a JSONL run line's "abstained": true is read as an empty ranking).
+
+@measure("abstained", unjudged=False, cutoff=False, population="unanswerable",
+         summary="1 if the system abstained (returned nothing) on an unanswerable query")
+def abstained(ranked, grades):
+    """1.0 when the ranking is empty (after --min-score), else 0.0.
+
+    >>> abstained(_from_grades([]), ()), abstained(_from_grades([None]), ())
+    (1.0, 0.0)
+    """
+    return 0.0 if ranked.length else 1.0
+
+
+@measure("answered", unjudged=False, cutoff=False, population="answerable",
+         summary="1 if the system did not abstain on an answerable query (1 - false abstention)")
+def answered(ranked, grades):
+    """1.0 when the ranking holds an id (after --min-score), else 0.0.
+
+    >>> answered(_from_grades([None, 1]), (1,)), answered(_from_grades([]), (1,))
+    (1.0, 0.0)
+    """
+    return 1.0 if ranked.length else 0.0
+
+
+@measure("clean", unjudged=False, population="unanswerable",
+         summary="1 - ids returned in the top k / k on an unanswerable query (junk exposure)")
+def clean(ranked, grades, k):
+    """1 - (ids in the top k) / k: how little of the context an unanswerable
+    query fills with ids.  At @all, k is the ranking's own length (and with a
+    budget, the chunks that fit), so the value is 1 when empty, else 0.
+
+    >>> clean(_from_grades([None, None]), (), 5)   # 1 - 2/5
+    0.6
+    >>> clean(_from_grades([]), (), 5), clean(_from_grades([None]), (), _WHOLE_RANKING)
+    (1.0, 0.0)
+    """
+    slots = ranked.length if k == _WHOLE_RANKING else k
+    return 1.0 - min(slots, ranked.length) / slots if slots else 1.0
+
+
+def _abstention_f1(cells):
+    """The mean of the F1 of the abstain class (truth: unanswerable; predicted:
+    abstained) and of the answer class, from each stated query's cell
+    (answerable, abstained).  A class with no true and no predicted member is
+    left out of the mean; one with members but an empty precision or recall
+    denominator scores 0.  None when no query is stated.
+
+    >>> _abstention_f1([(True, False), (True, True), (False, True), (False, False)])
+    0.5
+    >>> _abstention_f1([(True, False), (True, False)])   # no abstain class at all
+    1.0
+    """
+    scores = []
+    for positive in (False, True):      # the abstain class, then the answer class
+        true = sum(1 for answerable, _ in cells if answerable == positive)
+        predicted = sum(1 for _, abstain in cells if abstain != positive)
+        if not true and not predicted:
+            continue
+        hits = sum(1 for answerable, abstain in cells
+                   if answerable == positive and abstain != positive)
+        precision = hits / predicted if predicted else 0.0
+        recall = hits / true if true else 0.0
+        scores.append(2 * precision * recall / (precision + recall) if hits else 0.0)
+    return _mean(scores) if scores else None
+
+
+@measure("abstention_f1", unjudged=False, cutoff=False, population="stated", aggregate=_abstention_f1,
+         summary="mean F1 of the abstain and answer classes over the stated queries (a "
+                 "set-level value: no per-query values, gated on the tolerance rule only)")
+def abstention_f1(ranked, grades):
+    """Whether a stated query abstained; the scorer pairs it with the query's
+    answerability into its cell (answerable, abstained), see _take_cells.
+
+    >>> abstention_f1(_from_grades([]), (1, 0)), abstention_f1(_from_grades([None]), ())
+    (True, False)
+    """
+    return not ranked.length
 
 
 @measure("span_recall", params={"rel": REL}, view="spans", population="spans",
@@ -2545,6 +2654,9 @@ def _jsonl_run(inp):
     inp.rising = rising
     for where, record in _jsonl_records(inp):
         present = [f for f in _RANKING_KEYS if f in record] if isinstance(record, dict) else ()
+        if present == [] and _abstained_line(record, where):
+            present = ["docs"]
+            record = dict(record, docs=[])
         key = ("query_id" if "query_id" in record else _query_key(record, True)) \
             if len(present) == 1 else None
         if key is None:
@@ -2560,9 +2672,22 @@ def _jsonl_run(inp):
                 raise EvalError("%s: \"scores\" must be an object {doc_id: score}" % where)
         elif not isinstance(value, list):
             raise EvalError("%s: %r must be a list of ids" % (where, field))
+        if record.get("abstained") is not None and _abstained_line(record, where) and value:
+            raise EvalError('%s: query %r: "abstained": true with a non-empty %s: an abstention '
+                            "shows the model nothing; drop the ids or the flag" % (where, qid, field))
         yield qid, _check_run_query(qid, value, where, rising)
     if not seen:
         raise EvalError("%s: no JSONL records found" % inp.name)
+
+
+def _abstained_line(record, where):
+    """Whether a JSONL run line says the system abstained (``"abstained":
+    true``, a router or system-level refusal): its ranking is empty."""
+    flag = record.get("abstained")
+    if flag is not None and type(flag) is not bool:
+        raise EvalError('%s: "abstained" must be true or false, got %s'
+                        % (where, _short_repr(flag, 40)))
+    return bool(flag)
 
 
 # --- query metadata ----------------------------------------------------------------
@@ -3237,7 +3362,7 @@ def _gc_paused(func):
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
              doc_sep=None, unit="id", meta=None, queries=None, by=(), holdout=None,
-             as_of=None, reveal_holdout=False):
+             as_of=None, reveal_holdout=False, min_score=None):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -3302,9 +3427,9 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     if testset is not None:
         qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average,
-                     _library_chunks(chunks), doc_sep)
+                     _library_chunks(chunks), doc_sep, testset, min_score)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
-                    testset)
+                    testset)._replace(min_score=scorer.min_score)
     report = _with_rising_note(report, "run", rising, testset)
     return _with_meta(report._replace(label_sha256=_label_hashes(qrels, testset)), meta)
 
@@ -3314,7 +3439,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                    skip_extra_queries=False, qrels_format=None, run_format=None,
                    average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
                    meta=None, queries=None, by=(), holdout=None, as_of=None,
-                   reveal_holdout=False):
+                   reveal_holdout=False, min_score=None):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format.  ``chunks`` is a chunk-map file (see load_chunks).
@@ -3333,7 +3458,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset), meta)
+                                    chunks_info, testset, min_score), meta)
 
 
 def _renamed(measures, metrics):
@@ -3352,12 +3477,13 @@ def _checked_average(average):
 
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
-                  average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None):
+                  average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None,
+                  min_score=None):
     """evaluate_files() with the qrels (and chunk map, and _TestSet) already
     read (they may come from stdin)."""
     if testset is not None:
         qrels = testset.qrels(qrels)
-    scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep)
+    scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset, min_score)
     inp, fmt = _open_input(run, run_format, "run")
     try:
         report = _score_run(inp, fmt, scorer, skip_extra_queries, testset)
@@ -3372,7 +3498,8 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
                              if report.mapping[key] is not None}
     if testset is not None and testset.info is not None:
         inputs["queries"] = testset.info
-    return report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset))
+    return report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset),
+                           min_score=scorer.min_score)
 
 
 def _score_run(inp, fmt, scorer, skip_extra_queries, testset=None):
@@ -3434,7 +3561,15 @@ class _QueryScorer:
         self.every_query = average == "trec_eval"   # score unscored queries too
         self.names = tuple(str(m) for m in measures)
         self.depth, self.cutoffs = _plan(measures)
-        self.calls = [(str(m),) + m._parts() for m in measures]
+        self.calls = [(str(m),) + m._parts() for m in measures
+                      if _REGISTRY[m.name].population != "unanswerable"]
+        self.unanswerable_calls, self.aggregates = _answerability_calls(measures)
+        # The measures of unanswerable queries only: the scored path skips them.
+        self.apart = frozenset(str(m) for m in measures
+                               if _REGISTRY[m.name].population == "unanswerable")
+        if (self.unanswerable_calls or self.aggregates) and self.every_query:
+            raise EvalError("abstention measures are not for trec_eval's average, which "
+                            "knows no unanswerable query: drop them or the average")
         self.met_label = False      # once a ranking met a label, the run is not unlabelled
         self.labels, self.mapping = labels, mapping or _Mapping()
         self.lost = None            # see _uncoverable
@@ -3452,10 +3587,12 @@ class _QueryScorer:
                                 % ", ".join(by_id[:3]))
 
     def __call__(self, qid, ranking):
+        if self.min_score is not None and ranking is not None:
+            ranking = _cut(qid, ranking, self.min_score)
         labels = self.qrels.get(qid, _NO_LABELS)
         grades = _sorted_grades(labels)
         scored = self.is_scored(grades)
-        if self.mapped:
+        if self.mapped:     # (ranking already cut by min_score)
             return self._by_units(qid, ranking, labels, grades, scored)
         labels = _labels_for_ranking(ranking, labels)
         ranked = _rank(ranking, labels, self.depth, self.cutoffs, not scored)
@@ -3465,6 +3602,8 @@ class _QueryScorer:
                 values = {name: func(ranked, grades, *args) for name, func, args in self.calls}
             except EvalError as exc:
                 raise EvalError("qrels: query %r: %s" % (qid, exc)) from None
+        elif qid in self.unanswerable:
+            values = self._unanswerable_values(ranked, grades)
         if ranked.labelled or not ranked.length:
             unlabelled = None
         elif self.met_label:
@@ -3500,6 +3639,8 @@ class _QueryScorer:
             values = {}
             try:
                 for name, call in zip(self.names, self.units):
+                    if name in self.apart:
+                        continue
                     if call.view not in views:
                         views[call.view] = self._view(qid, call.view, labels, ids, chunks,
                                                       returned)
@@ -3512,6 +3653,8 @@ class _QueryScorer:
                         values[name] = value
             except EvalError as exc:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
+        elif qid in self.unanswerable:
+            values = self._unanswerable_values(ranked, grades)
         # A run meets a label when what its measures count carries one.
         labelled = (ranked.labelled if self.counts_ids else None) or doc_units.labelled
         if labelled or not ids:
@@ -3547,6 +3690,16 @@ class _QueryScorer:
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
         return found if found is not None else chunks[0].doc
+
+    unanswerable = frozenset()      # the queries stated unanswerable (see _answerability)
+    min_score = None                # ids scored below it are dropped first (see _cut)
+
+    def _unanswerable_values(self, ranked, grades):
+        """The values of a query stated unanswerable: its measures' and the
+        set-level measures' cells; None when no measure is about it."""
+        if not self.unanswerable_calls:
+            return None
+        return {name: func(ranked, grades, *args) for name, func, args in self.unanswerable_calls}
 
     def is_scored(self, grades):
         """True when a query's grades (see _sorted_grades) hold a relevant one;
@@ -3732,16 +3885,29 @@ def _check_versions(versions, mapping):
                                                                   known[doc][:12]))
 
 
-def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None):
-    """The _QueryScorer of validated qrels (id labels or label lists) and
-    of the mapping given (a _ChunkMap, a separator, or neither)."""
+def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=None,
+            min_score=None):
+    """The _QueryScorer of validated qrels (id labels or label lists), of the
+    mapping given (a _ChunkMap, a separator, or neither) and of the queries
+    the test set states unanswerable."""
     grades, spans, versions = _split_qrels(qrels)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
     for qid, docs in sorted(versions.items()):
         for doc, sha in sorted(docs.items()):
             mapping.label_versions.setdefault(doc, (qid, sha))
-    return _QueryScorer(grades, measures, rel, average, spans, mapping)
+    scorer = _QueryScorer(grades, measures, rel, average, spans, mapping)
+    scorer.min_score = _checked_min_score(min_score)
+    return _answerability(scorer, testset and testset.queries)
+
+
+def _checked_min_score(min_score):
+    if min_score is None:
+        return None
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or \
+            not math.isfinite(min_score):
+        raise EvalError("min_score must be a finite number, got %s" % _short_repr(min_score))
+    return float(min_score)
 
 
 def _split_qrels(qrels):
@@ -3772,6 +3938,56 @@ def _split_qrels(qrels):
                     raise EvalError("qrels: query %r: labels on %s give two doc_sha256"
                                     % (qid, label.doc))
     return grades, spans, versions
+
+
+def _cut(qid, ranking, min_score):
+    """The ranking without the ids scored below ``min_score`` (--min-score,
+    the production similarity cut-off), before anything else reads it.  A
+    ranked list without scores cannot be cut: an error.
+
+    >>> _cut("q", {"a": 0.9, "b": 0.2}, 0.5), _cut("q", _Scored(["a", "b"], [0.9, 0.2]), 0.95)
+    ({'a': 0.9}, _Scored(docs=[], scores=[]))
+    """
+    if isinstance(ranking, dict):
+        return {doc: score for doc, score in ranking.items() if float(score) >= min_score}
+    if type(ranking) is _Scored:
+        kept = [(d, s) for d, s in zip(*ranking) if float(s) >= min_score]
+        return _Scored([d for d, _ in kept], [s for _, s in kept])
+    scores = getattr(ranking, "scores", None)
+    if scores is None:
+        if not ranking:
+            return ranking
+        raise _RunError("query %r: --min-score (min_score=) needs scores, and this ranking is "
+                        "a ranked list without them" % qid)
+    out = _MappedRanking(d for d, s in zip(ranking, scores) if s >= min_score)
+    out.chunks, out.scores = ranking.chunks, [s for s in scores if s >= min_score]
+    return out
+
+
+def _answerability_calls(measures):
+    """(calls, aggregates): the (name, func, args) of the measures a query
+    stated unanswerable is scored on (its own and the set-level ones), and
+    the names of the set-level measures (see measure(aggregate=))."""
+    calls = [(str(m),) + m._parts() for m in measures
+             if _REGISTRY[m.name].population in _UNANSWERABLE_POPULATIONS]
+    return calls, frozenset(str(m) for m in measures if _REGISTRY[m.name].aggregate)
+
+
+def _answerability(scorer, queries):
+    """Give ``scorer`` the queries that query metadata states unanswerable
+    (``"answerable": false``) among its qrels; one that holds a relevant id
+    is an error.  Answerability is never inferred from missing labels."""
+    if not queries:
+        return scorer
+    stated = frozenset(qid for qid, info in queries.items()
+                       if info.get("answerable") is False and qid in scorer.qrels)
+    for qid in sorted(stated):
+        if scorer.is_scored(_sorted_grades(scorer.qrels[qid])):
+            raise EvalError('qrels: query %r is stated unanswerable ("answerable": false) but '
+                            "has a relevant id (grade >= %d): drop the statement or the labels"
+                            % (qid, scorer.rel))
+    scorer.unanswerable = stated
+    return scorer
 
 
 def _unlabelled(ranking, labels):
@@ -3816,6 +4032,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
     labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
+    cells = {}          # {qid: {set-level measure: cell}}, see _take_cells
 
     def add(qid, result, in_run=True):
         nonlocal labelled_run
@@ -3825,13 +4042,15 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
             if in_run:
                 no_relevant[qid] = values
             values = None
+        if values is not None and scorer.aggregates:
+            values = _take_cells(qid, values, scorer, cells)
         if values is None:
             abstention[qid] = returned
         else:
             per_query[qid] = values
             if straddling:
                 ties[qid] = straddling
-            if no_label is not None:
+            if no_label is not None and qid not in scorer.unanswerable:
                 unlabelled.append(qid)
         if duplicates:
             repeated.append(qid)
@@ -3841,7 +4060,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
             labelled_run = True
         elif len(strays) < _STRAYS_KEPT:
             strays.append((qid, no_label))
-        return values is not None and returned == 0
+        return values is not None and returned == 0 and qid not in scorer.unanswerable
 
     try:
         for qid, result in scored:      # a stream names each query once (the readers check)
@@ -3873,12 +4092,13 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                         "with --skip-extra-queries)"
                         % (run_name, _plural(len(extra), "query is", "queries are"),
                            _preview(extra)))
-    if not per_query:
+    if not per_query and not cells:
         if held and held[0]:
             raise EvalError("every scored query is in the hold-out %s: the overall mean would "
                             "be over none" % testset.holdout)
         raise EvalError("no query in the qrels has a relevant id (grade >= %d): nothing to score"
                         % rel)
+    answerability = _answerability_counts(per_query, abstention, scorer.unanswerable - hidden)
     if scorer.every_query:
         # trec_eval without -c: the queries the run and the qrels share.
         per_query.update(no_relevant)
@@ -3921,13 +4141,12 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                            "top %d" % scorer.depth, _preview(unlabelled)))
     per_query = dict(sorted(per_query.items()))
     counts = None
-    if scorer.mapped:
-        mean, counts = _population_means(per_query, names)
+    if scorer.mapped or scorer.apart or scorer.aggregates:
+        mean, counts = _population_means(per_query, names, {
+            q: c for q, c in cells.items() if q not in hidden})
         for name in names:
             if name not in mean:    # as "no query has a relevant id": nothing to average
-                raise EvalError("%s: no scored query has a span label graded >= rel: nothing "
-                                "to average (character measures need span labels, not "
-                                "whole-document ones)" % name)
+                raise EvalError(_nothing_to_average(name))
         warnings.extend(_population_notes(per_query, names, counts))
         warnings.extend(_label_notes(scorer, hidden))
     else:
@@ -3936,8 +4155,42 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                     tuple(extra), dict(sorted(abstention.items())), dict(sorted(ties.items())),
                     tuple(warnings), rel, None, tuple(unlabelled), unlabelled_run,
                     scorer.average, counts,
-                    _mapping_info(scorer, hidden) if scorer.mapped else None)
+                    _mapping_info(scorer, hidden) if scorer.mapped else None,
+                    answerability=answerability, cells=cells or None)
     return report if testset is None else testset.report(report, held)
+
+
+def _take_cells(qid, values, scorer, cells):
+    """Move a query's cells of set-level measures out of its values (a cell
+    never shows) into ``cells``, paired with its answerability: (answerable,
+    abstained).  A query stated unanswerable left with no value stays unscored."""
+    found = {name: (qid not in scorer.unanswerable, values.pop(name))
+             for name in scorer.aggregates if name in values}
+    if found:
+        cells[qid] = found
+    return None if not values and qid in scorer.unanswerable else values
+
+
+def _answerability_counts(per_query, unscored, unanswerable):
+    """The answerability block: answerable queries (a relevant id), those
+    stated unanswerable, and those with neither (unscored, as before).
+
+    >>> _answerability_counts({"q1": {}, "q9": {}}, {"q4": 0}, frozenset(["q9"]))
+    {'answerable': 1, 'unanswerable': 1, 'unstated': 1}
+    """
+    return {"answerable": len(per_query) - len(unanswerable.intersection(per_query)),
+            "unanswerable": len(unanswerable),
+            "unstated": len(unscored) - len(unanswerable.intersection(unscored))}
+
+
+def _nothing_to_average(name):
+    """Why a measure has no mean: no query is in its population."""
+    population = _REGISTRY[parse_measure(name).name].population
+    if population == "spans":
+        return ("%s: no scored query has a span label graded >= rel: nothing to average "
+                "(character measures need span labels, not whole-document ones)" % name)
+    return "%s: no query is in its population, %s: nothing to average" % (
+        name, POPULATIONS[population])
 
 
 def _set_apart(hidden, per_query, abstention, missing):
@@ -4030,17 +4283,24 @@ def _mapping_info(scorer, hidden=frozenset()):
     return info
 
 
-def _population_means(per_query, names):
+def _population_means(per_query, names, cells=None):
     """(mean, n) of each measure over the queries that have a value for it
     (its population: a character measure leaves out the queries with no span
-    label).  A measure no query has a value for has no mean; n is returned
-    only when the populations differ."""
+    label); a set-level measure's over the ``cells`` of those queries (see
+    _take_cells).  A measure no query has a value for has no mean; n is
+    returned only when the populations differ."""
     mean, counts = {}, {}
     for name in names:
-        values = [row[name] for row in per_query.values() if name in row]
-        counts[name] = len(values)
-        if values:
-            mean[name] = _mean(values)
+        aggregate = _REGISTRY[parse_measure(name).name].aggregate
+        if aggregate is not None:
+            found = [c[name] for c in (cells or {}).values() if name in c]
+            value = aggregate(found) if found else None
+        else:
+            found = [row[name] for row in per_query.values() if name in row]
+            value = _mean(found) if found else None
+        counts[name] = len(found)
+        if value is not None:
+            mean[name] = value
     same = all(n == len(per_query) for n in counts.values())
     return mean, None if same else counts
 
@@ -4050,7 +4310,8 @@ def _population_notes(per_query, names, counts):
         return []
     notes = []
     for name in names:
-        if counts[name] < len(per_query):
+        if counts[name] < len(per_query) and (
+                _REGISTRY[parse_measure(name).name].population == "spans"):
             left = [q for q, row in per_query.items() if name not in row]
             notes.append("%s averages over %d of %s: %s no span label graded >= rel (%s)"
                          % (name, counts[name], _plural(len(per_query), "query", "queries"),
@@ -4289,12 +4550,14 @@ class _TestSet:
         members = list(report.per_query) + list(report.unscored)
         membership = {q: self.names[q] for q in sorted(members) if self.names.get(q)}
         slices = _slice_stats(report, membership)
-        holdout = None
+        holdout, cells = None, report.cells
         if self.holdout is not None:
             holdout = _held_out(self.holdout, held, report.measures, self.reveal,
-                                self.held_ids)
+                                self.held_ids, cells)
+            if cells:
+                cells = {q: c for q, c in cells.items() if q not in self.held_ids} or None
         return report._replace(slices=slices, membership=membership, by=self.by,
-                               holdout=holdout,
+                               holdout=holdout, cells=cells,
                                warnings=report.warnings + self.notes + self._date_notes())
 
     def _date_notes(self):
@@ -4382,7 +4645,8 @@ def _slice_stats(report, membership):
     stats = {}
     for name, qids in sorted(members.items()):
         rows = {q: report.per_query[q] for q in qids if q in report.per_query}
-        mean, counts = _population_means(rows, report.measures)
+        mean, counts = _population_means(rows, report.measures, report.cells and {
+            q: report.cells[q] for q in qids if q in report.cells})
         stats[name] = {"queries": len(rows), "mean": mean,
                        "unscored": [q for q in qids if q not in rows]}
         if counts is not None:
@@ -4396,11 +4660,13 @@ def _slice_json(stats):
             for key, value in stats.items()}
 
 
-def _held_out(name, held, measures, reveal, ids):
+def _held_out(name, held, measures, reveal, ids, cells=None):
     """The HeldOut of the hold-out's values, unscored and missing ids (see
-    _set_apart); ``ids`` are all its members, expired ones too."""
+    _set_apart); ``ids`` are all its members, expired ones too; ``cells``
+    the report's cells of set-level measures (those of its ids are read)."""
     per_query, unscored, missing = held
-    mean, counts = _population_means(per_query, measures)
+    mean, counts = _population_means(per_query, measures, cells and {
+        q: c for q, c in cells.items() if q in ids})
     return HeldOut(name, mean, counts, len(per_query), len(unscored), len(missing),
                    _members_sha256(list(per_query) + list(unscored)), reveal, per_query,
                    {"unscored": unscored, "missing": missing, "all": tuple(sorted(ids))})
@@ -5702,10 +5968,30 @@ def load_baseline(source):
     holdout = loaded.get("holdout")
     if holdout is not None:
         holdout = _loaded_holdout(holdout, "%s: holdout" % name)
+    min_score = loaded.get("min_score")
+    if min_score is not None:
+        try:
+            min_score = _checked_min_score(min_score)
+        except EvalError:
+            raise EvalError("%s: min_score must be a finite number, got %s"
+                            % (name, _short_repr(min_score))) from None
     return _checked_slices(Baseline(mean, per_query, inputs, name, rel,
                                     _checked_baseline_meta(loaded.get("meta"), name),
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
-                                    slices, loaded.get("membership"), holdout))
+                                    slices, loaded.get("membership"), holdout, min_score))
+
+
+def _check_same_min_score(report, baseline):
+    """A baseline made with another --min-score is refused: like rel, the cut
+    decides what every number means."""
+    if baseline.min_score != report.min_score:
+        raise EvalError("%s was made with %s and this report with %s: the numbers are not "
+                        "comparable" % (baseline.source, _min_score_text(baseline.min_score),
+                                        _min_score_text(report.min_score)))
+
+
+def _min_score_text(value):
+    return "no --min-score" if value is None else "--min-score %r" % value
 
 
 def _loaded_holdout(saved, where):
@@ -5742,6 +6028,7 @@ def baseline_dict(report):
            {"label_sha256": dict(sorted(report.label_sha256.items()))}),
         "measures": list(report.measures),
         "rel": report.rel,
+        **({} if report.min_score is None else {"min_score": report.min_score}),
         "mean": dict(report.mean),
         "per_query": {q: dict(v) for q, v in report.per_query.items()},
         "unscored": list(report.unscored),
@@ -5984,6 +6271,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
                         "queries differ, so the numbers are not comparable"
                         % (baseline.source, baseline.rel, report.rel))
+    _check_same_min_score(report, baseline)
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
     _check_same_holdout(report, baseline)
@@ -6014,6 +6302,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                                  ", ... (%d more)" % (len(names) - _SHOWN_NAMES)
                                  if len(names) > _SHOWN_NAMES else ""),
                                 _queries_for_significance(family, alpha)))
+            notes.extend(_set_level_notes(baseline.mean))
     changes = tuple(change for subset in subsets
                     for change in _subset_changes(subset, paired, pvalues, alpha))
     notes += _slice_notes(report, baseline, subsets, mode)
@@ -6086,6 +6375,16 @@ def _subset_changes(subset, paired, pvalues, alpha):
             now, before = paired[key]
         change = _change(measure, before, now, subset.allowed[measure], pvalues.get(key), alpha)
         yield change._replace(slice=subset.name)
+
+
+def _set_level_notes(means):
+    """Under the significant gate: the set-level measures (no per-query
+    values, no paired test) are gated on the tolerance rule."""
+    names = [m for m in sorted(means) if _REGISTRY[parse_measure(m).name].aggregate]
+    if not names:
+        return []
+    return ["%s: a set-level value with no per-query values, so no significance test; the "
+            "tolerance rule applies" % ", ".join(names)]
 
 
 def _held_ids(report):
@@ -6354,6 +6653,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
     if report.n is not None:    # the measures average over different queries
         rows.append(["n"] + [str(report.n[m]) for m in report.measures])
     yield _summary_line(report), ["query"] + list(report.measures), rows, []
+    yield from _answerability_section(report)
     yield from _meta_section(report)
     for field in report.by:
         yield _slice_section(report, field)
@@ -6414,6 +6714,15 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
                "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
                ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
                 "W/L/T", "verdict"], rows, notes)
+
+
+def _answerability_section(report):
+    """The answerability block: how many queries are answerable (a relevant
+    id), stated unanswerable, or neither (unscored)."""
+    counts = report.answerability
+    if counts is not None:
+        keys = ("answerable", "unanswerable", "unstated")
+        yield "answerability", list(keys), [[str(counts[key]) for key in keys]], []
 
 
 def _slice_section(report, field):
@@ -6556,7 +6865,9 @@ def render_trec(report, gate_result=None, comparisons=(), *, per_query=False, **
 def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="baseline"):
     """The gate verdict and comparisons as render_text() writes them, without
     the measures table: what ``--format trec`` writes to stderr ("" if none)."""
-    sections = list(_sections(report, gate_result, comparisons, False, baseline_name))[1:]
+    sections = [section for section in list(_sections(
+        report, gate_result, comparisons, False, baseline_name))[1:]
+        if section[0] != "answerability"]   # trec_eval's layout has its own counts
     return _text_of(sections, first=1) if sections else ""
 
 
@@ -6606,6 +6917,9 @@ def build_parser():
     parser.add_argument("--metrics", default=None, metavar="NAME[,NAME...]",
                         help="measures, e.g. recall,ndcg,mrr or nDCG@10 (default: %s)"
                         % ",".join(DEFAULT_METRICS))
+    parser.add_argument("--min-score", default=None, type=float, metavar="X",
+                        help="drop the ids scored below X before anything else (the production "
+                             "similarity cut-off); a query left with none abstained")
     parser.add_argument("--rel", default="1", metavar="N",
                         help="lowest grade that counts as relevant (default 1; nDCG ignores it)")
     parser.add_argument("--gain", choices=GAIN.choices, default="exponential",
@@ -6936,7 +7250,7 @@ def _run_cli(args, stdout, stderr):
     def score(run):
         report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
                                args.run_format, args.average, chunks, args.doc_sep, chunks_info,
-                               testset)
+                               testset, args.min_score)
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))

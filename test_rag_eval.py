@@ -319,12 +319,17 @@ class HandWorkedMeasuresTest(unittest.TestCase):
         # is a query outside the measure's population (no value for it): alone,
         # it leaves the measure nothing to average, an error; beside a query of
         # the population, it has no value.
+        # A case may give the query's metadata ("queries": {"answerable": false});
+        # a set-level measure (no per-query values) is checked on the mean.
         partner = {"doc": "~partner", "start": 0, "end": 1, "grade": 9}
         for case in self.cases:
             for name, expected in case["expected"].items():
                 with self.subTest(case=case["name"], measure=name):
                     options = dict(metrics=[name], chunks=case.get("chunks"),
                                    doc_sep=case.get("doc_sep"))
+                    if "queries" in case:
+                        options["queries"] = {"q": case["queries"]}
+                    spec = rag_eval._REGISTRY[rag_eval.parse_measure(name).name]
                     if expected is None:
                         with self.assertRaisesRegex(rag_eval.EvalError, "nothing to average"):
                             rag_eval.evaluate({"q": case["qrels"]}, {"q": case["run"]},
@@ -338,7 +343,8 @@ class HandWorkedMeasuresTest(unittest.TestCase):
                     else:
                         report = rag_eval.evaluate({"q": case["qrels"]}, {"q": case["run"]},
                                                    **options)
-                        self.assertAlmostEqual(report.per_query["q"][name], expected, places=12)
+                        value = (report.mean if spec.aggregate else report.per_query["q"])[name]
+                        self.assertAlmostEqual(value, expected, places=12)
 
     def test_every_measure_is_covered(self):
         covered = {rag_eval.parse_measure(n).name for c in self.cases for n in c["expected"]}
@@ -368,7 +374,9 @@ class MeasureInvariantsTest(unittest.TestCase):
              "q3": {"g": 1}}
 
     RUN = {"q1": ["x", "a", "c", "a", "d", "b"], "q2": {"f": 0.2, "z": 0.2, "e": 0.9},
-           "q3": ["h", "i"]}
+           "q3": ["h", "i"], "q4": ["x", "a"]}
+    # q4 is stated unanswerable: the population of the abstention measures.
+    QUERIES = {"q4": {"answerable": False}}
 
     # The same shapes over chunks: span and document labels, a chunk map with
     # overlapping (sliding-window) chunks, a repeated document, a tie.
@@ -386,7 +394,7 @@ class MeasureInvariantsTest(unittest.TestCase):
               {"id": "c1", "doc": "C", "start": 0, "end": 10},
               {"id": "x1", "doc": "X", "start": 0, "end": 50}]
     SPAN_RUN = {"q1": ["x1", "a2", "b1", "a2", "a1", "c1", "a3"],
-                "q2": {"b2": 0.2, "x1": 0.2, "b1": 0.9}, "q3": ["x1", "a1"]}
+                "q2": {"b2": 0.2, "x1": 0.2, "b1": 0.9}, "q3": ["x1", "a1"], "q4": ["a1"]}
 
     def measures(self):
         """(metric, k) for every registered measure, in each unit it counts
@@ -414,13 +422,14 @@ class MeasureInvariantsTest(unittest.TestCase):
         measure = rag_eval.resolve_measures([name], k)[0]
         call = rag_eval._UnitCall.of(measure)
         if call.view == "id" and not call.budget:
-            return rag_eval.evaluate(qrels or self.QRELS, run or self.RUN, k=k, metrics=[name])
+            return rag_eval.evaluate(qrels or self.QRELS, run or self.RUN, k=k, metrics=[name],
+                                     queries=self.QUERIES)
         if call.view == "id":       # a budget over ids: every id a chunk of 20 characters
             sized = [{"id": i, "doc": i, "start": 0, "end": 20} for i in "abcdefghixz"]
             return rag_eval.evaluate(qrels or self.QRELS, run or self.RUN, k=k, metrics=[name],
-                                     chunks=sized)
+                                     chunks=sized, queries=self.QUERIES)
         return rag_eval.evaluate(qrels or self.SPAN_QRELS, run or self.SPAN_RUN, k=k,
-                                 metrics=[name], chunks=self.CHUNKS)
+                                 metrics=[name], chunks=self.CHUNKS, queries=self.QUERIES)
 
     def test_every_measure_and_unit_is_tried(self):
         tried = {str(rag_eval.parse_measure(n, k=k)) for n, k in self.measures()}
@@ -434,11 +443,13 @@ class MeasureInvariantsTest(unittest.TestCase):
         saved = rag_eval._DISCOUNTS
         rag_eval._DISCOUNTS = [0.0, 1.0]
         try:
-            huge = rag_eval.evaluate(self.QRELS, self.RUN, k=10 ** 7, metrics=["ndcg", "recall"])
+            huge = rag_eval.evaluate(self.QRELS, self.RUN, k=10 ** 7, metrics=["ndcg", "recall"],
+                                     queries=self.QUERIES)
             self.assertLess(len(rag_eval._DISCOUNTS), 100)
         finally:
             rag_eval._DISCOUNTS = saved
-        ten = rag_eval.evaluate(self.QRELS, self.RUN, k=10, metrics=["ndcg", "recall"])
+        ten = rag_eval.evaluate(self.QRELS, self.RUN, k=10, metrics=["ndcg", "recall"],
+                                queries=self.QUERIES)
         self.assertEqual(list(huge.mean.values()), list(ten.mean.values()))
 
     def test_discount_table_is_replaced_not_changed(self):
@@ -485,30 +496,140 @@ class MeasureInvariantsTest(unittest.TestCase):
                 self.assertEqual(list(a.per_query), list(b.per_query))
 
     def test_empty_run_scores_zero(self):
-        empty = {q: [] for q in self.QRELS}
+        # Nothing returned: every measure of answerable queries is 0, every
+        # measure of unanswerable ones 1 (abstaining is right there), and a
+        # measure over both (the 3 answerable q1-q3 and q4) is abstention_f1's
+        # mean of the abstain class's F1, 2 * 1/4 * 1 / (1/4 + 1), and the
+        # answer class's, 0 (recall 0 of 3).
+        empty = {q: [] for q in list(self.QRELS) + list(self.QUERIES)}
+        expected = {"unanswerable": 1.0, "stated": (2 * 1 / 4 * 1 / (1 / 4 + 1) + 0) / 2}
         for name, k in self.measures():
             with self.subTest(measure=name, k=k):
                 report = self.evaluate(name, k, run=empty)
-                self.assertEqual(set(report.mean.values()), {0.0})
+                population = rag_eval._REGISTRY[rag_eval.parse_measure(name, k=k).name].population
+                self.assertEqual(set(report.mean.values()), {expected.get(population, 0.0)})
 
     def test_perfect_run_scores_one_where_defined(self):
         # Every relevant id first, in grade order: every measure reaches 1.0 at
         # a k that covers them, and over the whole ranking.
         # Over chunks: each chunk is exactly one labelled span of its own document.
+        # An unanswerable query u, perfectly handled: it abstains.
         qrels = {"q": {"a": 3, "b": 2, "c": 1}}
-        run = {"q": ["a", "b", "c"]}
+        run = {"q": ["a", "b", "c"], "u": []}
         spans = {"q": [{"doc": d, "start": 0, "end": 10, "grade": g} for d, g in qrels["q"].items()]}
         chunks = [{"id": d, "doc": d, "start": 0, "end": 10} for d in "abc"]
+        queries = {"u": {"answerable": False}}
         for name, k in self.measures():
             if k != 3 and "@all" not in name:
                 continue
             metric = str(rag_eval.parse_measure(name, k=k))
             with self.subTest(measure=metric):
                 if rag_eval._UnitCall.of(rag_eval.parse_measure(metric)).view == "id":
-                    report = rag_eval.evaluate(qrels, run, metrics=[metric], chunks=chunks)
+                    report = rag_eval.evaluate(qrels, run, metrics=[metric], chunks=chunks,
+                                               queries=queries)
                 else:
-                    report = rag_eval.evaluate(spans, run, metrics=[metric], chunks=chunks)
+                    report = rag_eval.evaluate(spans, run, metrics=[metric], chunks=chunks,
+                                               queries=queries)
                 self.assertAlmostEqual(report.mean[metric], 1.0, places=15)
+
+
+class UnanswerableQueriesTest(TempDir, unittest.TestCase):
+    """Answerability is stated, never inferred; abstention by each of its three
+    signals (an empty ranking, --min-score, "abstained": true); the measures'
+    populations; --min-score recorded like rel."""
+
+    QRELS = ('{"query_id": "q1", "relevant": ["a"]}\n'
+             '{"query_id": "q2", "relevant": ["b"]}\n'
+             '{"query_id": "q9", "answerable": false}\n'
+             '{"query_id": "q4"}\n')
+    MEASURES = "recall@2,answered,abstained,clean@2,abstention_f1"
+
+    def report(self, run, *extra):
+        self.write("qrels.jsonl", self.QRELS)
+        self.write("run.jsonl", run)
+        code, out, err = run_cli(os.path.join(self.tmp, "qrels.jsonl"),
+                                 os.path.join(self.tmp, "run.jsonl"), "--metrics",
+                                 self.MEASURES, "--format", "json", "--allow-unlabelled-run",
+                                 *extra)
+        self.assertEqual(code, 0, err)
+        return json.loads(out)
+
+    def test_each_abstention_signal(self):
+        # q1 answered (a at rank 1), q2 abstained on an answerable query, q9
+        # (unanswerable) abstained: by an empty ranking, by "abstained": true,
+        # or by --min-score 0.5 cutting its only id (0.3).
+        runs = [('{"query_id": "q9", "docs": []}', ()),
+                ('{"query_id": "q9", "abstained": true}', ()),
+                ('{"query_id": "q9", "scores": {"x": 0.3}}', ("--min-score", "0.5"))]
+        for line, extra in runs:
+            with self.subTest(line=line):
+                if extra:
+                    head = ('{"query_id": "q1", "scores": {"a": 0.9}}\n'
+                            '{"query_id": "q2", "scores": {"z": 0.2}}\n')
+                else:
+                    head = ('{"query_id": "q1", "docs": ["a"]}\n'
+                            '{"query_id": "q2", "docs": []}\n')
+                doc = self.report(head + line + "\n", *extra)
+                # abstention_f1: abstain class: predicted {q2, q9}, true {q9}: P 1/2, R 1/1,
+                # F1 2/3; answer class: predicted {q1}, true {q1, q2}: P 1, R 1/2, F1 2/3.
+                self.assertEqual(doc["mean"], {"recall@2": 0.5, "answered": 0.5,
+                                               "abstained": 1.0, "clean@2": 1.0,
+                                               "abstention_f1": (2 / 3 + 2 / 3) / 2})
+                self.assertEqual(doc["n"], {"recall@2": 2, "answered": 2, "abstained": 1,
+                                            "clean@2": 1, "abstention_f1": 3})
+                self.assertEqual(doc["answerability"],
+                                 {"answerable": 2, "unanswerable": 1, "unstated": 1})
+                self.assertEqual(doc["unscored"], ["q4"])
+                self.assertEqual(doc.get("min_score"), 0.5 if extra else None)
+
+    def test_junk_on_an_unanswerable_query(self):
+        doc = self.report('{"query_id": "q1", "docs": ["a"]}\n'
+                          '{"query_id": "q2", "docs": ["b"]}\n'
+                          '{"query_id": "q9", "docs": ["x"]}\n')
+        # clean@2 = 1 - 1/2; abstain class: true {q9}, none predicted: F1 0;
+        # answer class: P 2/3, R 2/2, F1 2 * 2/3 / (5/3) = 4/5.
+        self.assertEqual(doc["mean"]["clean@2"], 0.5)
+        self.assertEqual(doc["mean"]["abstained"], 0.0)
+        self.assertAlmostEqual(doc["mean"]["abstention_f1"], (0 + 4 / 5) / 2, places=15)
+
+    def test_unanswerable_with_a_relevant_grade_is_an_error(self):
+        self.write("q.jsonl", '{"query_id": "q1", "relevant": ["a"], "answerable": false}\n')
+        self.write("r.jsonl", '{"query_id": "q1", "docs": ["a"]}\n')
+        code, out, err = run_cli(os.path.join(self.tmp, "q.jsonl"),
+                                 os.path.join(self.tmp, "r.jsonl"))
+        self.assertEqual(code, 2)
+        self.assertIn("'q1' is stated unanswerable", err)
+        self.assertEqual(len(err.strip().splitlines()), 1)
+
+    def test_min_score_needs_scores_and_a_matching_baseline(self):
+        self.write("q.json", '{"q1": {"a": 1}}')
+        self.write("r.json", '{"q1": ["a"]}')
+        q, r = os.path.join(self.tmp, "q.json"), os.path.join(self.tmp, "r.json")
+        code, _, err = run_cli(q, r, "--min-score", "0.5")
+        self.assertEqual(code, 2)
+        self.assertIn("needs scores", err)
+        self.write("s.json", '{"q1": {"a": 0.9}}')
+        s, b = os.path.join(self.tmp, "s.json"), os.path.join(self.tmp, "b.json")
+        self.assertEqual(run_cli(q, s, "--min-score", "0.5", "--save-baseline", b)[0], 0)
+        self.assertEqual(run_cli(q, s, "--min-score", "0.5", "--baseline", b)[0], 0)
+        code, _, err = run_cli(q, s, "--min-score", "0.6", "--baseline", b)
+        self.assertEqual(code, 2)
+        self.assertIn("--min-score 0.5", err)
+
+    def test_abstained_with_ids_is_an_error(self):
+        self.write("qrels.jsonl", self.QRELS)
+        self.write("run.jsonl", '{"query_id": "q9", "abstained": true, "docs": ["x"]}\n')
+        code, _, err = run_cli(os.path.join(self.tmp, "qrels.jsonl"),
+                               os.path.join(self.tmp, "run.jsonl"))
+        self.assertEqual(code, 2)
+        self.assertIn('"abstained": true with a non-empty docs', err)
+
+    def test_every_text_report_shows_the_answerability_block(self):
+        code, out, err = run_cli(example("qrels.json"), example("run.json"))
+        self.assertIn("answerability\n  answerable  unanswerable  unstated\n  3 ", out)
+        code, out, err = run_cli(example("qrels.json"), example("run.json"),
+                                 "--format", "markdown")
+        self.assertIn("answerability", out)
 
 
 PEERS = os.path.join(DATA, "peers")
@@ -4849,7 +4970,8 @@ class ReportOutputTest(TempDir, unittest.TestCase):
     """The documented JSON schema, deterministic bytes, the text and Markdown
     tables; warnings on stderr."""
     TOP = {"tool", "inputs", "measures", "rel", "queries", "unscored", "missing_from_run",
-           "skipped", "abstention", "ties", "mean", "warnings", "unlabelled", "meta"}
+           "skipped", "abstention", "ties", "mean", "warnings", "unlabelled", "meta",
+           "answerability"}
 
     GATE = {"passed", "mode", "max_drop", "slice_max_drop", "regressions", "improvements",
             "changes", "per_query", "notes", "meta_changes"}
