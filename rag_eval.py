@@ -2480,9 +2480,11 @@ def _json_queries(inp, kind):
             checked = (_check_qrels_query(qid, value, inp.name) if kind == "qrels"
                        else _check_run_query(qid, value, inp.name, rising))
         except EvalError:
-            if not isinstance(value, (dict, list)) and any(
-                    key in data for key in _LABEL_KEYS + _RANKING_KEYS + _RAGAS_KEYS):
-                raise _jsonl_form_error(inp.name, kind, data) from None     # a lone JSONL line
+            known = _LABEL_KEYS + _RANKING_KEYS + _RAGAS_KEYS
+            if ((qid in known or not isinstance(value, (dict, list)))
+                    and any(key in data for key in known)):     # a lone JSONL line
+                where = inp.name + (":1" if text.strip().count("\n") == 0 else "")
+                raise _jsonl_form_error(where, kind, data) from None
             raise
         yield qid, checked
 
@@ -2559,14 +2561,17 @@ def _jsonl_qrels(inp):
         if qid in qrels:
             raise EvalError("%s: query %r appears on more than one line" % (where, qid))
         qrels[qid] = grades
-        queries[qid] = _query_info(record, where)
-        described = described or not _DESCRIPTIVE.isdisjoint(record)
+        if not _DESCRIPTIVE.isdisjoint(record):     # a plain line describes nothing
+            queries[qid] = _query_info(record, where)
+            described = True
     inp.pending = len(pending)
     if by_id or labels:
         return by_id or labels, None
     if not qrels and not pending:
         raise EvalError("%s: no JSONL records found" % inp.name)
-    return qrels, queries if described else None
+    if not described:
+        return qrels, None
+    return qrels, {qid: queries.get(qid) or {"slices": {}} for qid in qrels}
 
 
 # --- to-label rows read back ---------------------------------------------------------
@@ -2723,7 +2728,10 @@ def _query_info(record, where):
             if not field or "=" in field:
                 raise EvalError("%s: slice field %r must be non-empty text without '=' (a "
                                 "slice is named field=value)" % (where, field))
-            slices[field] = _slice_values(value, "%s: slices.%s" % (where, field))
+            values = _slice_values(value, "%s: slices.%s" % (where, field)) \
+                if value is not None else []
+            if values:                  # [] or null: no value for this field
+                slices[field] = values
     if record.get("tags") is not None:
         if "tag" in slices:
             raise EvalError('%s: give "tags" or slices.tag, not both (tags are the slice '
@@ -2731,7 +2739,9 @@ def _query_info(record, where):
         if not isinstance(record["tags"], list):
             raise EvalError('%s: "tags" must be a list, got %s'
                             % (where, _short_repr(record["tags"], 40)))
-        slices["tag"] = _slice_values(record["tags"], where + ": tags")
+        tags = _slice_values(record["tags"], where + ": tags")
+        if tags:                        # "tags": [] is no tag
+            slices["tag"] = tags
     info = {"slices": dict(sorted(slices.items()))}
     for field, kind in _QUERY_FIELDS.items():
         value = record.get(field)
@@ -3922,6 +3932,8 @@ def _split_qrels(qrels):
     """
     forms = {type(labels) is list for labels in qrels.values() if labels}   # {}: either form
     if True not in forms:
+        if any(type(labels) is list for labels in qrels.values()):    # [] beside {id: grade}
+            qrels = {qid: labels or {} for qid, labels in qrels.items()}
         return qrels, None, {}
     if False in forms:
         raise EvalError("qrels: some queries give {id: grade} and others lists of labels; "
@@ -4579,6 +4591,10 @@ class _TestSet:
 
 
 def _checked_by(by, fields):
+    if by is None:
+        return ()
+    if not isinstance(by, (str, list, tuple)):
+        raise EvalError("by must be a slice field or a list of them, got %s" % _short_repr(by, 40))
     by = (by,) if isinstance(by, str) else tuple(by)
     for field in by:
         if not isinstance(field, str) or field not in fields:
@@ -5795,8 +5811,11 @@ def _relabelled_notes(report, baseline, relabelled):
                 "significant test compare the other queries, the means include them"
                 % (_plural(len(relabelled), "query", "queries"), _preview(relabelled, 20))]
     if before and now and before != now:
+        held = report.holdout is not None
         return ["the qrels changed since the baseline (sha256 %s... -> %s...), but no "
-                "query both hold changed its labels" % (before[:12], now[:12])]
+                "query both hold changed its labels%s" % (before[:12], now[:12],
+                " outside the hold-out (its labels are not recorded: they may have changed)"
+                if held else "")]
     return []
 
 
