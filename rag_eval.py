@@ -70,13 +70,13 @@ on one line and exits 2.
 __all__ = [
     "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
     "EvalError", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
-    "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report",
+    "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Sweep",
     "available_measures", "bootstrap_ci", "compare", "compare_all",
     "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
     "load_qrels", "load_queries", "load_run", "main", "margin_of_error",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_json", "render_markdown", "render_text", "render_trec",
-    "resolve_measures", "save_baseline", "t_two_sided_p",
+    "resolve_measures", "save_baseline", "sweep_min_score", "t_two_sided_p",
 ]
 
 import argparse
@@ -4002,6 +4002,120 @@ def _answerability(scorer, queries):
     return scorer
 
 
+
+# --- --sweep-min-score: abstention against retrieval, threshold by threshold ---
+#
+# Each row is the run scored with --min-score at one threshold: exact, never
+# interpolated.  A row costs one scoring of the run, so the thresholds are
+# capped (SWEEP_MAX_THRESHOLDS, see _sweep_thresholds).
+
+SWEEP_MAX_THRESHOLDS = 100
+_SWEEP_WARNING = ("a threshold chosen from this table flatters it: it is tuned on the same "
+                  "queries it is scored on; confirm it on queries it was not chosen on")
+
+
+class Sweep(NamedTuple):
+    """The rows of --sweep-min-score: (threshold, abstention_f1, the measure's
+    mean), threshold None ("no cut") first, then ascending; ``distinct`` is the
+    number of distinct scores the run holds (more than the rows when capped)."""
+    measure: str
+    rows: tuple
+    distinct: int
+    notes: tuple
+
+    def to_dict(self):
+        return {"measure": self.measure, "distinct_scores": self.distinct,
+                "notes": list(self.notes),
+                "rows": [{"min_score": t, "abstention_f1": f1, self.measure: value}
+                         for t, f1, value in self.rows]}
+
+
+def sweep_min_score(qrels, run, measure, *, rel=1, gain="exponential", queries=None,
+                    skip_extra_queries=False, max_thresholds=SWEEP_MAX_THRESHOLDS):
+    """``abstention_f1`` and the mean of ``measure`` with ``min_score`` at "no
+    cut" and at each distinct score of ``run`` (at most ``max_thresholds`` of
+    them, see _sweep_thresholds); a :class:`Sweep`.  It needs queries stated
+    unanswerable (``queries`` metadata, ``"answerable": false``).
+
+    >>> s = sweep_min_score({"q1": {"a": 1}, "q9": {}}, {"q1": {"a": 0.8, "b": 0.4},
+    ...                     "q9": {"c": 0.6}}, "recall@1", queries={"q9": {"answerable": False}})
+    >>> [(t, round(f1, 4), value) for t, f1, value in s.rows]   # at 0.8 q9 abstains
+    [(None, 0.3333, 1.0), (0.4, 0.3333, 1.0), (0.6, 0.3333, 1.0), (0.8, 1.0, 1.0)]
+    """
+    run = _validated(run, "run", _check_run_query)
+    name = str(_one_measure(measure, rel, gain))
+
+    def score_at(threshold):
+        return evaluate(qrels, run, measures=[name, "abstention_f1"], rel=rel, gain=gain,
+                        queries=queries, skip_extra_queries=skip_extra_queries,
+                        min_score=threshold)
+    return _sweep(score_at, name, _run_scores(run.items()), max_thresholds)
+
+
+def _one_measure(name, rel=1, gain="exponential", unit="id", k=DEFAULT_K):
+    """The one measure ``name`` names (a name taken at several cutoffs is refused)."""
+    found = resolve_measures(name, k, rel=rel, gain=gain, unit=unit)
+    if len(found) != 1:
+        raise EvalError("--sweep-min-score (sweep_min_score) takes one measure, and %r is %d: "
+                        "give its cutoff, e.g. %s" % (name, len(found), found[0]))
+    return found[0]
+
+
+def _run_scores(rankings):
+    """Every score of the (query, ranking) pairs of a checked run; a non-empty
+    ranking without scores is an error (--min-score could not cut it).
+
+    >>> sorted(_run_scores([("q1", {"a": 0.5, "b": 0.25}), ("q2", [])]))
+    [0.25, 0.5]
+    """
+    for qid, ranking in rankings:
+        scores = (ranking.values() if isinstance(ranking, dict)
+                  else getattr(ranking, "scores", None))
+        if scores is None and ranking:
+            raise EvalError("query %r: --sweep-min-score needs scores, and this ranking is a "
+                            "ranked list without them" % qid)
+        yield from map(float, scores or ())
+
+
+def _sweep_thresholds(scores, cap):
+    """The distinct scores, ascending; above ``cap`` of them, ``cap`` taken at
+    evenly spaced ranks (the lowest and the highest kept): quantiles of the
+    distinct scores, each still an exact row.
+
+    >>> _sweep_thresholds([0.5, 0.1, 0.5, 0.3], 10)
+    [0.1, 0.3, 0.5]
+    >>> _sweep_thresholds(range(10), 4)   # ranks 0, 3, 6, 9 of 0..9
+    [0, 3, 6, 9]
+    """
+    distinct = sorted(set(scores))
+    if len(distinct) <= cap:
+        return distinct
+    last = len(distinct) - 1
+    return [distinct[(i * last + (cap - 1) // 2) // (cap - 1)] for i in range(cap)]
+
+
+def _sweep(score_at, name, scores, cap=SWEEP_MAX_THRESHOLDS):
+    """The Sweep of ``score_at(threshold)`` (a Report) at "no cut" (None) and
+    at the thresholds of ``scores``."""
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 2:
+        raise EvalError("max_thresholds must be an integer >= 2, got %s" % _short_repr(cap))
+    scores = list(scores)
+    distinct = len(set(scores))
+    first = score_at(None)
+    if not (first.answerability or {}).get("unanswerable"):
+        raise EvalError('--sweep-min-score needs queries stated unanswerable ("answerable": '
+                        "false): without them abstention_f1 only counts answerable queries "
+                        "that abstained, and no threshold can gain anything")
+    rows = []
+    for threshold, report in itertools.chain([(None, first)], (
+            (t, score_at(t)) for t in _sweep_thresholds(scores, cap))):
+        rows.append((threshold, report.mean.get("abstention_f1"), report.mean.get(name)))
+    notes = [_SWEEP_WARNING]
+    if distinct > cap:
+        notes.append("the run holds %d distinct scores: the rows are %d of them at evenly "
+                     "spaced ranks (quantiles), each exact" % (distinct, cap))
+    return Sweep(name, tuple(rows), distinct, tuple(notes))
+
 def _unlabelled(ranking, labels):
     """For a non-empty ranking whose top K holds no labelled id: True when a
     deeper id carries a label (grade >= 0), else its first id (an example for
@@ -6817,15 +6931,36 @@ def _text_of(sections, first=0):
 def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False,
                     baseline_name="baseline"):
     """Markdown tables, ready for a pull-request comment."""
+    return _markdown_of(_sections(report, gate_result, comparisons, per_query, baseline_name))
+
+
+def _markdown_of(sections):
+    """Markdown blocks of (title, header, rows, notes) sections."""
     def md(cells):
         return "| " + " | ".join(str(c) for c in cells) + " |"
     lines = []
-    for title, header, rows, notes in _sections(report, gate_result, comparisons, per_query,
-                                                baseline_name):
+    for title, header, rows, notes in sections:
         lines += ["**%s**" % title, "", md(header), md(["---"] * len(header))]
         lines += [md(r) for r in rows] + [""]
         lines += ["> " + n for n in notes] + ([""] if notes else [])
     return "\n".join(lines)
+
+
+def _sweep_section(sweep):
+    """The --sweep-min-score table as a (title, header, rows, notes) section."""
+    rows = [["no cut" if t is None else repr(t), _fmt(f1), _fmt(value)]
+            for t, f1, value in sweep.rows]
+    return ("--sweep-min-score: abstention_f1 and %s at each threshold" % sweep.measure,
+            ["min_score", "abstention_f1", sweep.measure], rows, list(sweep.notes))
+
+
+def _with_sweep(text, sweep, fmt):
+    """The rendered report ``text`` with the sweep: a "sweep" block in the JSON,
+    a last table in text and Markdown."""
+    if fmt == "json":
+        return _dumps(dict(json.loads(text), sweep=sweep.to_dict()))
+    render = _markdown_of if fmt == "markdown" else functools.partial(_text_of, first=1)
+    return text + "\n" + render([_sweep_section(sweep)])
 
 
 def _trec_eval_name(m):
@@ -6939,6 +7074,11 @@ def build_parser():
     parser.add_argument("--min-score", default=None, type=float, metavar="X",
                         help="drop the ids scored below X before anything else (the production "
                              "similarity cut-off); a query left with none abstained")
+    parser.add_argument("--sweep-min-score", nargs="?", const="", default=None, metavar="MEASURE",
+                        help="also print abstention_f1 and MEASURE (default: the first --metrics "
+                             "measure that is not an abstention measure) with --min-score at "
+                             "each distinct score of the run; put it after the files or write "
+                             "--sweep-min-score=MEASURE. Never gated")
     parser.add_argument("--rel", default="1", metavar="N",
                         help="lowest grade that counts as relevant (default 1; nDCG ignores it)")
     parser.add_argument("--gain", choices=GAIN.choices, default="exponential",
@@ -7241,6 +7381,8 @@ def _run_cli(args, stdout, stderr):
                             "out the queries the run lacks, so leaving a hard query out would "
                             "raise it): drop it, or drop --baseline, --save-baseline and "
                             "--compare")
+    if args.sweep_min_score is not None:
+        _check_sweep_options(args)
     options = {"alpha": _parse_alpha(args.alpha), "seed": _parse_seed(args.seed),
                "resamples": _checked_resamples(args.resamples)}
     parse_tolerance(args.max_drop)   # reject bad options before any work
@@ -7266,10 +7408,10 @@ def _run_cli(args, stdout, stderr):
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
                         args.average, queries_info, notes)
 
-    def score(run):
-        report = _evaluate_run(qrels, qrels_info, run, metrics, rel, args.skip_extra_queries,
+    def score(run, measures=metrics, min_score=args.min_score):
+        report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,
                                args.run_format, args.average, chunks, args.doc_sep, chunks_info,
-                               testset, args.min_score)
+                               testset, min_score)
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
@@ -7286,6 +7428,8 @@ def _run_cli(args, stdout, stderr):
     baseline_name = baseline.source if baseline else "baseline"
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline_name)
+    if args.sweep_min_score is not None:
+        text = _with_sweep(text, _cli_sweep(args, metrics, score), args.format)
     # trec_eval's layout stays parseable: the gate and comparisons go to stderr.
     side = (_side_text(report, result, comparisons, baseline_name=baseline_name)
             if args.format == "trec" else "")
@@ -7316,6 +7460,37 @@ def _run_cli(args, stdout, stderr):
                      "it had); rerun with --accept to save the new numbers anyway\n"
                      % args.save_baseline)
     return EXIT_OK if result is None or result.passed else EXIT_REGRESSION
+
+
+def _check_sweep_options(args):
+    """--sweep-min-score is a table to read, never a gate: a threshold tuned on
+    the test set must not become what CI compares against."""
+    if args.baseline is not None or args.save_baseline is not None:
+        raise EvalError("--sweep-min-score is not gated: drop --baseline and --save-baseline "
+                        "(gate a chosen threshold with --min-score X)")
+    if args.format == "trec":
+        raise EvalError("--sweep-min-score: trec_eval's layout has no place for the table; "
+                        "use --format text, markdown or json")
+    if args.run == "-":
+        raise EvalError("--sweep-min-score reads the run once per threshold: give a file "
+                        "name, not -")
+
+
+def _cli_sweep(args, metrics, score):
+    """The Sweep of the CLI's run: ``score(path, measures, min_score)`` per row."""
+    if args.sweep_min_score:
+        chosen = [_one_measure(args.sweep_min_score, args.rel, args.gain, args.unit,
+                               args.k or DEFAULT_K)]
+    else:
+        chosen = [m for m in metrics if _REGISTRY[m.name].population
+                  not in _UNANSWERABLE_POPULATIONS | {"answerable"}]
+        if not chosen:
+            raise EvalError("--sweep-min-score: no --metrics measure is a retrieval measure; "
+                            "name one: --sweep-min-score=recall@5")
+    measures = [chosen[0], parse_measure("abstention_f1")]
+    run = _validated(load_run(args.run, format=args.run_format), args.run, _check_run_query)
+    return _sweep(lambda threshold: score(args.run, measures, threshold), str(chosen[0]),
+                  _run_scores(run.items()))
 
 
 class _Tolerant:

@@ -635,6 +635,117 @@ class UnanswerableQueriesTest(TempDir, unittest.TestCase):
 PEERS = os.path.join(DATA, "peers")
 
 
+class SweepMinScoreTest(TempDir, unittest.TestCase):
+    """--sweep-min-score (sweep_min_score): abstention_f1 and one retrieval
+    measure with --min-score at "no cut" and at each distinct score; never gated."""
+
+    QRELS = UnanswerableQueriesTest.QRELS   # q1 -> a, q2 -> b, q9 unanswerable, q4 unstated
+    RUN = ('{"query_id": "q1", "scores": {"a": 0.5, "x": 0.9}}\n'
+           '{"query_id": "q2", "scores": {"y": 0.7, "b": 0.3}}\n'
+           '{"query_id": "q9", "scores": {"z": 0.6}}\n'
+           '{"query_id": "q4", "scores": {"w": 0.4}}\n')
+    # Stated: q1, q2 (answerable), q9 (unanswerable); recall@2 over q1, q2.
+    # no cut, 0.3: nobody abstains: abstain class F1 0 (q9 not predicted);
+    #   answer class P 2/3, R 2/2, F1 4/5: abstention_f1 (0 + 4/5) / 2 = 0.4;
+    #   recall@2: q1 1 (a in its two), q2 1 (b): 1.0.
+    # 0.4, 0.5: q2 loses b (0.3): recall@2 (1 + 0) / 2 = 0.5; abstention as above.
+    # 0.6: q1 loses a (0.5): recall@2 0; q9 keeps z (0.6 >= 0.6): 0.4.
+    # 0.7: q9 abstains, q1 [x], q2 [y] answer: both classes F1 1: 1.0; recall@2 0.
+    # 0.9: q2 abstains too (y 0.7): abstain P 1/2, R 1, F1 2/3; answer P 1, R 1/2,
+    #   F1 2/3: abstention_f1 2/3; recall@2 0.
+    ROWS = [(None, 0.4, 1.0), (0.3, 0.4, 1.0), (0.4, 0.4, 0.5), (0.5, 0.4, 0.5),
+            (0.6, 0.4, 0.0), (0.7, 1.0, 0.0), (0.9, 2 / 3, 0.0)]
+
+    def cli(self, *extra, qrels=None, run=None):
+        self.write("qrels.jsonl", self.QRELS if qrels is None else qrels)
+        self.write("run.jsonl", self.RUN if run is None else run)
+        return run_cli(os.path.join(self.tmp, "qrels.jsonl"), os.path.join(self.tmp, "run.jsonl"),
+                       "--metrics", "abstained,recall@2", "--allow-unlabelled-run", *extra)
+
+    def assertRows(self, rows, measure="recall@2"):
+        got = [(r["min_score"], r["abstention_f1"], r[measure]) for r in rows]
+        self.assertEqual(len(got), len(self.ROWS))
+        for (t, f1, value), (t0, f10, value0) in zip(got, self.ROWS):
+            self.assertEqual(t, t0)
+            self.assertAlmostEqual(f1, f10, places=15)
+            self.assertEqual(value, value0)
+
+    def test_hand_worked_table_in_json(self):
+        code, out, err = self.cli("--format", "json", "--sweep-min-score")
+        self.assertEqual(code, 0, err)
+        sweep = json.loads(out)["sweep"]
+        self.assertEqual(sweep["measure"], "recall@2")   # abstained skipped: an abstention measure
+        self.assertEqual(sweep["distinct_scores"], 6)
+        self.assertIn("flatters", sweep["notes"][0])
+        self.assertRows(sweep["rows"])
+        self.assertEqual(json.loads(out)["mean"], {"abstained": 0.0, "recall@2": 1.0})
+
+    def test_text_table_and_named_measure(self):
+        code, out, err = self.cli("--sweep-min-score=success@1")
+        self.assertEqual(code, 0, err)
+        table = out[out.index("--sweep-min-score"):].splitlines()
+        self.assertEqual(table[1].split(), ["min_score", "abstention_f1", "success@1"])
+        # success@1: the top id is x (q1) and y (q2) at every threshold: 0.
+        self.assertEqual([line.split() for line in table[2:9]],
+                         [["no", "cut", "0.4000", "0.0000"]] +
+                         [[t, f1, "0.0000"] for t, f1 in
+                          [("0.3", "0.4000"), ("0.4", "0.4000"), ("0.5", "0.4000"),
+                           ("0.6", "0.4000"), ("0.7", "1.0000"), ("0.9", "0.6667")]])
+        self.assertIn("note: a threshold chosen from this table flatters it", table[9])
+
+    def test_library_function(self):
+        sweep = rag_eval.sweep_min_score(
+            rag_eval.load_qrels(io.StringIO(self.QRELS)), rag_eval.load_run(io.StringIO(self.RUN)),
+            "recall@2", queries={"q9": {"answerable": False}})
+        self.assertRows(sweep.to_dict()["rows"])
+
+    def test_many_distinct_scores_are_capped_to_quantiles(self):
+        sweep = rag_eval.sweep_min_score(
+            rag_eval.load_qrels(io.StringIO(self.QRELS)), rag_eval.load_run(io.StringIO(self.RUN)),
+            "recall@2", queries={"q9": {"answerable": False}}, max_thresholds=3)
+        # ranks 0, 3, 5 of the six distinct scores 0.3 .. 0.9 (rank i * 5 / 2, rounded)
+        self.assertEqual([row[0] for row in sweep.rows], [None, 0.3, 0.6, 0.9])
+        self.assertIn("6 distinct scores: the rows are 3", sweep.notes[1])
+
+    def test_deterministic(self):
+        for fmt in ("json", "text", "markdown"):
+            first, second = self.cli("--format", fmt, "--sweep-min-score"), \
+                self.cli("--format", fmt, "--sweep-min-score")
+            self.assertEqual(first, second)
+            self.assertEqual(first[0], 0, first[2])
+
+    def test_refusals(self):
+        no_unanswerable = self.QRELS.replace(', "answerable": false', "")   # q9 unstated
+        cases = [
+            (("--sweep-min-score", "--baseline", "b.json"), {}, "is not gated"),
+            (("--sweep-min-score", "--save-baseline", os.path.join(self.tmp, "s.json")), {},
+             "is not gated"),
+            (("--sweep-min-score", "--format", "trec"), {}, "trec_eval's layout"),
+            (("--metrics", "recall@2", "--sweep-min-score"), {"qrels": no_unanswerable},
+             "needs queries stated"),
+            (("--sweep-min-score",), {"run": '{"query_id": "q1", "docs": ["a"]}\n'
+                                               '{"query_id": "q9", "docs": ["z"]}\n'},
+             "needs scores"),
+            (("--sweep-min-score=recall", "--k", "1,5"), {}, "takes one measure"),
+            (("--metrics", "abstained", "--sweep-min-score"), {}, "no --metrics measure"),
+        ]
+        for extra, inputs, expect in cases:
+            with self.subTest(extra=extra):
+                code, out, err = self.cli(*extra, **inputs)
+                self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+                self.assertEqual(out, "")
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(expect, err)
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, "s.json")))
+
+    def test_stdin_run_refused(self):
+        self.write("qrels.jsonl", self.QRELS)
+        code, out, err = run_cli(os.path.join(self.tmp, "qrels.jsonl"), "-",
+                                 "--sweep-min-score=recall@2", stdin=self.RUN)
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("not -", err)
+
+
 class PeerDifferentialTest(unittest.TestCase):
     """Every per-query value and mean of every measure at every cutoff, for every
     input format, equals the peer tools' (trec_eval via pytrec_eval, ir_measures,
