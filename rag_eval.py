@@ -7453,8 +7453,7 @@ def _run_cli(args, stdout, stderr):
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
         return report._replace(inputs=dict(report.inputs, **more_inputs))
-    # The gate reads the bounds and judged@k as well; they are shown only when asked for.
-    report = _with_meta(score(args.run, args.unjudged_bounds or baseline is not None), meta)
+    report = _with_meta(score(args.run, args.unjudged_bounds), meta)
     if label_notes:
         report = report._replace(warnings=tuple(label_notes) + report.warnings)
     references = [(path, score(path)) for path in args.compare]
@@ -7463,8 +7462,6 @@ def _run_cli(args, stdout, stderr):
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
                       same=args.same, slice_max_drop=slice_max_drop, **options)
-    if not args.unjudged_bounds:
-        report = report._replace(unjudged=None)
     baseline_name = baseline.source if baseline else "baseline"
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline_name)
