@@ -256,7 +256,8 @@ class Report(NamedTuple):
     average over different queries), ``membership`` the slices of each query
     that is in any, ``by`` the fields the renderers show, and ``holdout`` the
     held-out slice (a :class:`HeldOut`), whose queries are in no other field
-    of the report.
+    of the report.  ``unjudged`` holds the unjudged bounds and judged@k when
+    asked for (see :func:`evaluate`), else None.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -291,6 +292,7 @@ class Report(NamedTuple):
     answerability: Optional[Dict[str, int]] = None
     cells: Optional[Dict[str, dict]] = None
     min_score: Optional[float] = None
+    unjudged: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -328,6 +330,10 @@ class Report(NamedTuple):
                              if _slice_field(name) in self.by}
         if self.holdout is not None:
             out["holdout"] = self.holdout.to_dict(per_query)
+        if self.unjudged is not None:
+            out["unjudged_bounds"] = {"mean": dict(self.unjudged["mean"])}
+            if per_query:
+                out["unjudged_bounds"]["per_query"] = dict(self.unjudged["per_query"])
         return out
 
 
@@ -3372,7 +3378,7 @@ def _gc_paused(func):
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
              doc_sep=None, unit="id", meta=None, queries=None, by=(), holdout=None,
-             as_of=None, reveal_holdout=False, min_score=None):
+             as_of=None, reveal_holdout=False, min_score=None, unjudged_bounds=False):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -3408,6 +3414,17 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     rest).  ``as_of="YYYY-MM-DD"`` leaves out the queries whose valid_until
     is before it; without it, dates are only counted.
 
+    ``unjudged_bounds=True`` fills the report's ``unjudged``: the interval
+    each mean and each query's value could take once the unjudged ids of the
+    top k are labelled (``"mean"`` and ``"per_query"``, ``[lo, hi]``; None for
+    a measure with no bounds: only recall, precision, success, mrr, map and
+    ndcg over ids have them), judged@k at each cutoff (``"judged"``) and the
+    unjudged (rank, id) of each query (``"ids"``).  :func:`gate` reads it.
+
+    >>> b = evaluate({"q": {"a": 1}}, {"q": ["a", "x", "y"]}, k=3, measures="map,precision",
+    ...              unjudged_bounds=True).unjudged
+    >>> b["mean"], b["judged"], b["ids"]   # map lo: y alone relevant, (1/1 + 2/3) / 2
+    ({'map@3': [0.8333333333333333, 1.0], 'precision@3': [0.3333333333333333, 1.0]}, {'judged@3': 0.3333333333333333}, {'q': [(2, 'x'), (3, 'y')]})
     >>> s = evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}},
     ...              {"q1": ["a"], "q2": ["x"], "q3": ["c"]}, k=1, measures="recall",
     ...              queries={"q1": {"slices": {"source": ["real"]}},
@@ -3437,7 +3454,7 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     if testset is not None:
         qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average,
-                     _library_chunks(chunks), doc_sep, testset, min_score)
+                     _library_chunks(chunks), doc_sep, testset, min_score, unjudged_bounds)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
                     testset)._replace(min_score=scorer.min_score)
     report = _with_rising_note(report, "run", rising, testset)
@@ -3449,11 +3466,11 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                    skip_extra_queries=False, qrels_format=None, run_format=None,
                    average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
                    meta=None, queries=None, by=(), holdout=None, as_of=None,
-                   reveal_holdout=False, min_score=None):
+                   reveal_holdout=False, min_score=None, unjudged_bounds=False):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format.  ``chunks`` is a chunk-map file (see load_chunks).
-    ``queries`` is query metadata, as for :func:`evaluate`.
+    ``queries`` is query metadata and ``unjudged_bounds`` as for :func:`evaluate`.
 
     >>> evaluate_files(io.StringIO('{"q": {"a": 1}}'),
     ...                io.StringIO('q Q0 b 1 2.0 x\\nq Q0 a 2 1.0 x\\n'), measures="mrr").mean
@@ -3468,7 +3485,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset, min_score), meta)
+                                    chunks_info, testset, min_score, unjudged_bounds), meta)
 
 
 def _renamed(measures, metrics):
@@ -3488,12 +3505,13 @@ def _checked_average(average):
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
                   average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None,
-                  min_score=None):
+                  min_score=None, bounds=False):
     """evaluate_files() with the qrels (and chunk map, and _TestSet) already
     read (they may come from stdin)."""
     if testset is not None:
         qrels = testset.qrels(qrels)
-    scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset, min_score)
+    scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset, min_score,
+                     bounds)
     inp, fmt = _open_input(run, run_format, "run")
     try:
         report = _score_run(inp, fmt, scorer, skip_extra_queries, testset)
@@ -3581,6 +3599,7 @@ class _QueryScorer:
             raise EvalError("abstention measures are not for trec_eval's average, which "
                             "knows no unanswerable query: drop them or the average")
         self.met_label = False      # once a ranking met a label, the run is not unlabelled
+        self.bounds = None          # see _ask_bounds: unjudged bounds and judged@k per query
         self.labels, self.mapping = labels, mapping or _Mapping()
         self.lost = None            # see _uncoverable
         self.units = [_UnitCall.of(m) for m in measures]
@@ -3622,6 +3641,10 @@ class _QueryScorer:
             unlabelled = _unlabelled(ranking, labels)
         if ranked.labelled or unlabelled is True:
             self.met_label = True
+        if self.bounds is not None and (scored or self.every_query):
+            return (values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled,
+                    _query_unjudged(self, ranked, grades, ranking,
+                                    self.qrels.get(qid, _NO_LABELS)))
         return values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled
 
     def _by_units(self, qid, ranking, labels, grades, scored):
@@ -3710,6 +3733,17 @@ class _QueryScorer:
         if not self.unanswerable_calls:
             return None
         return {name: func(ranked, grades, *args) for name, func, args in self.unanswerable_calls}
+
+    def ask_bounds(self, measures):
+        """Score the unjudged bounds of every bounded measure and judged@k at
+        every cutoff over ids too (see _query_unjudged); not with measures
+        over units (the bounds then cover none)."""
+        if self.mapped:
+            return
+        self.bounds = [(m, str(m)) + m._parts() for m in measures if _bounded(m)]
+        self.judged_at = _judged_cutoffs(measures)
+        self.bounds_depth = max([m.k if isinstance(m.k, int) else _WHOLE_RANKING
+                                 for m, *_ in self.bounds] or [0])
 
     def is_scored(self, grades):
         """True when a query's grades (see _sorted_grades) hold a relevant one;
@@ -3896,10 +3930,11 @@ def _check_versions(versions, mapping):
 
 
 def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=None,
-            min_score=None):
+            min_score=None, bounds=False):
     """The _QueryScorer of validated qrels (id labels or label lists), of the
     mapping given (a _ChunkMap, a separator, or neither) and of the queries
-    the test set states unanswerable."""
+    the test set states unanswerable; ``bounds``: it scores the unjudged
+    bounds too (see _QueryScorer.ask_bounds)."""
     grades, spans, versions = _split_qrels(qrels)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
@@ -3908,6 +3943,8 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
             mapping.label_versions.setdefault(doc, (qid, sha))
     scorer = _QueryScorer(grades, measures, rel, average, spans, mapping)
     scorer.min_score = _checked_min_score(min_score)
+    if bounds:
+        scorer.ask_bounds(measures)
     return _answerability(scorer, testset and testset.queries)
 
 
@@ -4155,6 +4192,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     warning is made, and the report gets its slices (see _TestSet.report)."""
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
     per_query, abstention, ties, extra, unlabelled, empty = {}, {}, {}, [], [], []
+    unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
     labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
@@ -4162,7 +4200,9 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
 
     def add(qid, result, in_run=True):
         nonlocal labelled_run
-        values, duplicates, straddling, returned, no_label = result
+        values, duplicates, straddling, returned, no_label = result[:5]
+        if len(result) > 5:
+            unjudged_rows[qid] = result[5]
         if values is not None and scorer.every_query and not scorer.is_scored(
                 _sorted_grades(qrels[qid])):
             if in_run:
@@ -4283,6 +4323,8 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                     scorer.average, counts,
                     _mapping_info(scorer, hidden) if scorer.mapped else None,
                     answerability=answerability, cells=cells or None)
+    if scorer.bounds is not None:
+        report = report._replace(unjudged=_unjudged_summary(unjudged_rows, names, per_query))
     return report if testset is None else testset.report(report, held)
 
 
@@ -4992,6 +5034,137 @@ def _to_label_text(rows):
     """The JSONL of --to-label rows, keys in the order of the issue."""
     return "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
 
+
+
+# --- bounds ---------------------------------------------------------------------------
+#
+# How far labelling the unjudged ids of a query's top k could move a value:
+# only those ids vary, every other id keeps its label.  An unjudged id becomes
+# either non-relevant or "relevant": grade rel for recall, precision, success,
+# mrr and map; the query's highest qrels grade for ndcg (it is also added to
+# the grades the ideal DCG orders, as a label would be).
+#
+# Exact by extremes.  Give m of the u unjudged ranks the relevant grade.  Every
+# bounded measure is a sum over the relevant ranks r_1 < r_2 < ... of terms
+# that fall as a rank grows (AP: i / r_i; DCG: gain / log2(r_i + 1); recall,
+# precision, success and mrr count or look at the first), over a denominator
+# that depends on m alone (R + m, the ideal DCG of the grades, k).  Moving one
+# relevant label to an earlier unjudged rank leaves every r_i where it was or
+# moves it earlier, so among the labellings with m relevant ids the best gives
+# the m earliest unjudged ranks and the worst the m latest: the bounds are the
+# max and min over m = 0..u of those 2(u + 1) labellings (tests pin this
+# against enumerating all 2**u).  recall, precision, success and mrr never
+# fall when a label is added ((h + 1)/(R + 1) >= h/R as h <= R), so their
+# bounds are m = 0 (today's value, all non-relevant) and m = u.  map and ndcg
+# can fall: AP is 1 with one relevant id, at rank 1; label rank 5 relevant too
+# and it is (1/1 + 2/5) / 2 = 0.7.  Their lower bound can be below today's value.
+# ---------------------------------------------------------------------------------------
+
+_BOUNDED = ("recall", "precision", "success", "mrr", "map", "ndcg")
+_MONOTONE = ("recall", "precision", "success", "mrr")
+
+
+def _bounded(m):
+    """True for a measure with unjudged bounds: one of _BOUNDED over ids
+    (no unit, no budget) with unjudged ids counted non-relevant.
+
+    >>> [_bounded(parse_measure(t)) for t in ("map@5", "recall(unit=doc)@5", "bpref",
+    ...                                       "mrr(unjudged=skip)@5")]
+    [True, False, False, False]
+    """
+    if m.name not in _BOUNDED or _skips_unjudged(m):
+        return False
+    call = _UnitCall.of(m)
+    return call.view == "id" and not call.budget
+
+
+def _unjudged_ranks(ranked, k):
+    """The ranks <= k of the top that carry no label (grade >= 0), best first.
+
+    >>> _unjudged_ranks(_from_grades([1, None, 0, -1, None]), 4)
+    [2, 4]
+    """
+    judged_ranks = {rank for rank, _ in ranked.labelled}
+    return [r for r in range(1, min(k, ranked.length) + 1) if r not in judged_ranks]
+
+
+def _labelled_as(ranked, ranks, grade):
+    """``ranked`` with the unjudged ``ranks`` given ``grade``."""
+    labelled = sorted(ranked.labelled + [(r, grade) for r in ranks])
+    return ranked._replace(labelled=labelled)
+
+
+def _relevant_grade(m, grades):
+    """The grade an unjudged id takes when labelled relevant for ``m``."""
+    if m.name == "ndcg":
+        return grades[0] if grades else 1
+    return dict(m.params).get("rel", REL.default)
+
+
+def _bounds_of(m, func, args, ranked, grades):
+    """(lo, hi): the least and greatest value of measure ``m`` (``func(ranked,
+    grades, *args)``) over the labellings of its unjudged ids (see above).
+
+    >>> m = parse_measure("map@5"); f, a = m._parts()
+    >>> _bounds_of(m, f, a, _from_grades([1, None, None, None, None]), (1,))   # AP 1: 0.7 ... 1
+    (0.7, 1.0)
+    """
+    k = args[0] if isinstance(args[0], int) else ranked.length
+    ranks = _unjudged_ranks(ranked, k)
+    u = len(ranks)
+    if not u:
+        value = func(ranked, grades, *args)
+        return value, value
+    grade = _relevant_grade(m, grades)
+    counts = (0, u) if m.name in _MONOTONE else range(u + 1)
+    values = []
+    for n in counts:
+        more = tuple(sorted(grades + (grade,) * n, reverse=True))
+        for chosen in {tuple(ranks[:n]), tuple(ranks[u - n:])}:
+            values.append(func(_labelled_as(ranked, chosen, grade), more, *args))
+    return min(values), max(values)
+
+
+def _judged_cutoffs(measures):
+    """The cutoffs judged@k is shown at: those of the measures over ids."""
+    return sorted({m.k for m in measures if isinstance(m.k, int)
+                   and _UnitCall.of(m).view == "id"})
+
+
+def _query_unjudged(scorer, ranked, grades, ranking, labels):
+    """What the scorer adds per query when asked for bounds (scorer.bounds):
+    {"bounds": {measure: (lo, hi)}, "judged": {k: judged@k}, "ids": [(rank, id)]
+    of the unjudged ids in the top of the deepest bounded cutoff}."""
+    bounds = {name: _bounds_of(m, func, args, ranked, grades)
+              for m, name, func, args in scorer.bounds}
+    judged_at = {k: judged(ranked, grades, k) for k in scorer.judged_at}
+    ids = []
+    if ranking is not None and len(ranked.labelled) < ranked.length:
+        ids = _unjudged_top(ranking, labels, scorer.bounds_depth)
+    return {"bounds": bounds, "judged": judged_at, "ids": ids}
+
+
+def _unjudged_summary(rows, names, per_query):
+    """The report's ``unjudged`` field from the per-query rows of
+    _query_unjudged (scored queries only): bounds of each mean and query
+    (None: a measure with no bounds), judged@k means, the unjudged ids."""
+    queries = sorted(q for q in per_query if q in rows)     # not the unanswerable ones
+    mean = {}
+    for name in names:
+        over = [q for q in queries if name in per_query[q]]
+        if not over or name not in rows[over[0]]["bounds"]:
+            mean[name] = None
+            continue
+        pairs = [rows[q]["bounds"][name] for q in over]
+        mean[name] = [_mean([p[0] for p in pairs]), _mean([p[1] for p in pairs])]
+    bounded = [n for n in names if mean[n] is not None]
+    cutoffs = rows[queries[0]]["judged"] if queries else {}
+    return {"mean": mean,
+            "per_query": {q: {n: list(rows[q]["bounds"][n]) for n in bounded
+                              if n in per_query[q]} for q in queries},
+            "judged": {"judged@%d" % k: _mean([rows[q]["judged"][k] for q in queries])
+                       for k in sorted(cutoffs)},
+            "ids": {q: rows[q]["ids"] for q in queries if rows[q]["ids"]}}
 
 # ---------------------------------------------------------------------------
 # Comparison and statistics: the functions
@@ -6788,6 +6961,8 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
     yield _summary_line(report), ["query"] + list(report.measures), rows, []
     yield from _answerability_section(report)
     yield from _meta_section(report)
+    if report.unjudged is not None:
+        yield _bounds_section(report, per_query)
     for field in report.by:
         yield _slice_section(report, field)
     if report.holdout is not None:
@@ -6856,6 +7031,25 @@ def _answerability_section(report):
     if counts is not None:
         keys = ("answerable", "unanswerable", "unstated")
         yield "answerability", list(keys), [[str(counts[key]) for key in keys]], []
+
+
+def _bounds_section(report, per_query):
+    """The --unjudged-bounds table: [lo, hi] of each mean (and query)."""
+    bounds = report.unjudged
+
+    def cell(pair):
+        return "-" if pair is None else "[%.4f, %.4f]" % tuple(pair)
+    rows = [[q] + [cell(v.get(m)) for m in report.measures]
+            for q, v in bounds["per_query"].items()] if per_query else []
+    rows.append(["mean"] + [cell(bounds["mean"][m]) for m in report.measures])
+    unbounded = [m for m in report.measures if bounds["mean"][m] is None]
+    notes = ["lo: every unjudged id in the top k non-relevant; hi: the best labelling "
+             "(map and ndcg: the least and greatest value over every labelling)"]
+    if unbounded:
+        notes.append("no bounds (only recall, precision, success, mrr, map and ndcg over ids "
+                     "with unjudged=nonrel have them): %s" % ", ".join(unbounded))
+    return ("unjudged bounds: what each value could be once the unjudged ids in the top k "
+            "are labelled", ["query"] + list(report.measures), rows, notes)
 
 
 def _slice_section(report, field):
@@ -7169,6 +7363,10 @@ def _add_unjudged_options(parser):
                         help="write the unjudged ids of the top --pool-depth of the run and "
                         "every --compare run, pooled, as JSONL rows to grade (implies "
                         "--allow-unlabelled-run)")
+    parser.add_argument("--unjudged-bounds", action="store_true",
+                        help="show the interval each mean (and, with --per-query, each "
+                        "query's value) could take once the unjudged ids in the top k are "
+                        "labelled: recall, precision, success, mrr, map and ndcg")
     parser.add_argument("--pool-depth", default=None, metavar="N",
                         help="how deep --to-label looks (default: the largest k, else the "
                         "whole ranking)")
@@ -7408,15 +7606,15 @@ def _run_cli(args, stdout, stderr):
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
                         args.average, queries_info, notes)
 
-    def score(run, measures=metrics, min_score=args.min_score):
+    def score(run, measures=metrics, min_score=args.min_score, bounds=False):
         report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,
                                args.run_format, args.average, chunks, args.doc_sep, chunks_info,
-                               testset, min_score)
+                               testset, min_score, bounds)
         if report.unlabelled_run and not allow_unlabelled:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
         return report._replace(inputs=dict(report.inputs, **more_inputs))
-    report = _with_meta(score(args.run), meta)
+    report = _with_meta(score(args.run, bounds=args.unjudged_bounds), meta)
     if label_notes:
         report = report._replace(warnings=tuple(label_notes) + report.warnings)
     references = [(path, score(path)) for path in args.compare]

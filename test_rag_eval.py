@@ -4934,6 +4934,126 @@ class ProvenanceGateTest(TempDir, unittest.TestCase):
             rag_eval.gate(example_report(), rag_eval.Baseline({"recall@5": 0.5}, meta=["x"]))
 
 
+class UnjudgedBoundsTest(TempDir, unittest.TestCase):
+    """--unjudged-bounds / evaluate(unjudged_bounds=True): hand-worked values,
+    the extremes method against enumerating every labelling, the command line."""
+
+    def bounds(self, qrels, run, measures, k=None):
+        return rag_eval.evaluate(qrels, run, measures=measures, k=k or 5,
+                                 unjudged_bounds=True).unjudged
+
+    def test_hand_worked(self):
+        # q: ranking a (grade 1), x (unjudged), b (grade 0), y (unjudged), c (grade 2 > rel=1);
+        # qrels also hold d (grade 1, not retrieved): R = 3 (a, c, d).  k = 5, u = 2 (ranks 2, 4).
+        # recall:    lo 2/3 (a, c)            hi (2+2)/(3+2) = 4/5 = 0.8
+        # precision: lo 2/5 = 0.4             hi 4/5 = 0.8
+        # success:   lo 1 hi 1;  mrr: lo 1 hi 1 (a is at rank 1)
+        # map:       all non-relevant: (1/1 + 2/5) / 3 = 0.4667
+        #            x relevant: (1 + 2/2 + 3/5) / 4 = 0.65;  y: (1 + 2/4 + 3/5) / 4 = 0.525
+        #            both: (1 + 2/2 + 3/4 + 4/5) / 5 = 0.71   -> [0.4667, 0.71]
+        # ndcg (linear gain): "relevant" = the highest grade, 2.  discounts 1, 0.6309, 0.5,
+        #   0.4307, 0.3869.  DCG today = 1 + 2 * 0.3869 = 1.7737; ideal of (2, 1, 1) =
+        #   2 + 0.6309 + 0.5 = 3.1309 -> 0.5665.  Both at 2: DCG = 1.7737 + 2 * (0.6309 +
+        #   0.4307) = 3.8970; ideal of (2, 2, 2, 1, 1) = 2 + 1.2619 + 1 + 0.4307 + 0.3869
+        #   = 5.0795 -> 0.7672.  x alone: 1.7737 + 1.2619 = 3.0356 over ideal (2,2,1,1) =
+        #   2 + 1.2619 + 0.5 + 0.4307 = 4.1926 -> 0.7240.  y alone: (1.7737 + 0.8614) / 4.1926
+        #   = 0.6285.  -> [0.5665, 0.7672]
+        qrels = {"q": {"a": 1, "b": 0, "c": 2, "d": 1}}
+        run = {"q": ["a", "x", "b", "y", "c"]}
+        b = self.bounds(qrels, run, "recall,precision,success,mrr,map,ndcg(gain=linear)")
+        got = {m: [round(v, 4) for v in pair] for m, pair in b["mean"].items()}
+        self.assertEqual(got, {"recall@5": [0.6667, 0.8], "precision@5": [0.4, 0.8],
+                               "success@5": [1.0, 1.0], "mrr@5": [1.0, 1.0],
+                               "map@5": [0.4667, 0.71], "ndcg(gain=linear)@5": [0.5665, 0.7672]})
+        self.assertEqual(b["ids"], {"q": [(2, "x"), (4, "y")]})
+        self.assertEqual(b["judged"], {"judged@5": 0.6})
+
+    def test_ap_can_fall_when_a_lower_id_is_labelled(self):
+        # a relevant at rank 1, R = 1: AP 1.  Label x (rank 5) relevant: R = 2,
+        # AP = (1/1 + 2/5) / 2 = 0.7, below today's value.  Labelling x at rank 2
+        # instead: (1 + 2/2) / 2 = 1.  So map@5 is [0.7, 1], while recall@5 stays [1, 1].
+        b = self.bounds({"q": {"a": 1}}, {"q": ["a", "n1", "n2", "n3", "x"]}, "map,recall")
+        self.assertEqual(b["mean"], {"map@5": [0.7, 1.0], "recall@5": [1.0, 1.0]})
+        b = self.bounds({"q": {"a": 1, "n1": 0, "n2": 0, "n3": 0}},
+                        {"q": ["a", "n1", "n2", "n3", "x"]}, "map")
+        self.assertEqual(b["mean"], {"map@5": [0.7, 1.0]})
+        # mrr: an unjudged id above the first relevant one: hi 1/1, lo 1/3.
+        b = self.bounds({"q": {"a": 1}}, {"q": ["x", "y", "a"]}, "mrr,success", k=2)
+        self.assertEqual(b["mean"], {"mrr@2": [0.0, 1.0], "success@2": [0.0, 1.0]})
+
+    def enumerated(self, m, top, grades):
+        """(lo, hi) of m over all 2**u labellings of the unjudged ids (None) in top."""
+        unjudged = [i for i, g in enumerate(top) if g is None]
+        grade = grades[0] if m.name == "ndcg" else dict(m.params).get("rel", 1)
+        values = []
+        for chosen in itertools.product((False, True), repeat=len(unjudged)):
+            filled = list(top)
+            for i, on in zip(unjudged, chosen):
+                filled[i] = grade if on else -1
+            values.append(m.value(filled, list(grades) + [grade] * sum(chosen)))
+        return min(values), max(values)
+
+    def test_extremes_equal_enumeration(self):
+        rng = random.Random(13)
+        names = ["recall@%d", "precision@%d", "success@%d", "mrr@%d", "map@%d", "ndcg@%d",
+                 "ndcg(gain=linear)@%d", "map(rel=2)@%d", "recall(rel=2)@%d"]
+        for trial in range(400):
+            k = rng.randint(1, 9)
+            top = [rng.choice([None, None, 0, 1, 2, 3, -1]) for _ in range(rng.randint(0, 10))]
+            grades = [g for g in top if g is not None and g >= 0]
+            grades += [rng.randint(0, 3) for _ in range(rng.randint(0, 3))]
+            if not grades or max(grades) < 1:
+                grades.append(1)
+            grades.sort(reverse=True)
+            top = [None if g == -1 else g for g in top]
+            for name in names:
+                m = rag_eval.parse_measure(name % k)
+                func, args = m._parts()
+                ranked = rag_eval._from_grades(top)
+                got = rag_eval._bounds_of(m, func, args, ranked, tuple(grades))
+                # only the unjudged ids within the top k vary
+                want = self.enumerated(m, [g if g is not None or i < k else -1
+                                           for i, g in enumerate(top)], grades)
+                self.assertAlmostEqual(got[0], want[0], delta=1e-12, msg="%s %s %s" % (m, top, grades))
+                self.assertAlmostEqual(got[1], want[1], delta=1e-12, msg="%s %s %s" % (m, top, grades))
+
+    def test_not_bounded_and_off_by_default(self):
+        qrels, run = {"q": {"a": 1}}, {"q": ["x", "a"]}
+        self.assertIsNone(rag_eval.evaluate(qrels, run, measures="recall").unjudged)
+        b = self.bounds(qrels, run, "recall,bpref,mrr(unjudged=skip)")
+        self.assertEqual(b["mean"], {"recall@5": [1.0, 1.0], "bpref": None,
+                                     "mrr(unjudged=skip)@5": None})
+
+    def test_unanswerable_queries_are_not_in_the_bounds(self):
+        # mrr@2 averages over q alone (x unjudged above a: [1/2, 1]); q9 is stated
+        # unanswerable, so neither its bounds nor its unjudged id z are listed.
+        b = rag_eval.evaluate({"q": {"a": 1}, "q9": {}}, {"q": ["x", "a"], "q9": ["z"]}, k=2,
+                              measures="mrr,abstained", queries={"q9": {"answerable": False}},
+                              unjudged_bounds=True).unjudged
+        self.assertEqual(b["mean"], {"mrr@2": [0.5, 1.0], "abstained": None})
+        self.assertEqual((b["per_query"], b["ids"]), ({"q": {"mrr@2": [0.5, 1.0]}},
+                                                      {"q": [(1, "x")]}))
+
+    def test_cli_json_and_text(self):
+        qrels = self.write("q.json", json.dumps({"q1": {"a": 1}, "q2": {"b": 1}}))
+        run = self.write("r.json", json.dumps({"q1": ["x", "a"], "q2": ["b", "y"]}))
+        # q1: mrr@2 today 1/2, x relevant -> 1: [0.5, 1];  q2: [1, 1].  mean [0.75, 1].
+        code, out, err = run_cli(qrels, run, "--metrics", "mrr", "--k", "2", "--format", "json",
+                                 "--unjudged-bounds")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["unjudged_bounds"], {"mean": {"mrr@2": [0.75, 1.0]}})
+        code, out, err = run_cli(qrels, run, "--metrics", "mrr", "--k", "2", "--format", "json",
+                                 "--unjudged-bounds", "--per-query")
+        self.assertEqual(json.loads(out)["unjudged_bounds"]["per_query"],
+                         {"q1": {"mrr@2": [0.5, 1.0]}, "q2": {"mrr@2": [1.0, 1.0]}})
+        code, out, err = run_cli(qrels, run, "--metrics", "mrr,bpref", "--k", "2",
+                                 "--unjudged-bounds")
+        self.assertIn("mean   [0.7500, 1.0000]  -", out)
+        self.assertIn("no bounds", out)
+        code, out, err = run_cli(qrels, run, "--metrics", "mrr", "--k", "2", "--format", "json")
+        self.assertNotIn("unjudged_bounds", json.loads(out))
+
+
 class LabelHashTest(TempDir, unittest.TestCase):
     """Per-query label hashes (decision D): the definition, pinned; kept in
     saved baselines; a changed qrels file names the queries whose labels
