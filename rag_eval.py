@@ -1319,9 +1319,11 @@ class _Units(NamedTuple):
 
 
 class _Context(NamedTuple):
-    """A query's top chunks, resolved: ids and Chunks, best first."""
+    """A query's top chunks, resolved: ids and Chunks, best first; ``memo``
+    keeps what _span_parts worked out, for the next character measure."""
     ids: list
     chunks: list
+    memo: Optional[dict] = None
 
 
 class _SpanParts(NamedTuple):
@@ -1393,6 +1395,11 @@ def _span_parts(context, labels, k, rel):
     """|R_k ∩ E|, |E|, |R_k| and S_k of the top k chunks, or None when the query
     has no span label graded >= rel (it is outside the character measures'
     population)."""
+    if context.memo is not None:
+        key = (k, rel)
+        if key not in context.memo:
+            context.memo[key] = _span_parts(context._replace(memo=None), labels, k, rel)
+        return context.memo[key]
     evidence = {doc: _union([(s, e) for s, e, g in spans if g >= rel and s is not None])
                 for doc, spans in labels.items()}
     evidence_length = sum(map(_length, evidence.values()))
@@ -3128,12 +3135,11 @@ class _ChunkMap(dict):
     versions: dict = {}
 
 
-def _chunk_records(inp):
-    """The records of a chunk-map file, each with its line number."""
-    text = inp.text()
+def _chunk_records(text, name):
+    """The records of a chunk-map file's text, each with its line number."""
     numbered = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
     if not numbered:
-        raise EvalError("%s: empty chunk map" % inp.name)
+        raise EvalError("%s: empty chunk map" % name)
     try:
         joined = "[%s]" % ",".join(line for _, line in numbered)
         records = json.loads(joined, parse_constant=_reject_constant)
@@ -3142,7 +3148,7 @@ def _chunk_records(inp):
                 or _SURROGATE_ESCAPE.search(joined)):
             raise ValueError("check line by line")
     except (ValueError, EvalError, RecursionError):
-        records = [_json_loads(line, inp.name, n) for n, line in numbered]
+        records = [_json_loads(line, name, n) for n, line in numbered]
     return [(n, r) for (n, _), r in zip(numbered, records)]
 
 
@@ -3187,8 +3193,16 @@ def _chunk_text(chunk):
 def _read_chunks(source):
     """(_ChunkMap, input info) of a chunk-map file (JSONL, gzip or not)."""
     inp = _input_of(source)
-    chunks = _chunk_map(_chunk_records(inp), inp.name)
+    chunks = _chunk_map_of(inp.text(), inp.name)
     return chunks, inp.info("jsonl")
+
+
+def _chunk_map_plain(text, name):
+    """The _ChunkMap of a chunk-map file's text, record by record."""
+    return _chunk_map(_chunk_records(text, name), name)
+
+
+_chunk_map_of = _chunk_map_plain    # hook: Part II installs _chunk_map_bulk
 
 
 def load_chunks(source):
@@ -3705,7 +3719,7 @@ class _QueryScorer:
         spans = self.labels.get(qid, {}) if self.labels is not None else {
             doc: [(None, None, grade)] for doc, grade in labels.items()}
         if view == "spans":
-            return _Context(ids, chunks), spans
+            return _Context(ids, chunks, {}), spans
         _, rel, cover = view
         units = _evidence(spans, rel)
         return (_evidence_units(units, ids, chunks, cover, returned),
@@ -7802,6 +7816,8 @@ def _command():
 #                                                                         FuzzTest)
 #   _HashingInput           _input_of            _Input                   reports_are_byte_identical
 #     (hash in a process)                                                 (sha256 in the reports)
+#   _chunk_map_bulk         _chunk_map_of        _chunk_map_plain         chunk_map_readers
+#     (columns at C speed)
 #   every one at once       RAG_EVAL_PLAIN=1                              reports_are_byte_identical
 #
 #   * AccelerationTwinsTest.test_<name>, in test_rag_eval.py.
@@ -8636,7 +8652,58 @@ class _HashingInput(_Input):
 # --- Hooks -------------------------------------------------------------------
 
 # hook name in Part I -> (acceleration, plain twin)
+# --- chunk maps, column by column ---------------------------------------------------
+#
+# A million-line chunk map: one json.loads of the lines joined into an array,
+# then each column checked at C speed (types, offsets, repeated ids); any
+# doubt (a blank line, a null, a doc_sha256, a repeated id) takes the plain
+# path, which names the line of an error.
+
+def _chunk_map_bulk(text, name):
+    body = text.strip("\n")
+    if not body or "\n\n" in body or "\r" in body:
+        return _chunk_map_plain(text, name)
+    joined = "[" + body.replace("\n", ",") + "]"
+    try:
+        records = json.loads(joined, parse_constant=_reject_constant)
+        chunks = _bulk_checked(records, joined)
+    except (ValueError, TypeError, KeyError, EvalError, RecursionError):
+        chunks = None
+    return _chunk_map_plain(text, name) if chunks is None else chunks
+
+
+def _bulk_checked(records, joined):
+    """The _ChunkMap of well-formed records, or None."""
+    if (not records or set(map(type, records)) != {dict}
+            or sum(map(len, records)) != _key_bound(joined) or _SURROGATE_ESCAPE.search(joined)
+            or any("doc_sha256" in r for r in records)):
+        return None
+    ids = list(map(operator.itemgetter("id"), records))
+    docs = list(map(operator.itemgetter("doc"), records))
+    starts = [r.get("start") for r in records]
+    ends = [r.get("end") for r in records]
+    tokens = [r.get("tokens") for r in records]
+    if (set(map(type, ids)) != {str} or set(map(type, docs)) != {str}
+            or set(map(type, starts)) != {int} or set(map(type, ends)) != {int}
+            or min(starts) < 0 or not all(map(operator.lt, starts, ends))):
+        return None
+    kinds = set(map(type, tokens))
+    if kinds == {int}:
+        if min(tokens) < 0:
+            return None
+    elif kinds != {type(None)}:
+        return None
+    make = functools.partial(tuple.__new__, Chunk)
+    chunks = _ChunkMap(zip(ids, map(make, zip(docs, starts, ends, tokens,
+                                              itertools.repeat(None)))))
+    if len(chunks) != len(records):
+        return None             # a repeated id: the plain path compares its fields
+    chunks.versions = {}
+    return chunks
+
+
 _HOOKS = {
+    "_chunk_map_of": (_chunk_map_bulk, _chunk_map_plain),
     "_trec_run_queries": (_trec_run_queries_fast, _trec_run_queries_plain),
     "_labels_for_ranking": (_labels_for_fast, _labels_for),
     "_trec_qrels": (_trec_qrels_whole, _trec_qrels_checked),

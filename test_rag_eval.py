@@ -5729,6 +5729,41 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
         self.assertGreater(min(seen.values()), 50, seen)
 
     # -- _rank: _rank_fast == _rank_plain -------------------------------------
+    def test_chunk_map_readers(self):
+        # Seeded chunk maps, well formed and mutated (nulls, floats, bools, blank
+        # lines, repeated ids, missing fields, doc_sha256, bad JSON): the bulk
+        # reader gives the plain reader's map, or its error, every time.
+        rng = random.Random(5)
+
+        def outcome(reader, text):
+            try:
+                chunks = reader(text, "m.jsonl")
+                return dict(chunks), chunks.versions
+            except rag_eval.EvalError as exc:
+                return str(exc)
+        mutations = ['"start": null', '"start": 1.5', '"start": true', '"end": 0', '"tokens": -1',
+                     '"doc": 5', '"id": null', '"doc_sha256": "ab"', '"x": 1', '"start": -3']
+        for case in range(600):
+            lines = []
+            for i in range(rng.randint(1, 12)):
+                start = rng.randrange(0, 50)
+                record = {"id": "c%d" % rng.randrange(15), "doc": "d%d" % rng.randrange(3),
+                          "start": start, "end": start + rng.randint(1, 30)}
+                if rng.random() < 0.5:
+                    record["tokens"] = rng.randrange(40)
+                line = json.dumps(record)
+                if rng.random() < 0.1:
+                    key = rng.choice(mutations)
+                    line = line[:-1] + ", " + key + "}"
+                if rng.random() < 0.03:
+                    line = line[:rng.randrange(len(line))]
+                lines.append(line)
+            if rng.random() < 0.1:
+                lines.insert(rng.randrange(len(lines) + 1), "")
+            text = "\n".join(lines) + rng.choice(["\n", "", "\n\n"])
+            self.assertEqual(outcome(rag_eval._chunk_map_bulk, text),
+                             outcome(rag_eval._chunk_map_plain, text), text)
+
     def test_rankers(self):
         # Ranked lists, score maps and _Scored (in order or not; text or the fast
         # reader's bytes and decimal tokens), ties, repeats, any depth.
