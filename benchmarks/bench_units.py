@@ -289,7 +289,7 @@ def json_lines():
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 def records_only():      # rag_eval's parse alone: one json.loads of the joined lines
-    return rag_eval._chunk_records(rag_eval._input_of(path))
+    return rag_eval._chunk_records(rag_eval._input_of(path).text(), path)
 TASKS = {"read_chunks": read_chunks, "json_lines": json_lines, "chunk_records": records_only}
 times = {(name, g): [] for name in TASKS for g in ("gc_on", "gc_off")}
 cpu = {(name, g): [] for name in TASKS for g in ("gc_on", "gc_off")}
