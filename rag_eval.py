@@ -4308,7 +4308,10 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
         warnings.append("%s cross a cutoff (ties broken by doc id descending, as trec_eval)"
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
     unlabelled_run = None
-    if not labelled_run:
+    # A run that abstained everywhere is an answer when abstention is measured.
+    abstaining = not strays and any(_REGISTRY[parse_measure(m).name].population in (
+        "answerable", "unanswerable", "stated") for m in names)
+    if not labelled_run and not abstaining:
         unlabelled_run = _no_label_reason(qrels, strays, extra,
                                           by_document=scorer.mapped and not scorer.counts_ids)
         warnings.append("%s: %s" % (run_name, unlabelled_run))
@@ -7693,6 +7696,10 @@ def _cli_sweep(args, metrics, score):
     if args.sweep_min_score:
         chosen = [_one_measure(args.sweep_min_score, args.rel, args.gain, args.unit,
                                args.k or DEFAULT_K)]
+        if _REGISTRY[chosen[0].name].population in _UNANSWERABLE_POPULATIONS | {"answerable"}:
+            raise EvalError("--sweep-min-score: %s is an abstention measure; name a retrieval "
+                            "measure to set beside abstention_f1, e.g. --sweep-min-score="
+                            "recall@5" % (chosen[0],))
     else:
         chosen = [m for m in metrics if _REGISTRY[m.name].population
                   not in _UNANSWERABLE_POPULATIONS | {"answerable"}]
@@ -7701,8 +7708,11 @@ def _cli_sweep(args, metrics, score):
                             "name one: --sweep-min-score=recall@5")
     measures = [chosen[0], parse_measure("abstention_f1")]
     run = _validated(load_run(args.run, format=args.run_format), args.run, _check_run_query)
+    # Thresholds from the queries the sweep scores: a hold-out's scores stay out of it.
+    uncut = score(args.run, measures, None)
+    swept = set(uncut.per_query) | set(uncut.unscored)
     return _sweep(lambda threshold: score(args.run, measures, threshold), str(chosen[0]),
-                  _run_scores(run.items()))
+                  _run_scores((q, r) for q, r in run.items() if q in swept))
 
 
 class _Tolerant:

@@ -554,6 +554,23 @@ class UnanswerableQueriesTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 0, err)
         return json.loads(out)
 
+    def test_a_run_that_abstains_everywhere_is_scored(self):
+        # Found by review: exit 2 ("every number would be 0") for the best
+        # possible abstention, or a total loss to gate on.
+        self.write("qrels.jsonl", self.QRELS)
+        self.write("run.jsonl", '{"query_id": "q1", "scores": {"a": 0.2}}\n'
+                                '{"query_id": "q9", "abstained": true}\n')
+        code, out, err = run_cli(os.path.join(self.tmp, "qrels.jsonl"),
+                                 os.path.join(self.tmp, "run.jsonl"), "--metrics",
+                                 "abstained,answered", "--min-score", "0.5", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"abstained": 1.0, "answered": 0.0})
+        code, _, err = run_cli(os.path.join(self.tmp, "qrels.jsonl"),
+                               os.path.join(self.tmp, "run.jsonl"), "--metrics", "recall",
+                               "--min-score", "0.5")
+        self.assertEqual(code, 2)       # without an abstention measure: nothing to score
+        self.assertIn("the run retrieved no id", err)
+
     def test_each_abstention_signal(self):
         # q1 answered (a at rank 1), q2 abstained on an answerable query, q9
         # (unanswerable) abstained: by an empty ranking, by "abstained": true,
@@ -661,6 +678,21 @@ class SweepMinScoreTest(TempDir, unittest.TestCase):
         self.write("run.jsonl", self.RUN if run is None else run)
         return run_cli(os.path.join(self.tmp, "qrels.jsonl"), os.path.join(self.tmp, "run.jsonl"),
                        "--metrics", "abstained,recall@2", "--allow-unlabelled-run", *extra)
+
+    def test_an_abstention_measure_cannot_be_swept_against_itself(self):
+        code, _, err = self.cli("--sweep-min-score=abstention_f1")
+        self.assertEqual(code, 2)
+        self.assertIn("abstention_f1 is an abstention measure", err)
+
+    def test_thresholds_come_from_the_queries_swept(self):
+        # Found by review: a hold-out's scores became rows (and moved the cap).
+        qrels = self.QRELS.replace('"relevant": ["a"]}', '"relevant": ["a"], "slices": {"s": "d"}}') \
+            + '{"query_id": "h1", "relevant": ["d"], "slices": {"s": "h"}}\n'
+        run = self.RUN + '{"query_id": "h1", "scores": {"d": 0.123}}\n'
+        code, out, err = self.cli("--sweep-min-score", "--holdout", "s=h", "--format", "json",
+                                  qrels=qrels, run=run)
+        self.assertEqual(code, 0, err)
+        self.assertNotIn(0.123, [row["min_score"] for row in json.loads(out)["sweep"]["rows"]])
 
     def assertRows(self, rows, measure="recall@2"):
         got = [(r["min_score"], r["abstention_f1"], r[measure]) for r in rows]
