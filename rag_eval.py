@@ -2547,9 +2547,12 @@ def _jsonl_qrels(inp):
     id_rows = False
     for where, record in _jsonl_records(inp):
         if _is_id_label_line(record):
-            if qrels or labels or pending and not id_rows or _query_key(record, False) is None:
-                raise EvalError('%s: a to-label row needs "query_id" (and the file one form: '
-                                'to-label rows, label lines or query lines)' % where)
+            if _query_key(record, False) is None:
+                raise EvalError('%s: a to-label row needs "query_id"' % where)
+            if qrels or labels or pending and not id_rows:
+                raise EvalError('%s: a to-label row after query or label lines: a file holds '
+                                'one form (to-label rows, label lines or query lines; say '
+                                'answerability in --queries)' % where)
             _add_id_label(by_id, pending, record, where)
             id_rows = True
             continue

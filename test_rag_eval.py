@@ -3930,6 +3930,14 @@ class ToLabelTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 0, err)
         return [json.loads(line) for line in read_text(path).splitlines()]
 
+    def test_a_to_label_row_after_query_lines_says_so(self):
+        # Found by review: it said the row needed "query_id", which it had.
+        lines = ('{"query_id": "q3", "answerable": false}\n'
+                 '{"query_id": "q1", "id": "a", "grade": 1}\n')
+        with self.assertRaisesRegex(rag_eval.EvalError, "t.jsonl:2: a to-label row after query "
+                                    "or label lines: a file holds one form"):
+            rag_eval.load_qrels(self.write("t.jsonl", lines))
+
     def test_rows_pool_every_run_sorted_by_best_rank(self):
         old = self.input_file(self.OLD, "old.json")
         rows = self.rows("--k", "3", "--compare", old)
