@@ -412,6 +412,15 @@ class MeasureChange(NamedTuple):
     ``dropped, not significant``, ``unchanged``, ``improved``.  ``p_value`` (the
     Holm-adjusted randomization p) is set by the significant gate only.
     ``name`` is what the gate calls it: ``recall@5``, ``source=real: recall@5``.
+
+    When the report holds unjudged bounds (a gated CLI run scores them):
+    ``judged`` is judged@k at the measure's cutoff over the queries its mean
+    is over (None: not known, as for the hold-out); ``undecided`` is set on a
+    regression that the unjudged ids in the top k could explain (the upper
+    bound of the current mean is within the tolerance): ``{"ids": N unjudged
+    ids in the top k over those queries, "upper": that bound, "named":
+    ["query:id", ...] when N <= 5, else []}``.  It stays a regression: the
+    gate fails until the ids are labelled.
     """
     measure: str
     baseline: float
@@ -420,6 +429,8 @@ class MeasureChange(NamedTuple):
     status: str
     p_value: Optional[float] = None
     slice: Optional[str] = None
+    judged: Optional[float] = None
+    undecided: Optional[dict] = None
 
     @property
     def name(self):
@@ -5184,6 +5195,9 @@ def _unjudged_summary(rows, names, per_query):
                               if n in per_query[q]} for q in queries},
             "judged": {"judged@%d" % k: _mean([rows[q]["judged"][k] for q in queries])
                        for k in sorted(cutoffs)},
+            # per query for the gate, which averages judged@k over a slice's queries too
+            "judged_per_query": {q: {"judged@%d" % k: v for k, v in rows[q]["judged"].items()}
+                                 for q in queries},
             "ids": {q: rows[q]["ids"] for q in queries if rows[q]["ids"]}}
 
 # ---------------------------------------------------------------------------
@@ -6630,7 +6644,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                                 _queries_for_significance(family, alpha)))
             notes.extend(_set_level_notes(baseline.mean))
     changes = tuple(change for subset in subsets
-                    for change in _subset_changes(subset, paired, pvalues, alpha))
+                    for change in _subset_changes(subset, paired, pvalues, alpha,
+                                                  report.unjudged))
     notes += _slice_notes(report, baseline, subsets, mode)
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
         [(s.name, s.rows, s.allowed) for s in subsets if s.listed])] if n]
@@ -6691,16 +6706,55 @@ def _gated_subsets(report, baseline, tolerance, tolerances, relabelled=()):
     return subsets
 
 
-def _subset_changes(subset, paired, pvalues, alpha):
+def _subset_changes(subset, paired, pvalues, alpha, unjudged=None):
     """The MeasureChange of each baseline measure of a subset; under the
-    significant gate, over the queries both sides hold (``paired``)."""
+    significant gate, over the queries both sides hold (``paired``).  With
+    the report's ``unjudged`` bounds (never for the hold-out: its queries
+    are set apart), judged@k and whether a regression is undecided."""
     for measure in sorted(subset.before):
         key = (subset.name, measure)
         before, now = subset.before[measure], subset.now.get(measure)
         if key in paired:
             now, before = paired[key]
         change = _change(measure, before, now, subset.allowed[measure], pvalues.get(key), alpha)
+        if unjudged is not None and not subset.held and change.current is not None:
+            queries = [q for q in sorted(subset.rows) if measure in subset.rows[q]
+                       and (key not in paired or measure in subset.then.get(q, ()))]
+            change = _with_unjudged(change, queries, unjudged, subset.allowed[measure])
         yield change._replace(slice=subset.name)
+
+
+_NAMED_UNJUDGED = 5     # an undecided regression names its ids up to this many
+
+
+def _with_unjudged(change, queries, unjudged, allowed):
+    """``change`` with judged@k of its cutoff over ``queries`` (those its
+    current mean is over) and, for a regression, ``undecided`` when the best
+    labelling of the unjudged ids in the top k would bring the mean back
+    within the tolerance (see MeasureChange).
+
+    >>> u = {"mean": {"recall@2": [0.0, 1.0]}, "per_query": {"q": {"recall@2": [0.0, 1.0]}},
+    ...      "judged_per_query": {"q": {"judged@2": 0.5}}, "ids": {"q": [(1, "x")]}}
+    >>> c = _with_unjudged(MeasureChange("recall@2", 1.0, 0.0, -1.0, "regressed"), ["q"], u, 0.0)
+    >>> c.status, c.judged, sorted(c.undecided.items())
+    ('regressed', 0.5, [('ids', 1), ('named', ['q:x']), ('upper', 1.0)])
+    """
+    k = parse_measure(change.measure).k
+    k = k if isinstance(k, int) else None
+    if k is not None and queries and all("judged@%d" % k in unjudged["judged_per_query"].get(q, ())
+                                         for q in queries):
+        change = change._replace(judged=_mean([unjudged["judged_per_query"][q]["judged@%d" % k]
+                                               for q in queries]))
+    if change.status != "regressed" or not queries or \
+            unjudged["mean"].get(change.measure) is None:
+        return change
+    upper = _mean([unjudged["per_query"][q][change.measure][1] for q in queries])
+    if change.baseline - upper > allowed + FLOAT_SLACK:
+        return change       # even the best labelling leaves a regression
+    ids = ["%s:%s" % (q, doc) for q in queries for rank, doc in unjudged["ids"].get(q, ())
+           if k is None or rank <= k]
+    return change._replace(undecided={
+        "ids": len(ids), "upper": upper, "named": ids if len(ids) <= _NAMED_UNJUDGED else []})
 
 
 def _set_level_notes(means):
@@ -6993,17 +7047,20 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
         # slices multiply the rows.
         quiet = [c for c in gate_result.changes if c.slice is not None
                  and c.status in ("unchanged", "dropped within tolerance")]
+        shown = [c for c in gate_result.changes if c not in quiet]
+        # judged@k beside the measures it is below 1 for; no column when it never is.
+        judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
         rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
-                 "-" if c.delta is None else "%+.4f" % c.delta,
-                 c.status.upper() if c.status in ("regressed", "missing") else c.status]
-                + ([_fmt(c.p_value)] if significant else []) for c in gate_result.changes
-                if c not in quiet]
-        header = ["measure", "baseline", "current", "delta", "status"]
+                 "-" if c.delta is None else "%+.4f" % c.delta, _status_text(c)]
+                + ([_fmt(c.p_value)] if significant else [])
+                + ([_fmt(c.judged) if c.judged is not None and c.judged < 1 - FLOAT_SLACK
+                    else "-"] if judged else []) for c in shown]
+        header = (["measure", "baseline", "current", "delta", "status"]
+                  + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
         notes = list(gate_result.notes) + (
             ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
              "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
-        yield (_gate_verdict(gate_result, baseline_name),
-               header + (["p (Holm)"] if significant else []), rows, notes)
+        yield _gate_verdict(gate_result, baseline_name), header, rows, notes
         drops = gate_result.query_drops
         if drops:
             notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
@@ -7042,6 +7099,25 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
                "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
                ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
                 "W/L/T", "verdict"], rows, notes)
+
+
+def _status_text(change):
+    """A change's status as the gate table shows it: a failure in capitals,
+    and what could explain an undecided regression.
+
+    >>> _status_text(MeasureChange("recall@5", 1.0, 0.5, -0.5, "regressed",
+    ...                            undecided={"ids": 1, "upper": 1.0, "named": ["q1:d7"]}))
+    'REGRESSED (undecided: 1 unjudged id could explain it: q1:d7; label them: --to-label FILE)'
+    """
+    if change.status not in ("regressed", "missing"):
+        return change.status
+    text = change.status.upper()
+    undecided = change.undecided
+    if undecided:
+        text += " (undecided: %s could explain it%s; label them: --to-label FILE)" % (
+            _plural(undecided["ids"], "unjudged id", "unjudged ids"),
+            ": " + ", ".join(undecided["named"]) if undecided["named"] else "")
+    return text
 
 
 def _answerability_section(report):
@@ -7634,7 +7710,9 @@ def _run_cli(args, stdout, stderr):
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
         return report._replace(inputs=dict(report.inputs, **more_inputs))
-    report = _with_meta(score(args.run, bounds=args.unjudged_bounds), meta)
+    # A gate scores the bounds too, to tell an undecided regression (shown only if asked).
+    report = _with_meta(score(args.run, bounds=args.unjudged_bounds or baseline is not None),
+                        meta)
     if label_notes:
         report = report._replace(warnings=tuple(label_notes) + report.warnings)
     references = [(path, score(path)) for path in args.compare]
@@ -7643,6 +7721,8 @@ def _run_cli(args, stdout, stderr):
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
                       same=args.same, slice_max_drop=slice_max_drop, **options)
+        if not args.unjudged_bounds:
+            report = report._replace(unjudged=None)
     baseline_name = baseline.source if baseline else "baseline"
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline_name)

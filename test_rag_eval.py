@@ -5094,6 +5094,141 @@ class UnjudgedBoundsTest(TempDir, unittest.TestCase):
         self.assertNotIn("unjudged_bounds", json.loads(out))
 
 
+class UndecidedGateTest(TempDir, unittest.TestCase):
+    """The gate on unjudged ids (decision E): a regression the best labelling of
+    the unjudged ids in the top k would undo is "undecided" and still fails;
+    judged@k beside the gated measures; hold-out ids never named."""
+
+    # q1 ranks x (unjudged), a (relevant); q2 ranks b (relevant), y (unjudged).  k = 2.
+    # mrr@2:    q1 1/2, q2 1 -> 0.75.  Upper: x relevant -> q1 1, so 1.0.
+    #           Baseline 1.0, tolerance 0.02: drop 0.25 is a regression; 1.0 - 1.0 = 0
+    #           <= 0.02, so undecided, by the 2 unjudged ids q1:x, q2:y.
+    # recall@2: q1 1/2, q2 1 -> 0.75.  Upper: q1 (a + x) / (2 + 1) = 2/3 (the id also
+    #           joins the relevant ones), q2 (b + y) / 2 = 1 -> 0.8333; 1.0 - 0.8333 =
+    #           0.1667 > 0.02: a regression even at best, plainly REGRESSED.
+    #           (q1's qrels hold a second relevant id, c, never retrieved: R = 2.)
+    # judged@2: q1 1/2 (a), q2 1/2 (b) -> 0.5 beside both.
+    QRELS = {"q1": {"a": 1, "c": 1}, "q2": {"b": 1}}
+    RUN = {"q1": ["x", "a"], "q2": ["b", "y"]}
+    BASELINE = {"mrr@2": 1.0, "recall@2": 1.0}
+
+    def gated(self, *argv, qrels=QRELS, run=RUN, baseline=BASELINE):
+        return self.report_of("--metrics", "mrr,recall", "--k", "2", "--baseline",
+                              self.write("b.json", json.dumps(baseline)), *argv,
+                              qrels=qrels, run=run)
+
+    def test_undecided_still_fails(self):
+        code, out, err = self.gated()
+        self.assertEqual(code, 1, err)
+        self.assertIn("mrr@2     1.0000    0.7500   -0.2500  REGRESSED (undecided: 2 unjudged "
+                      "ids could explain it: q1:x, q2:y; label them: --to-label FILE)  0.5000",
+                      out)
+        self.assertIn("recall@2  1.0000    0.7500   -0.2500  REGRESSED", out)
+        self.assertNotIn("recall@2  1.0000    0.7500   -0.2500  REGRESSED (", out)
+        self.assertIn("FAILED, 2 regressions: mrr@2, recall@2", out)
+        self.assertNotIn("unjudged bounds", out)    # shown only with --unjudged-bounds
+
+    def test_json_fields(self):
+        code, out, err = self.gated("--format", "json")
+        self.assertEqual(code, 1, err)
+        doc = json.loads(out)
+        rows = {c["measure"]: c for c in doc["gate"]["changes"]}
+        self.assertEqual(rows["mrr@2"]["status"], "regressed")
+        self.assertEqual(rows["mrr@2"]["undecided"],
+                         {"ids": 2, "named": ["q1:x", "q2:y"], "upper": 1.0})
+        self.assertEqual(rows["mrr@2"]["judged"], 0.5)
+        self.assertEqual(rows["recall@2"]["status"], "regressed")
+        self.assertIsNone(rows["recall@2"]["undecided"])
+        self.assertEqual(rows["recall@2"]["judged"], 0.5)
+        self.assertFalse(doc["gate"]["passed"])
+        self.assertNotIn("unjudged_bounds", doc)
+
+    def test_labelled_ids_decide_it(self):
+        # Graded as the best labelling says: x and y relevant.  mrr@2 = 1 on both; recall@2:
+        # q1 (a + x) / 3 = 2/3, q2 1 -> 0.8333, still a regression of 0.1667, now decided.
+        qrels = {"q1": {"a": 1, "c": 1, "x": 1}, "q2": {"b": 1, "y": 1}}
+        code, out, err = self.gated("--format", "json", qrels=qrels)
+        rows = {c["measure"]: c for c in json.loads(out)["gate"]["changes"]}
+        self.assertEqual((rows["mrr@2"]["status"], rows["mrr@2"]["judged"]), ("unchanged", 1.0))
+        self.assertEqual(rows["recall@2"]["status"], "regressed")
+        self.assertIsNone(rows["recall@2"]["undecided"])
+        code, out, err = self.gated(qrels=qrels)
+        self.assertNotIn("judged@k", out)          # no row below 1: no column
+
+    def test_many_ids_point_to_to_label(self):
+        # Six queries, each x (unjudged) above a: mrr@2 1/2 each, upper 1 each.
+        qrels = {"q%d" % i: {"a": 1} for i in range(1, 7)}
+        run = {"q%d" % i: ["x", "a"] for i in range(1, 7)}
+        code, out, err = self.gated(qrels=qrels, run=run, baseline={"mrr@2": 1.0})
+        self.assertEqual(code, 1, err)
+        self.assertIn("REGRESSED (undecided: 6 unjudged ids could explain it; label them: "
+                      "--to-label FILE)", out)
+        self.assertNotIn("q1:x", out)
+
+    def test_library(self):
+        report = rag_eval.evaluate(self.QRELS, self.RUN, k=2, measures="mrr,recall",
+                                   unjudged_bounds=True)
+        result = rag_eval.gate(report, self.BASELINE)
+        self.assertFalse(result.passed)
+        self.assertEqual([(c.measure, c.undecided and c.undecided["ids"]) for c in
+                          result.regressions], [("mrr@2", 2), ("recall@2", None)])
+        plain = rag_eval.gate(rag_eval.evaluate(self.QRELS, self.RUN, k=2, measures="mrr"),
+                              {"mrr@2": 1.0})
+        self.assertEqual([(c.status, c.judged, c.undecided) for c in plain.changes],
+                         [("regressed", None, None)])
+
+    def test_the_readme_shows_it(self):
+        readme = read_text(os.path.join(HERE, "README.md"))
+        section = readme[readme.index("**The gate says when unjudged ids"):]
+        baseline = {"mrr@2": 1.0}
+        code, out, err = self.report_of("--metrics", "mrr", "--k", "2", "--baseline",
+                                        self.write("baseline.json", json.dumps(baseline)),
+                                        qrels=self.QRELS, run=self.RUN)
+        self.assertEqual(code, 1, err)
+        graded = self.write("to_label.jsonl", "".join(
+            json.dumps({"query_id": q, "id": i, "grade": 1}) + "\n"
+            for q, i in (("q1", "x"), ("q2", "y"))))
+        again = self.report_of("--metrics", "mrr", "--k", "2", "--baseline",
+                               os.path.join(self.tmp, "baseline.json"), "--qrels", graded,
+                               qrels=self.QRELS, run=self.RUN)
+        self.assertEqual(again[0], 0, again[2])
+        shown = [line.replace(self.tmp + os.sep, "") for text in (out, again[1])
+                 for line in text.splitlines() if line.startswith(("gate vs", "  mrr@2",
+                                                                   "  measure"))]
+        self.assertEqual(len(shown), 6)
+        for line in shown:
+            self.assertIn(line, section)
+
+    def test_no_hold_out_id_is_named(self):
+        # q1, q2 overall; h1, h2 held out.  Baseline run: every relevant id at rank 1 (mrr@2 1).
+        # New run: q1 and h1 rank an unjudged id first: overall mrr@2 (1/2 + 1) / 2 = 0.75,
+        # undecided by q1:x1; the hold-out also 0.75, plainly REGRESSED (its bounds are not used).
+        qrels = self.write("q.json", json.dumps({"q1": {"a": 1}, "q2": {"b": 1},
+                                                 "h1": {"c": 1}, "h2": {"d": 1}}))
+        queries = self.write("meta.jsonl", "".join(
+            json.dumps({"query_id": q, "slices": {"split": s}}) + "\n"
+            for q, s in (("q1", "main"), ("q2", "main"), ("h1", "holdout"), ("h2", "holdout"))))
+        good = self.write("good.json", json.dumps({"q1": ["a"], "q2": ["b"], "h1": ["c"],
+                                                   "h2": ["d"]}))
+        new = self.write("new.json", json.dumps({"q1": ["x1", "a"], "q2": ["b"],
+                                                 "h1": ["hx", "c"], "h2": ["d"]}))
+        saved = os.path.join(self.tmp, "b.json")
+        common = ["--queries", queries, "--holdout", "split=holdout", "--metrics", "mrr",
+                  "--k", "2"]
+        code, out, err = run_cli(qrels, good, *common, "--save-baseline", saved)
+        self.assertEqual(code, 0, err)
+        for fmt in ("text", "markdown", "json"):
+            code, out, err = run_cli(qrels, new, *common, "--baseline", saved, "--format", fmt)
+            self.assertEqual(code, 1, err)
+            self.assertNotIn("hx", out + err)
+            self.assertNotIn("h1", out + err)
+        doc = json.loads(out)
+        rows = {c["slice"]: c for c in doc["gate"]["changes"]}
+        self.assertEqual(rows[None]["undecided"], {"ids": 1, "named": ["q1:x1"], "upper": 1.0})
+        self.assertEqual((rows["split=holdout"]["status"], rows["split=holdout"]["undecided"],
+                          rows["split=holdout"]["judged"]), ("regressed", None, None))
+
+
 class LabelHashTest(TempDir, unittest.TestCase):
     """Per-query label hashes (decision D): the definition, pinned; kept in
     saved baselines; a changed qrels file names the queries whose labels
@@ -5292,7 +5427,7 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         self.assertEqual(doc["gate"]["slice_max_drop"], {})
         for entry in doc["gate"]["changes"]:
             self.assertEqual(set(entry), {"measure", "baseline", "current", "delta", "status",
-                                          "p_value", "slice"})
+                                          "p_value", "slice", "judged", "undecided"})
             self.assertIsNone(entry["slice"])
 
     def test_json_schema(self):
