@@ -7710,17 +7710,23 @@ def _run_cli(args, stdout, stderr):
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
         return report._replace(inputs=dict(report.inputs, **more_inputs))
-    # A gate scores the bounds too, to tell an undecided regression (shown only if asked).
-    report = _with_meta(score(args.run, bounds=args.unjudged_bounds or baseline is not None),
-                        meta)
-    if label_notes:
-        report = report._replace(warnings=tuple(label_notes) + report.warnings)
+    def scored(bounds):
+        report = _with_meta(score(args.run, bounds=bounds), meta)
+        if label_notes:
+            report = report._replace(warnings=tuple(label_notes) + report.warnings)
+        return report
+    report = scored(args.unjudged_bounds)
     references = [(path, score(path)) for path in args.compare]
     comparisons = compare_all(report, references, **options) if references else ()
     result = None
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
                       same=args.same, slice_max_drop=slice_max_drop, **options)
+        if result.regressions and report.unjudged is None and args.run != "-":
+            # Only a failed gate needs the bounds, to tell an undecided regression (and
+            # judged@k): a second pass, so a passing gate costs what it did.
+            result = gate(scored(True), baseline, max_drop=args.max_drop, mode=args.gate_mode,
+                          same=args.same, slice_max_drop=slice_max_drop, **options)
         if not args.unjudged_bounds:
             report = report._replace(unjudged=None)
     baseline_name = baseline.source if baseline else "baseline"
