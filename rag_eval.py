@@ -3327,6 +3327,13 @@ def _top_entries(ranking, depth):
         pairs = ranking.items() if isinstance(ranking, dict) else zip(*ranking)
         entries = sorted(((doc, float(score)) for doc, score in pairs),
                          key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
+    top, scores, read = _first_distinct(entries, depth)
+    return top, scores, read, len({doc for doc, _ in entries})
+
+
+def _first_distinct(entries, depth):
+    """(top, scores, read) of _top_entries from (doc, score) entries in rank
+    order: the first depth + 1 distinct ids (fewer when the entries end)."""
     top, scores, seen, read = [], [], set(), 0
     for doc, score in entries:
         read += len(top) < depth            # entries read until the top is full
@@ -3336,7 +3343,7 @@ def _top_entries(ranking, depth):
             scores.append(score)
             if len(top) > depth:            # one past the deepest cutoff shows a straddling tie
                 break
-    return top, scores, read, len({doc for doc, _ in entries})
+    return top, scores, read
 
 
 _rank = _rank_plain     # hook: Part II installs _rank_fast
@@ -3682,8 +3689,7 @@ class _QueryScorer:
         if ranking is None:
             ids, scores, read, returned, chunks = [], [], 0, 0, []
         else:
-            ranking = _text_ids(ranking)
-            top, scores, read, returned = _top_entries(ranking, self.depth)
+            ranking, top, scores, read, returned = _top_chunks(ranking, self.depth)
             ids = top[:self.depth]
             try:
                 chunks = self.mapping.resolve(ranking, ids)
@@ -3839,6 +3845,20 @@ def _text_ids(ranking):
     return ranking
 
 
+def _top_chunks_plain(ranking, depth):
+    """(ranking, top, scores, read, returned): the ranking with text ids (see
+    _text_ids) and its _top_entries.
+
+    >>> _top_chunks_plain(_Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
+    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, 2)
+    """
+    ranking = _text_ids(ranking)
+    return (ranking,) + _top_entries(ranking, depth)
+
+
+_top_chunks = _top_chunks_plain     # hook: Part II installs _top_chunks_fast
+
+
 class _Mapping:
     """Where each retrieved id comes from (its Chunk): a chunk map, the part of
     the id before the last ``doc_sep``, or the run's own fields (objects in a
@@ -3870,7 +3890,7 @@ class _Mapping:
                     for chunk_id in ids]
         table = self.chunks if self.chunks is not None else self.inline
         docs = ranking.docs if type(ranking) is _Scored else ranking
-        if not all(map(table.__contains__, docs)):
+        if not table.keys() >= set(docs):     # (a quarter faster than all(map(...)) on 1M ids)
             missing = next(doc for doc in docs if doc not in table)
             if self.chunks is not None:
                 raise EvalError("retrieved id %r is not in the chunk map" % missing)
@@ -7910,6 +7930,9 @@ def _command():
 #                                                                         _agrees_on_mutated_lines
 #   _rank_fast (in order,   _rank                _rank_plain              rankers
 #     heapq top)
+#   _top_chunks_fast        _top_chunks          _top_chunks_plain        top_chunks
+#     (ids decoded at once,
+#     in order: top window)
 #   _scored_run_forked      _scored_run          _scored_run_plain        reports_are_byte_identical
 #     (forked workers)                                                    (and ParallelTest,
 #                                                                         FuzzTest)
@@ -8242,6 +8265,42 @@ def _has_comments(data):
 
 
 # --- Ranking without sorting -----------------------------------------------------
+
+def _top_chunks_fast(ranking, depth):
+    """_top_chunks_plain for a _Scored: the fast reader's bytes ids decoded in
+    one call (no id holds a newline), and scores already in descending order
+    (the usual file) sort only the window of the top, to the end of its tied
+    group, when no id repeats there; only the window's scores go through
+    float().  Anything else takes the plain path.
+
+    >>> _top_chunks_fast(_Scored([b"a", b"b", b"c"], [b"2", b"2", b"1"]), 1)
+    (_Scored(docs=['a', 'b', 'c'], scores=[b'2', b'2', b'1']), ['b', 'a'], [2.0, 2.0], 1, 3)
+    """
+    if type(ranking) is not _Scored or not ranking.docs:
+        return _top_chunks_plain(ranking, depth)
+    docs = ranking.docs
+    if isinstance(docs[0], bytes):
+        text = b"\n".join(docs).decode("utf-8", "surrogateescape").split("\n")
+        if len(text) != len(docs):
+            return _top_chunks_plain(ranking, depth)
+        docs = text
+        ranking = _Scored(docs, ranking.scores)
+    raw = ranking.scores        # decimal tokens compare as their numbers (see _decimal_tokens)
+    n = len(raw)
+    if not all(map(operator.ge, raw, itertools.islice(raw, 1, None))):
+        return _top_chunks_plain(ranking, depth)
+    end = min(depth + 1, n)     # the window: to the end of the tied group at depth + 1
+    while end < n and raw[end] == raw[end - 1]:
+        end += 1
+    scores = list(map(float, raw[:end]))
+    window = list(zip(docs[:end], scores))
+    if len(set(scores)) < end:  # a tie: the tie rule orders its group
+        window.sort(key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
+    top, top_scores, read = _first_distinct(window, depth)
+    if len(top) <= depth and end < n:   # a repeat: the top reaches past the window
+        return _top_chunks_plain(ranking, depth)
+    return ranking, top, top_scores, read, len(set(docs))
+
 
 class _Top(NamedTuple):
     docs: list         # the first K distinct ids, best first
@@ -8807,6 +8866,7 @@ _HOOKS = {
     "_labels_for_ranking": (_labels_for_fast, _labels_for),
     "_trec_qrels": (_trec_qrels_whole, _trec_qrels_checked),
     "_rank": (_rank_fast, _rank_plain),
+    "_top_chunks": (_top_chunks_fast, _top_chunks_plain),
     "_scored_run": (_scored_run_forked, _scored_run_plain),
     "_input_of": (_HashingInput, _Input),
 }

@@ -5975,6 +5975,46 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             forms[form] += 1
         self.assertGreater(min(forms.values()), 1000, forms)
 
+    # -- _top_chunks: _top_chunks_fast == _top_chunks_plain -----------------------
+    def test_top_chunks(self):
+        # _Scored with text or the fast reader's bytes ids (some not UTF-8, cut
+        # mid-character) and decimal tokens, in order or not; ties, repeats
+        # near the top and below it; score maps and ranked lists; any depth.
+        rng = random.Random(22)
+        odd = [b"\xff", b"\xe2\x82", b"\xc3\xa9", b"\xf0\x9f\x98\x80", b"Z", b"\xed\xa0\x80"]
+        seen = {"list": 0, "dict": 0, "text": 0, "bytes": 0, "tokens": 0, "in order": 0,
+                "tie": 0, "repeat": 0}
+        for case in range(6000):
+            n = rng.randint(0, 16)
+            ids = [b"d%d" % rng.randrange(max(1, n + rng.randint(-3, 8))) for _ in range(n)]
+            ids = [rng.choice(odd) + doc if rng.random() < 0.1 else doc for doc in ids]
+            # The reader's scores: decimal tokens of one layout (_decimal_tokens),
+            # else floats.  Few distinct values: ties.
+            layout = rng.choice([b"%d", b"%.1f", b"%04.1f", None])
+            high = {b"%d": 9, b"%.1f": 9, b"%04.1f": 99, None: 30}[layout]
+            scores = [float(rng.randint(0, 3)) if rng.random() < 0.5
+                      else round(rng.uniform(0, high), 0 if layout == b"%d" else 1)
+                      for _ in range(n)]
+            if rng.random() < 0.7:
+                scores.sort(reverse=True)
+            given = [layout % score for score in scores] if layout else scores
+            form = rng.choice(["list", "dict", "text", "bytes", "bytes"])
+            text = [doc.decode("utf-8", "surrogateescape") for doc in ids]
+            ranking = {"list": text, "dict": dict(zip(text, scores)),
+                       "text": rag_eval._Scored(text, scores),
+                       "bytes": rag_eval._Scored(ids, given)}[form]
+            depth = rng.randint(1, 12)
+            fast = rag_eval._top_chunks_fast(ranking, depth)
+            plain = rag_eval._top_chunks_plain(ranking, depth)
+            self.assertEqual(fast, plain, (ranking, depth))
+            self.assertEqual(type(fast[0]), type(plain[0]))
+            seen[form] += 1
+            seen["tokens"] += form == "bytes" and layout is not None
+            seen["in order"] += scores == sorted(scores, reverse=True)
+            seen["tie"] += len(set(scores[:depth + 1])) < len(scores[:depth + 1])
+            seen["repeat"] += len(set(ids[:depth + 1])) < len(ids[:depth + 1])
+        self.assertGreater(min(seen.values()), 500, seen)
+
     # -- every hook at once: byte-identical reports ------------------------------
     def cli(self, folder, argv):
         out, err = io.StringIO(), io.StringIO()
