@@ -6720,7 +6720,17 @@ class _Fuzz:
                           "recall()@5", "recall(rel=2 )@5", "Recall@5", "recip_rank",
                           "recall@1e400", "recall(rel=1e400)@5", "recall@\u0665",
                           "judged(rel=2)@5", "\u0000", "recall@5\n",
-                          "ndcg(gain=linear,gain=linear)@5"],
+                          "ndcg(gain=linear,gain=linear)@5",
+                          # issues 11-13: units, budgets, abstention, unjudged ids
+                          "recall(unit=doc),diversity(unit=doc)", "ndcg(unit=evidence)@5",
+                          "recall(cover=0.5,unit=evidence)@3", "span_recall@3,span_iou(dup=count)@3",
+                          "recall(budget=5,unit=doc)", "recall(budget=0)", "diversity@3",
+                          "abstained,answered,clean@3,abstention_f1", "recall(unjudged=skip)@5",
+                          "recall(cover=2,unit=evidence)@3", "complete(unit=doc)@all"],
+            "--doc-sep": ["#", "", "d", "/", "%p", "\u00e9"],
+            "--unit": ["id", "doc", "evidence", "x"],
+            "--min-score": ["0.5", "-1", "nan", "x", "", "1e400"],
+            "--pool-depth": ["5", "0", "x"],
             "--rel": ["1", "2", "3", "0", "-1", "1.5", "", "\u0662", "1e400", " 2", "1_0",
                       "9" * 30],
             "--max-drop": ["0.02", "5%", "0.1", "1", "100%", "-0.1", "nan", "inf", "0", "0%", "1e-400",
@@ -6759,7 +6769,8 @@ class _Fuzz:
         for name, p in (("--k", 0.3), ("--metrics", 0.35), ("--rel", 0.1), ("--max-drop", 0.2),
                         ("--format", 0.5), ("--gate", 0.15), ("--gain", 0.1), ("--alpha", 0.05),
                         ("--seed", 0.05), ("--qrels-format", 0.1), ("--run-format", 0.1),
-                        ("--average", 0.1)):
+                        ("--average", 0.1), ("--doc-sep", 0.08), ("--unit", 0.05),
+                        ("--min-score", 0.05)):
             if rng.random() < p:
                 extra += [name, self.option(name)]
         if rng.random() < 0.05:
@@ -7050,7 +7061,8 @@ class FuzzTest(TempDir, unittest.TestCase):
                 or argv[:2] != [a for a in argv if not a.startswith("-")][:2]:
             return                      # stdin, an input overwritten, or argv reordered
         again = list(argv[:2])
-        for name in ("--k", "--metrics", "--rel", "--gain", "--qrels-format", "--run-format"):
+        for name in ("--k", "--metrics", "--rel", "--gain", "--qrels-format", "--run-format",
+                     "--doc-sep", "--unit", "--min-score"):
             value = _fuzz_option(argv, name)
             if value is not None:
                 again += [name, value]
