@@ -3781,6 +3781,13 @@ class _QueryScorer:
         self.bounds_depth = max([m.k if isinstance(m.k, int) else _WHOLE_RANKING
                                  for m, *_ in self.bounds] or [0])
 
+    def ask_judged(self, measures):
+        """Score judged@k only, at every cutoff over ids (what every gate shows
+        beside its measures, see _with_unjudged): no bounds, no ids listed."""
+        if self.mapped:
+            return
+        self.bounds, self.judged_at, self.bounds_depth = [], _judged_cutoffs(measures), 0
+
     def is_scored(self, grades):
         """True when a query's grades (see _sorted_grades) hold a relevant one;
         else the query is unscored."""
@@ -3993,7 +4000,8 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
     """The _QueryScorer of validated qrels (id labels or label lists), of the
     mapping given (a _ChunkMap, a separator, or neither) and of the queries
     the test set states unanswerable; ``bounds``: it scores the unjudged
-    bounds too (see _QueryScorer.ask_bounds)."""
+    bounds too (see _QueryScorer.ask_bounds), or with "judged" judged@k only
+    (see _QueryScorer.ask_judged)."""
     grades, spans, versions = _split_qrels(qrels)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
@@ -4002,7 +4010,9 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
             mapping.label_versions.setdefault(doc, (qid, sha))
     scorer = _QueryScorer(grades, measures, rel, average, spans, mapping)
     scorer.min_score = _checked_min_score(min_score)
-    if bounds:
+    if bounds == "judged":
+        scorer.ask_judged(measures)
+    elif bounds:
         scorer.ask_bounds(measures)
     return _answerability(scorer, testset and testset.queries)
 
@@ -5201,7 +5211,7 @@ def _query_unjudged(scorer, ranked, grades, ranking, labels):
               for m, name, func, args in scorer.bounds}
     judged_at = {k: judged(ranked, grades, k) for k in scorer.judged_at}
     ids = []
-    if ranking is not None and len(ranked.labelled) < ranked.length:
+    if scorer.bounds and ranking is not None and len(ranked.labelled) < ranked.length:
         ids = _unjudged_top(ranking, labels, scorer.bounds_depth)
     return {"bounds": bounds, "judged": judged_at, "ids": ids}
 
@@ -7746,16 +7756,19 @@ def _run_cli(args, stdout, stderr):
         if label_notes:
             report = report._replace(warnings=tuple(label_notes) + report.warnings)
         return report
-    report = scored(args.unjudged_bounds)
+    # Every gate shows judged@k (cheap); the bounds that tell an undecided regression
+    # are scored at once only for a run read from stdin, which cannot be read twice.
+    first = args.unjudged_bounds or (baseline is not None and (args.run == "-" or "judged"))
+    report = scored(first)
     references = [(path, score(path)) for path in args.compare]
     comparisons = compare_all(report, references, **options) if references else ()
     result = None
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
                       same=args.same, slice_max_drop=slice_max_drop, **options)
-        if result.regressions and report.unjudged is None and args.run != "-":
-            # Only a failed gate needs the bounds, to tell an undecided regression (and
-            # judged@k): a second pass, so a passing gate costs what it did.
+        if result.regressions and first == "judged":
+            # Only a failed gate needs the bounds, to tell an undecided regression: a
+            # second pass, so a passing gate costs what it did.
             result = gate(scored(True), baseline, max_drop=args.max_drop, mode=args.gate_mode,
                           same=args.same, slice_max_drop=slice_max_drop, **options)
         if not args.unjudged_bounds:

@@ -5155,6 +5155,28 @@ class UndecidedGateTest(TempDir, unittest.TestCase):
         code, out, err = self.gated(qrels=qrels)
         self.assertNotIn("judged@k", out)          # no row below 1: no column
 
+    def test_judged_beside_a_passing_gate(self):
+        # Baseline 0.75 on both: no drop, the gate passes; judged@2 0.5 is still shown.
+        code, out, err = self.gated(baseline={"mrr@2": 0.75, "recall@2": 0.75})
+        self.assertEqual(code, 0, err)
+        self.assertIn("mrr@2     0.7500    0.7500   +0.0000  unchanged  0.5000", out)
+        self.assertIn("judged@k", out)
+        code, out, err = self.gated("--format", "json",
+                                    baseline={"mrr@2": 0.75, "recall@2": 0.75})
+        rows = {c["measure"]: c for c in json.loads(out)["gate"]["changes"]}
+        self.assertEqual([(rows[m]["judged"], rows[m]["undecided"]) for m in sorted(rows)],
+                         [(0.5, None), (0.5, None)])
+
+    def test_a_run_from_stdin_is_marked_too(self):
+        # The same gate as test_undecided_still_fails, the run read from standard input.
+        code, out, err = run_cli(self.write("q.json", json.dumps(self.QRELS)), "-",
+                                 "--metrics", "mrr,recall", "--k", "2", "--baseline",
+                                 self.write("b.json", json.dumps(self.BASELINE)),
+                                 stdin=json.dumps(self.RUN))
+        self.assertEqual(code, 1, err)
+        self.assertIn("REGRESSED (undecided: 2 unjudged ids could explain it: q1:x, q2:y; "
+                      "label them: --to-label FILE)  0.5000", out)
+
     def test_many_ids_point_to_to_label(self):
         # Six queries, each x (unjudged) above a: mrr@2 1/2 each, upper 1 each.
         qrels = {"q%d" % i: {"a": 1} for i in range(1, 7)}
