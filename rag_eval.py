@@ -2539,9 +2539,10 @@ def _jsonl_records(inp):
             yield where, _json_loads(_decode(line, where), inp.name, number)
 
 
-def _jsonl_qrels(inp):
-    """(qrels, queries) of JSONL qrels: one query a line (see _test_set_line), or
-    one label a line {"query_id": ..., "doc": ..., "grade": ...}.  ``queries``
+def _jsonl_qrels(inp, rows_label="id"):
+    """(qrels, queries) of JSONL qrels: one query a line (see _test_set_line),
+    one label a line {"query_id": ..., "doc": ..., "grade": ...}, or graded
+    to-label rows (labelling what ``rows_label`` says, see _add_id_label).  ``queries``
     is None when no line says what its query is (see _query_info), else the
     _query_info of every query.
 
@@ -2564,7 +2565,7 @@ def _jsonl_qrels(inp):
                 raise EvalError('%s: a to-label row after query or label lines: a file holds '
                                 'one form (to-label rows, label lines or query lines; say '
                                 'answerability in --queries)' % where)
-            _add_id_label(by_id, pending, record, where)
+            _add_id_label(by_id, pending, record, where, rows_label)
             id_rows = True
             continue
         if id_rows:
@@ -2605,9 +2606,12 @@ def _jsonl_qrels(inp):
 #
 # --to-label writes {"query_id", "id", ["doc", "start", "end",] "best_rank",
 # "runs", "grade": null} (see _to_label_rows); with the grades filled in the
-# file is qrels.  A row labels the chunk id (unit=id) and, when it names one,
-# its document (unit=doc, the highest grade of its rows); never a span, since
-# evidence spans are written by people.  A row still null is skipped.
+# file is qrels.  A row labels one key of the qrels map: the chunk id when the
+# measures count ids, its document (the highest grade of its rows) when they
+# count documents or evidence, since one {key: grade} map read both ways would
+# count the chunk as a relevant document, or the document as a relevant id
+# (see _rows_label); never a span, since evidence spans are written by people.
+# A row still null is skipped.
 
 def _is_id_label_line(record):
     """True for a to-label row: an "id" and a "grade" beside the query, no labels."""
@@ -2616,16 +2620,35 @@ def _is_id_label_line(record):
                 key for key in record if key not in ("doc", "start", "end", "grade")))
 
 
-def _add_id_label(by_id, pending, record, where):
-    """Put one to-label row into ``by_id`` {qid: {id: grade}}; a row whose grade
+def _rows_label(measures):
+    """What a graded to-label row labels when these measures are scored: "id"
+    (its chunk id) when every measure counts ids, "doc" (its document) when
+    every one counts documents or evidence; None when both kinds are asked,
+    where a row naming a document is an error (see _add_id_label).
+
+    >>> _rows_label(resolve_measures("mrr", 5)), _rows_label(resolve_measures("mrr", 5, unit="doc"))
+    ('id', 'doc')
+    """
+    views = {_UnitCall.of(m).view == "id" for m in measures}
+    return "id" if views == {True} else "doc" if views == {False} else None
+
+
+def _add_id_label(by_id, pending, record, where, rows_label="id"):
+    """Put one to-label row into ``by_id`` {qid: {key: grade}}, its key the
+    chunk id or, with ``rows_label`` "doc", the document it names (the
+    highest grade of its rows; a row without one: its id); a row whose grade
     is still null goes to ``pending`` (its place).
 
-    >>> by_id, pending = {}, []
-    >>> _add_id_label(by_id, pending, {"query_id": "q", "id": "c1", "doc": "d", "grade": 2}, "f:1")
-    >>> _add_id_label(by_id, pending, {"query_id": "q", "id": "c2", "doc": "d", "grade": 0}, "f:2")
-    >>> _add_id_label(by_id, pending, {"query_id": "q", "id": "c3", "grade": None}, "f:3")
-    >>> by_id, pending
-    ({'q': {'c1': 2, 'd': 2, 'c2': 0}}, ['f:3'])
+    >>> rows = [{"query_id": "q", "id": "c1", "doc": "d", "grade": 2},
+    ...         {"query_id": "q", "id": "c2", "doc": "d", "grade": 0},
+    ...         {"query_id": "q", "id": "c3", "grade": None}]
+    >>> for label in ("id", "doc"):
+    ...     by_id, pending = {}, []
+    ...     for n, row in enumerate(rows, 1):
+    ...         _add_id_label(by_id, pending, row, "f:%d" % n, label)
+    ...     print(by_id, pending)
+    {'q': {'c1': 2, 'c2': 0}} ['f:3']
+    {'q': {'d': 2}} ['f:3']
     """
     if record["grade"] is None:
         pending.append(where)
@@ -2636,12 +2659,17 @@ def _add_id_label(by_id, pending, record, where):
     grade = _as_grade(record["grade"], "%s: grade" % where)
     _span_fields(record, where)        # checked, not kept: a chunk's span is no evidence
     grades = by_id.setdefault(qid, {})
-    if grades.setdefault(chunk_id, grade) != grade:
+    doc = record.get("doc")
+    if doc is not None and rows_label != "id":
+        if rows_label is None:
+            raise EvalError("%s: a to-label row naming a document labels the chunk id for "
+                            "measures over ids and the document for unit=doc|evidence: score "
+                            "the two kinds in separate runs" % where)
+        doc = _as_id(doc, "%s: doc" % where)
+        grades[doc] = max(grade, grades.get(doc, grade))
+    elif grades.setdefault(chunk_id, grade) != grade:
         raise EvalError("%s: query %r: id %r is graded twice (%d and %d)"
                         % (where, qid, chunk_id, grades[chunk_id], grade))
-    if record.get("doc") is not None:
-        doc = _as_id(record["doc"], "%s: doc" % where)
-        grades[doc] = max(grade, grades.get(doc, grade))
 
 
 def _test_set_line(record, where):
@@ -3116,11 +3144,12 @@ def _open_input(source, format, kind):
     return inp, fmt
 
 
-def _read_qrels(source, format=None, notes=None):
+def _read_qrels(source, format=None, notes=None, rows_label="id"):
     """(qrels, input info, queries) from any supported source: ``queries`` is
     what a test-set JSONL file says of each query (see _jsonl_qrels), None
     when it says nothing (and from every other format).  A note on rows left
-    without a grade is added to the list ``notes`` when given."""
+    without a grade is added to the list ``notes`` when given; graded
+    to-label rows label what ``rows_label`` says (see _rows_label)."""
     inp, fmt = _open_input(source, format, "qrels")
     queries = None
     if fmt == "trec":
@@ -3130,7 +3159,7 @@ def _read_qrels(source, format=None, notes=None):
     elif fmt == "json":
         qrels = dict(_json_queries(inp, "qrels"))
     else:
-        qrels, queries = _jsonl_qrels(inp)
+        qrels, queries = _jsonl_qrels(inp, rows_label)
         if getattr(inp, "pending", 0) and notes is not None:
             notes.append("%s: skipped %s with \"grade\": null (not labelled yet)"
                          % (inp.name, _plural(inp.pending, "row", "rows")))
@@ -3514,7 +3543,8 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     average = _checked_average(average)
     meta = _checked_meta(meta)
-    qrels, qrels_info, described = _read_qrels(qrels, qrels_format)
+    qrels, qrels_info, described = _read_qrels(qrels, qrels_format,
+                                               rows_label=_rows_label(measures))
     metadata, info, notes = _metadata(described, qrels_info["path"], queries)
     testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, average, info, notes)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
@@ -7509,16 +7539,18 @@ def _add_unjudged_options(parser):
                         "whole ranking)")
 
 
-def _read_all_qrels(args, notes):
+def _read_all_qrels(args, notes, measures):
     """(qrels, input info, queries, more inputs) of QRELS and every --qrels
     FILE, merged; ``more inputs`` names the extra files' info "qrels.2", ...
-    in the report's inputs."""
-    qrels, info, described = _read_qrels(args.qrels, args.qrels_format, notes)
+    in the report's inputs.  To-label rows label what ``measures`` count."""
+    rows_label = _rows_label(measures)
+    qrels, info, described = _read_qrels(args.qrels, args.qrels_format, notes, rows_label)
     if not args.extra_qrels:
         return qrels, info, described, {}
     parts, infos = [(info["path"], qrels)], {}
     for path in args.extra_qrels:
-        more, more_info, more_described = _read_qrels(path, args.qrels_format, notes)
+        more, more_info, more_described = _read_qrels(path, args.qrels_format, notes,
+                                                      rows_label)
         if more_described is not None:
             raise EvalError("%s: says what its queries are (slices, answerable, ...): query "
                             "metadata comes from QRELS or --queries, not from --qrels"
@@ -7737,7 +7769,7 @@ def _run_cli(args, stdout, stderr):
     allow_unlabelled = args.allow_unlabelled_run or args.to_label is not None or any(
         parse_measure(m).name == "judged" for m in metrics)
     label_notes = []
-    qrels, qrels_info, described, more_inputs = _read_all_qrels(args, label_notes)
+    qrels, qrels_info, described, more_inputs = _read_all_qrels(args, label_notes, metrics)
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,

@@ -4013,10 +4013,28 @@ class ToLabelTest(TempDir, unittest.TestCase):
         self.assertEqual(rows[1]["doc"], "Z")
         self.assertNotIn("start", rows[1])
         graded = self.write("g.jsonl", jsonl(dict(rows[0], grade=2)))
-        # The graded row labels chunk x (unit=id) and its document D (unit=doc); its
-        # span is never evidence.
-        qrels, _, _ = rag_eval._read_qrels(graded)
-        self.assertEqual(qrels, {"q1": {"x": 2, "D": 2}})
+        # The graded row labels chunk x for measures over ids, its document D for
+        # unit=doc (never both in one map); its span is never evidence.
+        self.assertEqual(rag_eval._read_qrels(graded)[0], {"q1": {"x": 2}})
+        self.assertEqual(rag_eval._read_qrels(graded, rows_label="doc")[0], {"q1": {"D": 2}})
+        self.assertBad(extra=["--qrels", graded, "--chunks", chunks, "--metrics",
+                              "mrr@2,success(unit=doc)@2"], expect="g.jsonl:1")
+
+    def test_graded_rows_add_no_label_that_does_not_exist(self):
+        # q1 labels chunk a#1 (or document a); the run ranks x#1, a#1.  The pool lists
+        # x#1 (doc x); graded 1 it is one more relevant chunk (or document):
+        # recall@2 = 2 found / 2 relevant = 1, never 2/3 from counting x#1 and x both.
+        run = {"q1": ["x#1", "a#1"]}
+        for qrels, unit in (({"q1": {"a#1": 1}}, "id"), ({"q1": {"a": 1}}, "doc")):
+            rows = self.rows("--k", "2", "--doc-sep", "#", "--unit", unit, qrels=qrels,
+                             run=run)
+            self.assertEqual([(r["id"], r["doc"]) for r in rows], [("x#1", "x")])
+            graded = self.write("g.jsonl", jsonl(dict(rows[0], grade=1)))
+            code, out, err = self.report_of("--k", "2", "--doc-sep", "#", "--unit", unit,
+                                            "--metrics", "recall,map", "--qrels", graded,
+                                            "--format", "json", qrels=qrels, run=run)
+            self.assertEqual(code, 0, err)
+            self.assertEqual(list(json.loads(out)["mean"].values()), [1.0, 1.0], unit)
 
     def test_hold_out_rows_are_not_written(self):
         testset = self.write("t.jsonl", jsonl(
