@@ -1948,6 +1948,34 @@ class _Input:
 _input_of = _Input      # hook: Part II installs _HashingInput
 
 
+class _Held:
+    """An input that is not a regular file (stdin, a pipe), read once and
+    held in memory under its own name, so that it can be read again (a failed
+    gate's bounds, --to-label, --sweep-min-score); see _held."""
+
+    def __init__(self, source):
+        inp = _Input(source)
+        self.name = inp.name
+        try:
+            self.data = b"".join(inp._raw_blocks())
+        except OSError as exc:
+            raise _os_error(self.name, exc) from None
+
+    def read(self):
+        return self.data
+
+
+def _held(source):
+    """``source``, or a _Held copy of it when it cannot be read twice.
+
+    >>> _held(__file__) == __file__
+    True
+    """
+    if source != "-" and (_is_regular_file(source) or not os.path.exists(source)):
+        return source
+    return _Held(source)
+
+
 def _sha256_of_file(path, name):
     """The sha256 of a file's bytes (hexadecimal)."""
     digest = hashlib.sha256()
@@ -5002,24 +5030,25 @@ def _judged_only(func, ranked, grades, *args):
 
 def _merged_qrels(parts):
     """One qrels from [(file name, qrels)]: the labels of every file; the same
-    (query, id) graded twice must agree.  Both forms ({id: grade}, label lists)
-    may be merged, but not with each other.
+    (query, id) graded twice must agree.  Beside label lists, {id: grade}
+    labels are whole-document labels (as they are read by unit=doc|evidence,
+    the only measures label lists serve; a graded --to-label file, say).
 
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"y": 0}, "p": {"z": 2}})])
     {'q': {'x': 1, 'y': 0}, 'p': {'z': 2}}
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"x": 2}})])
     Traceback (most recent call last):
     rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
+    >>> _merged_qrels([("a", {"q": [Label("x", 0, 9, 2)]}), ("b", {"q": {"y": 1}})])["q"]
+    [Label(doc='x', start=0, end=9, grade=2, doc_sha256=None), Label(doc='y', start=None, end=None, grade=1, doc_sha256=None)]
     """
-    merged, origin, forms = {}, {}, {}
+    if any(type(labels) is list and labels for _, qrels in parts for labels in qrels.values()):
+        parts = [(name, {qid: labels if type(labels) is list else
+                         [Label(doc, None, None, grade) for doc, grade in labels.items()]
+                         for qid, labels in qrels.items()}) for name, qrels in parts]
+    merged, origin = {}, {}
     for name, qrels in parts:
         for qid, labels in qrels.items():
-            if labels:
-                forms.setdefault(type(labels) is list, name)
-            if len(forms) > 1:
-                raise EvalError("%s gives {id: grade} labels and %s label lists (doc, start, "
-                                "end): merged qrels must be one form"
-                                % (forms[False], forms[True]))
             here = merged.setdefault(qid, [] if type(labels) is list else {})
             if type(here) is not type(labels):      # {} and [] of queries with no label
                 here = merged[qid] = type(labels)(here)
@@ -5053,18 +5082,20 @@ def _label_key_text(key):
 
 
 def _pool_depth(measures, given=None):
-    """How deep --to-label looks: ``given``, else the largest finite cutoff of
-    the measures, else the whole ranking.
+    """How deep --to-label looks: ``given``, else the deepest any measure
+    reads labels: its cutoff, or the whole ranking (@all, no cutoff, a budget).
 
-    >>> _pool_depth(resolve_measures("recall@5,mrr@10,map@all"))
+    >>> _pool_depth(resolve_measures("recall@5,mrr@10,clean@20"))
     10
-    >>> _pool_depth(resolve_measures("rprec")) == _WHOLE_RANKING
+    >>> _pool_depth(resolve_measures("recall@5,map@all")) == _WHOLE_RANKING
     True
     """
     if given is not None:
         return _positive_int(given, "--pool-depth")
-    cutoffs = [m.k for m in measures if isinstance(m.k, int)]
-    return max(cutoffs) if cutoffs else _WHOLE_RANKING
+    labelled = [m for m in measures if _REGISTRY[m.name].population
+                not in _UNANSWERABLE_POPULATIONS | {"answerable"}]
+    return max([m.k if isinstance(m.k, int) and not dict(m.params).get("budget")
+                else _WHOLE_RANKING for m in labelled] or [_WHOLE_RANKING])
 
 
 def _unjudged_top(ranking, labels, depth, doc_of=None):
@@ -5086,12 +5117,14 @@ def _unjudged_top(ranking, labels, depth, doc_of=None):
     return out
 
 
-def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset()):
+def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True):
     """The rows of --to-label: for each (query, id) unjudged in the top
     ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
     stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
     "runs", "grade": None}, sorted by best rank, then query, then id.  Only
     queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
+    With a ``mapping``, an id whose document is labelled is judged when the
+    measures count documents (``by_doc``); the rows name the documents.
 
     >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
     ...                       {"q": {"a": 1}}, 2)
@@ -5104,7 +5137,7 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset()):
         for qid, ranking in pairs:
             if qid not in qrels or qid in hidden or ranking is None:
                 continue
-            doc_of = None if mapping is None else _chunk_lookup(mapping)
+            doc_of = None if mapping is None or not by_doc else _chunk_lookup(mapping)
             for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
                 entry = found.setdefault((qid, doc), [rank, []])
                 entry[0] = min(entry[0], rank)
@@ -7561,11 +7594,15 @@ def _read_all_qrels(args, notes, measures):
 
 
 def _to_label_output(args, qrels, metadata_set, chunks, measures):
-    """(path, text) of --to-label: the runs are read again (so not from stdin)."""
+    """(path, text) of --to-label: the runs are read again, each cut by
+    --min-score as it was scored."""
     runs = []
     for path in [args.run] + args.compare:
         inp, fmt = _open_input(path, args.run_format, "run")
-        runs.append((inp.name, _run_queries(inp, fmt, grouped=False)))
+        queries = _run_queries(inp, fmt, grouped=False)
+        if args.min_score is not None:
+            queries = ((q, r if r is None else _cut(q, r, args.min_score)) for q, r in queries)
+        runs.append((inp.name, queries))
     mapping = None
     if chunks is not None or args.doc_sep is not None:
         mapping = _Mapping(chunks, args.doc_sep)
@@ -7573,7 +7610,9 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures):
     if metadata_set is not None:
         qrels = metadata_set.qrels(qrels)
         hidden = frozenset() if args.reveal_holdout else metadata_set.hidden
-    rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden)
+    qrels = _split_qrels(qrels)[0]      # span labels: the grades of their documents
+    rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden,
+                          by_doc=_rows_label(measures) != "id")
     return args.to_label, _to_label_text(rows)
 
 
@@ -7682,9 +7721,8 @@ def _check_paths(args):
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
     sources = ([args.qrels, args.run, args.baseline, args.chunks, args.queries] + args.compare
                + args.extra_qrels)
-    if args.to_label is not None and "-" in [args.run] + args.compare + [args.to_label]:
-        raise EvalError("--to-label reads the runs a second time and writes a file: give "
-                        "file names, not -")
+    if args.to_label == "-":
+        raise EvalError("--to-label writes a file beside the report: give a file name, not -")
     if args.pool_depth is not None:
         if args.to_label is None:
             raise EvalError("--pool-depth only applies with --to-label")
@@ -7720,7 +7758,8 @@ def _check_outputs(args):
         except (OSError, ValueError):
             return False
     inputs = [("QRELS", args.qrels), ("RUN", args.run), ("--baseline", args.baseline),
-              ("--chunks", args.chunks), ("--queries", args.queries)]
+              ("--chunks", args.chunks), ("--queries", args.queries),
+              ("--meta-file", args.meta_file)]
     inputs += [("--compare", path) for path in args.compare]
     inputs += [("--qrels", path) for path in args.extra_qrels]
     outputs = (("-o", args.output), ("--save-baseline", args.save_baseline),
@@ -7775,11 +7814,15 @@ def _run_cli(args, stdout, stderr):
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
                         args.average, queries_info, notes)
 
-    def score(run, measures=metrics, min_score=args.min_score, bounds=False):
+    # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
+    # from stdin or a pipe is held in memory from here on.
+    args.run, args.compare = _held(args.run), [_held(path) for path in args.compare]
+
+    def score(run, measures=metrics, min_score=args.min_score, bounds=False, checked=True):
         report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,
                                args.run_format, args.average, chunks, args.doc_sep, chunks_info,
                                testset, min_score, bounds)
-        if report.unlabelled_run and not allow_unlabelled:
+        if report.unlabelled_run and not allow_unlabelled and checked:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
         return report._replace(inputs=dict(report.inputs, **more_inputs))
@@ -7789,8 +7832,8 @@ def _run_cli(args, stdout, stderr):
             report = report._replace(warnings=tuple(label_notes) + report.warnings)
         return report
     # Every gate shows judged@k (cheap); the bounds that tell an undecided regression
-    # are scored at once only for a run read from stdin, which cannot be read twice.
-    first = args.unjudged_bounds or (baseline is not None and (args.run == "-" or "judged"))
+    # only when it fails (below).
+    first = args.unjudged_bounds or (baseline is not None and "judged")
     report = scored(first)
     references = [(path, score(path)) for path in args.compare]
     comparisons = compare_all(report, references, **options) if references else ()
@@ -7851,9 +7894,6 @@ def _check_sweep_options(args):
     if args.format == "trec":
         raise EvalError("--sweep-min-score: trec_eval's layout has no place for the table; "
                         "use --format text, markdown or json")
-    if args.run == "-":
-        raise EvalError("--sweep-min-score reads the run once per threshold: give a file "
-                        "name, not -")
 
 
 def _cli_sweep(args, metrics, score):
@@ -7872,11 +7912,14 @@ def _cli_sweep(args, metrics, score):
             raise EvalError("--sweep-min-score: no --metrics measure is a retrieval measure; "
                             "name one: --sweep-min-score=recall@5")
     measures = [chosen[0], parse_measure("abstention_f1")]
-    run = _validated(load_run(args.run, format=args.run_format), args.run, _check_run_query)
+    run = _validated(load_run(args.run, format=args.run_format), _source_name(args.run),
+                     _check_run_query)
     # Thresholds from the queries the sweep scores: a hold-out's scores stay out of it.
     uncut = score(args.run, measures, None)
     swept = set(uncut.per_query) | set(uncut.unscored)
-    return _sweep(lambda threshold: score(args.run, measures, threshold), str(chosen[0]),
+    # A threshold may keep only unlabelled ids: the run itself was checked (uncut).
+    return _sweep(lambda threshold: score(args.run, measures, threshold, checked=False),
+                  str(chosen[0]),
                   _run_scores((q, r) for q, r in run.items() if q in swept))
 
 

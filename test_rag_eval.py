@@ -770,12 +770,26 @@ class SweepMinScoreTest(TempDir, unittest.TestCase):
                 self.assertIn(expect, err)
                 self.assertFalse(os.path.exists(os.path.join(self.tmp, "s.json")))
 
-    def test_stdin_run_refused(self):
-        self.write("qrels.jsonl", self.QRELS)
-        code, out, err = run_cli(os.path.join(self.tmp, "qrels.jsonl"), "-",
-                                 "--sweep-min-score=recall@2", stdin=self.RUN)
-        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
-        self.assertIn("not -", err)
+    def test_a_run_from_stdin_is_swept_as_a_file(self):
+        qrels = self.write("qrels.jsonl", self.QRELS)
+        code, out, err = run_cli(qrels, "-", "--sweep-min-score=recall@2", stdin=self.RUN)
+        self.assertEqual(code, 0, err)
+        on_file = run_cli(qrels, self.write("run.jsonl", self.RUN), "--sweep-min-score=recall@2")
+        self.assertEqual(out.replace("<stdin>", "run"), on_file[1].replace(
+            os.path.join(self.tmp, "run.jsonl"), "run"))
+
+    def test_a_threshold_that_keeps_only_unlabelled_ids(self):
+        # Found by review: q1's top-scored id x is unlabelled; the row at 0.9 keeps only x,
+        # which once stopped the sweep ("not one retrieved id carries a label").  recall@5
+        # at 0.9: q1 keeps x, 0 of 1; at 0.5: x and a, 1 of 1.
+        qrels = self.write("t.jsonl", jsonl({"query_id": "q1", "relevant": ["a"]},
+                                            {"query_id": "q9", "answerable": False}))
+        run = self.write("r.json", json.dumps({"q1": {"a": 0.5, "x": 0.9}, "q9": {"c": 0.2}}))
+        code, out, err = run_cli(qrels, run, "--metrics", "recall@5", "--sweep-min-score",
+                                 "--format", "json")
+        self.assertEqual(code, 0, err)
+        rows = {r["min_score"]: r for r in json.loads(out)["sweep"]["rows"]}
+        self.assertEqual((rows[0.9]["recall@5"], rows[0.5]["recall@5"]), (0.0, 1.0))
 
 
 class PeerDifferentialTest(unittest.TestCase):
@@ -3930,6 +3944,54 @@ class ToLabelTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 0, err)
         return [json.loads(line) for line in read_text(path).splitlines()]
 
+    def test_the_pool_is_what_the_measures_read(self):
+        # Found by review.  Run q1: x a y b.  map@all reads the whole ranking: y (rank 3)
+        # is pooled beside x though the only cutoff is @1.
+        self.assertEqual([r["id"] for r in self.rows("--metrics", "map@all,mrr@1")
+                          if r["query_id"] == "q1"], ["x", "y"])
+        # Ids cut by --min-score are never scored, so never pooled: scores x .9, a .8,
+        # y .3, z .2 with --min-score 0.5 keep x and a; only x is unjudged.
+        run = {"q1": {"x": 0.9, "a": 0.8, "y": 0.3, "z": 0.2}}
+        self.assertEqual([r["id"] for r in self.rows("--k", "4", "--min-score", "0.5",
+                                                     run=run)], ["x"])
+
+    def test_a_labelled_document_judges_ids_only_for_measures_over_documents(self):
+        # Found by review: chunks x and y of document D; x was graded 0 before, so D
+        # is labelled.  mrr@2 counts ids: y is still unjudged (the gate names it), so
+        # the pool lists it; success(unit=doc)@2 counts documents: D is judged.
+        chunks = self.write("chunks.jsonl", jsonl(
+            {"id": "x", "doc": "D"}, {"id": "y", "doc": "D"}, {"id": "a", "doc": "A"}))
+        qrels = {"q1": {"a": 1, "D": 0}}
+        run = {"q1": ["y", "a"]}
+        self.assertEqual([r["id"] for r in self.rows("--chunks", chunks, "--metrics", "mrr@2",
+                                                     qrels=qrels, run=run)], ["y"])
+        self.assertEqual(self.rows("--chunks", chunks, "--metrics", "success(unit=doc)@2",
+                                   qrels=qrels, run=run), [])
+
+    def test_span_labels_are_pooled_and_merged_back(self):
+        # Found by review (it was an internal error).  Span label on A; chunks x (doc D),
+        # a (doc A); run x, a.  recall(unit=doc)@2: 1 of 1 before; D is unlabelled, so x
+        # is pooled; graded 1, D joins as a whole-document label: still 2 of 2 = 1.0,
+        # and success(unit=doc)@1 goes from 0 (x's document D unlabelled) to 1.
+        qrels = self.write("qs.jsonl", jsonl(
+            {"query_id": "q1", "doc": "A", "start": 0, "end": 10, "grade": 1}))
+        chunks = self.write("cs.jsonl", jsonl({"id": "x", "doc": "D"}, {"id": "a", "doc": "A"}))
+        common = ("--chunks", chunks, "--unit", "doc", "--metrics", "recall@2,success@1",
+                  "--format", "json")
+        rows = self.rows(*common, qrels=qrels, run={"q1": ["x", "a"]})
+        self.assertEqual([(r["id"], r["doc"]) for r in rows], [("x", "D")])
+        graded = self.write("g.jsonl", jsonl(dict(rows[0], grade=1)))
+        code, out, err = self.report_of(*common, "--qrels", graded, qrels=qrels,
+                                        run={"q1": ["x", "a"]})
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"],
+                         {"recall(unit=doc)@2": 1.0, "success(unit=doc)@1": 1.0})
+
+    def test_no_output_overwrites_the_meta_file(self):
+        meta = self.write("meta.json", json.dumps({"embedding.model": "m"}))
+        self.assertBad(extra=["--meta-file", meta, "--to-label", meta],
+                       expect="would overwrite the --meta-file input")
+
     def test_a_to_label_row_after_query_lines_says_so(self):
         # Found by review: it said the row needed "query_id", which it had.
         lines = ('{"query_id": "q3", "answerable": false}\n'
@@ -4055,11 +4117,15 @@ class ToLabelTest(TempDir, unittest.TestCase):
         self.assertBad(extra=["--qrels", self.write("m.jsonl", jsonl(
             {"query_id": "q1", "id": "a", "grade": 1},
             {"query_id": "q1", "doc": "a", "grade": 1}))], expect="m.jsonl:2")
+        self.assertBad(extra=["--to-label", "-"], expect="not -")
+        # A run from stdin is held and read again: the same rows as from its file.
         code, _, err = run_cli(self.input_file(self.QRELS, "q.json"), "-", "--to-label",
                                os.path.join(self.tmp, "tl.jsonl"), stdin=json.dumps(self.RUN))
-        self.assertEqual(code, 2)
-        self.assertIn("not -", err)
-        self.assertFalse(os.path.exists(os.path.join(self.tmp, "tl.jsonl")))
+        self.assertEqual(code, 0, err)
+        from_stdin = read_text(os.path.join(self.tmp, "tl.jsonl"))
+        self.rows()
+        self.assertEqual(from_stdin, read_text(os.path.join(self.tmp, "tl.jsonl")).replace(
+            json.dumps(os.path.join(self.tmp, "r.json")), '"<stdin>"'))
 
     def test_trec_runs_and_label_lines_with_null_grades(self):
         run = self.write("r.trec", "q1 Q0 x 1 3.0 t\nq1 Q0 a 2 2.0 t\nq2 Q0 z 1 5 t\n"
@@ -5194,6 +5260,23 @@ class UndecidedGateTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 1, err)
         self.assertIn("REGRESSED (undecided: 2 unjudged ids could explain it: q1:x, q2:y; "
                       "label them: --to-label FILE)  0.5000", out)
+
+    @unittest.skipUnless(os.path.isdir("/dev/fd"), "pipes named by /dev/fd")
+    def test_a_run_from_a_pipe_is_read_once(self):
+        # Found by review: a run through a pipe (as the shell's <(...) gives) was read a
+        # second time for the bounds of the failed gate, found empty: exit 2, not 1.
+        read_end, write_end = os.pipe()
+        os.write(write_end, json.dumps(self.RUN).encode())
+        os.close(write_end)
+        try:
+            code, out, err = run_cli(self.write("q.json", json.dumps(self.QRELS)),
+                                     "/dev/fd/%d" % read_end, "--metrics", "mrr", "--k", "2",
+                                     "--baseline",
+                                     self.write("b.json", json.dumps({"mrr@2": 1.0})))
+        finally:
+            os.close(read_end)
+        self.assertEqual(code, 1, err)
+        self.assertIn("REGRESSED (undecided: 2 unjudged ids could explain it", out)
 
     def test_many_ids_point_to_to_label(self):
         # Six queries, each x (unjudged) above a: mrr@2 1/2 each, upper 1 each.
