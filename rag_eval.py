@@ -7607,7 +7607,7 @@ def _waterfall_chart(label, moves, allowed):
     ``moves`` are sorted (delta, query) pairs.  Above _WATERFALL_QUERIES
     queries a bar is the mean of a bin of consecutive queries; a query that
     did not move draws no bar."""
-    top, height, left, right = 10, 180, _PLOT_LEFT - 160, _PLOT_RIGHT
+    top, height, left, right = 10, 180, _PLOT_LEFT - 160, _PLOT_RIGHT - 40
     limit = _nice_limit(max([abs(d) for d, _ in moves] + [allowed]))
     y_of = _scale(limit, -limit, top, top + height)   # up is a gain
     binned = len(moves) > _WATERFALL_QUERIES

@@ -5755,6 +5755,26 @@ class HtmlReportTest(TempDir, unittest.TestCase):
                       % (row.delta, row.ci95[0], row.ci95[1], row.p_holm, row.verdict), page)
         self.assertEqual(row.delta, -0.3125)   # 5 of 8 queries fall from 1 to 1/2
 
+    def test_the_forest_interval_is_bootstrap_ci_of_the_paired_deltas(self):
+        # 40 queries whose relevant id moves between ranks 1-10: many distinct
+        # deltas, so another seed or another order of the deltas moves the interval.
+        rng = random.Random(7)
+        qrels = {"q%02d" % i: {"d": 1} for i in range(40)}
+
+        def run():
+            return {q: ["x%d" % j for j in range(rng.randint(0, 9))] + ["d"] for q in qrels}
+        before = rag_eval.evaluate(qrels, run(), k=10, measures="mrr")
+        now = rag_eval.evaluate(qrels, run(), k=10, measures="mrr")
+        baseline = rag_eval.Baseline(before.mean, before.per_query)
+        page = rag_eval.render_html(now, rag_eval.gate(now, baseline), baseline=baseline,
+                                    resamples=500, seed=3)
+        diffs = [now.per_query[q]["mrr@10"] - before.per_query[q]["mrr@10"] for q in sorted(qrels)]
+        lo, hi = rag_eval.bootstrap_ci(diffs, resamples=500, rng=random.Random("3|mrr@10"))
+        self.assertIn("mrr@10: paired delta %r, 95%% CI [%r, %r], 40 queries"
+                      % (math.fsum(diffs) / 40, lo, hi), page)
+        self.assertNotEqual((lo, hi), rag_eval.bootstrap_ci(
+            diffs, resamples=500, rng=random.Random("0|mrr@10")))
+
     def test_gate_without_the_baselines_values(self):
         report = rag_eval.evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
         page = rag_eval.render_html(report, rag_eval.gate(report, {"mrr@2": 0.9}))
