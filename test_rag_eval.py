@@ -5729,9 +5729,9 @@ class HtmlReportTest(TempDir, unittest.TestCase):
             lo, hi = rag_eval.bootstrap_ci(diffs, rng=random.Random("0|" + name))
             tips = [t for t in parsed.titles if t.startswith(name + ": paired delta ")]
             self.assertEqual(len(tips), 1, name)
-            self.assertTrue(tips[0].startswith("%s: paired delta %r, 95%% CI [%r, %r], %d queries"
-                                               % (name, sum(diffs) / len(diffs), lo, hi,
-                                                  len(diffs))), tips[0])
+            self.assertTrue(tips[0].startswith(
+                "%s: paired delta %r, 95%% CI [%r, %r] (paired bootstrap), %d queries"
+                % (name, sum(diffs) / len(diffs), lo, hi, len(diffs))), tips[0])
         self.assertIn("source=real: recall@1: paired delta -0.6666666666666666", page)
         # The waterfall: a bar per query that moved, its delta in the tooltip.
         for query, delta in (("r2", -1.0), ("r3", -1.0), ("s2", 1.0), ("s3", 1.0)):
@@ -5770,7 +5770,7 @@ class HtmlReportTest(TempDir, unittest.TestCase):
                                     resamples=500, seed=3)
         diffs = [now.per_query[q]["mrr@10"] - before.per_query[q]["mrr@10"] for q in sorted(qrels)]
         lo, hi = rag_eval.bootstrap_ci(diffs, resamples=500, rng=random.Random("3|mrr@10"))
-        self.assertIn("mrr@10: paired delta %r, 95%% CI [%r, %r], 40 queries"
+        self.assertIn("mrr@10: paired delta %r, 95%% CI [%r, %r] (paired bootstrap), 40 queries"
                       % (math.fsum(diffs) / 40, lo, hi), page)
         self.assertNotEqual((lo, hi), rag_eval.bootstrap_ci(
             diffs, resamples=500, rng=random.Random("0|mrr@10")))
@@ -5813,10 +5813,15 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         now = rag_eval.evaluate(qrels, {q: ["x", "d"] if i % 4 == 0 else ["d"]
                                         for i, q in enumerate(qrels)}, k=2, measures="mrr")
         baseline = rag_eval.Baseline(before.mean, before.per_query)
-        page = rag_eval.render_html(now, rag_eval.gate(now, baseline), baseline=baseline,
-                                    resamples=200)
+        page = rag_eval.render_html(now, rag_eval.gate(now, baseline), baseline=baseline)
         parsed = self.assertPage(page)
         self.assertLess(len(page.encode("utf-8")), 100000)
+        # Over 2000 paired queries the interval is the normal one, not the bootstrap's
+        # 5000 x 10000 draws: -1/8 -/+ 1.96 * sd / sqrt(5000) (margin_of_error).
+        diffs = [-0.5 if i % 4 == 0 else 0.0 for i in range(n)]
+        half = rag_eval.margin_of_error(diffs)
+        self.assertIn("mrr@2: paired delta -0.125, 95%% CI [%r, %r] (normal approximation), "
+                      "5000 queries" % (-0.125 - half, -0.125 + half), page)
         self.assertIn("mrr@2: 1250 queries fell, 0 rose, 3750 unchanged (of the 5000 both "
                       "hold); 1250 queries fell by more than the tolerated 0.0200. Sorted from "
                       "the largest drop to the largest gain. 5000 queries drawn as 400 bars, "
@@ -5837,7 +5842,8 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         self.assertRegex(out, r"--sweep-min-score: abstention_f1 and recall@2 at each "
                               r"threshold</h3>\n<table>(.|\n)*</table>\n(<ul.*</ul>\n)?"
                               r"</section>\n</body>\n</html>\n$")
-        self.assertIn('<td class="num">0.7</td><td class="num">1.0000</td><td class="num">0.0000</td>', out)
+        self.assertIn('<td class="num">0.7</td><td class="num">1.0000</td>'
+                      '<td class="num">0.0000</td>', out)
 
 
 class HtmlReprTest(TempDir, unittest.TestCase):
