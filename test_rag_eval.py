@@ -5775,6 +5775,18 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         self.assertNotEqual((lo, hi), rag_eval.bootstrap_ci(
             diffs, resamples=500, rng=random.Random("0|mrr@10")))
 
+    def test_the_interval_is_the_bootstrap_up_to_500_queries(self):
+        for n, how in ((500, "paired bootstrap"), (501, "normal approximation")):
+            qrels = {"q%03d" % i: {"d": 1} for i in range(n)}
+            before = rag_eval.evaluate(qrels, {q: ["d"] for q in qrels}, k=2, measures="mrr")
+            now = rag_eval.evaluate(qrels, {q: ["x", "d"] if i % 2 else ["d"]
+                                            for i, q in enumerate(qrels)}, k=2, measures="mrr")
+            baseline = rag_eval.Baseline(before.mean, before.per_query)
+            page = rag_eval.render_html(now, rag_eval.gate(now, baseline), baseline=baseline,
+                                        resamples=50)
+            self.assertRegex(page, r"mrr@2: paired delta [-.0-9]+, 95%% CI \[[-.0-9e]+, "
+                                   r"[-.0-9e]+\] \(%s\), %d queries" % (how, n))
+
     def test_gate_without_the_baselines_values(self):
         report = rag_eval.evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
         page = rag_eval.render_html(report, rag_eval.gate(report, {"mrr@2": 0.9}))
@@ -5816,7 +5828,7 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         page = rag_eval.render_html(now, rag_eval.gate(now, baseline), baseline=baseline)
         parsed = self.assertPage(page)
         self.assertLess(len(page.encode("utf-8")), 100000)
-        # Over 2000 paired queries the interval is the normal one, not the bootstrap's
+        # Over 500 paired queries the interval is the normal one, not the bootstrap's
         # 5000 x 10000 draws: -1/8 -/+ 1.96 * sd / sqrt(5000) (margin_of_error).
         diffs = [-0.5 if i % 4 == 0 else 0.0 for i in range(n)]
         half = rag_eval.margin_of_error(diffs)
