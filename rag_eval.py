@@ -7477,11 +7477,11 @@ def _line(x1, y1, x2, y2, cls):
         cls, _xy(x1), _xy(y1), _xy(x2), _xy(y2))
 
 
-def _rect(x1, x2, y, height, cls, tip=None):
-    """A rectangle from x1 to x2 (either order), with a tooltip when given."""
-    left, right = min(x1, x2), max(x1, x2)
+def _rect(x1, y1, x2, y2, cls, tip=None):
+    """The rectangle of corners (x1, y1) and (x2, y2), in any order, with a
+    tooltip when given."""
     attrs = 'class="%s" x="%s" y="%s" width="%s" height="%s"' % (
-        cls, _xy(left), _xy(y), _xy(right - left), _xy(height))
+        cls, _xy(min(x1, x2)), _xy(min(y1, y2)), _xy(abs(x2 - x1)), _xy(abs(y2 - y1)))
     return "<rect %s>%s</rect>" % (attrs, _tip(tip)) if tip else "<rect %s/>" % attrs
 
 
@@ -7545,9 +7545,10 @@ def _bar_chart(label, bars):
         parts.append('<g>%s%s' % (_tip(bar.tip), _text(_PLOT_LEFT - 8, y + 16, _short(bar.name),
                                                         "end")))
         if bar.value is not None:
-            parts.append(_rect(x_of(0.0), x_of(bar.value), y + 5, _ROW - 10, bar.cls))
+            parts.append(_rect(x_of(0.0), y + 5, x_of(bar.value), y + _ROW - 5, bar.cls))
         if bar.band is not None:
-            parts.append(_rect(x_of(bar.band[0]), x_of(bar.band[1]), y + 1, _ROW - 2, "band"))
+            parts.append(_rect(x_of(bar.band[0]), y + 1, x_of(bar.band[1]), y + _ROW - 1,
+                               "band"))
         if bar.mark is not None:
             parts.append(_line(x_of(bar.mark), y + 1, x_of(bar.mark), y + _ROW - 1, "mark"))
         parts.append(_text(_PLOT_RIGHT + 8, y + 16, "-" if bar.value is None
@@ -7629,10 +7630,9 @@ def _waterfall_chart(label, moves, allowed):
         tip = ("%s: %r" % (group[0][1], delta) if not binned else
                "queries %d-%d of %d: mean delta %r" % (first + 1, first + len(group),
                                                        len(moves), delta))
-        y0 = y_of(0.0)
-        parts.append('<rect class="%s" x="%s" y="%s" width="%s" height="%s">%s</rect>\n' % (
-            "bad" if delta < 0 else "good", _xy(left + i * width), _xy(min(y0, y_of(delta))),
-            _xy(max(width, 0.4)), _xy(abs(y_of(delta) - y0)), _tip(tip)))
+        x = left + i * width
+        parts.append(_rect(x, y_of(0.0), x + max(width, 0.4), y_of(delta),
+                           "bad" if delta < 0 else "good", tip) + "\n")
     parts.append(_line(left, y_of(-allowed), right, y_of(-allowed), "limit"))
     parts.append(_text(right + 6, y_of(-allowed) + 4, "-%s allowed" % _fmt(allowed)))
     return _svg(label, top + height + 16, parts)
@@ -7772,9 +7772,10 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
                    "gain." % (measure, fell, rose, len(moves) - fell - rose, len(moves),
                               _plural(beyond, "query fell", "queries fell"), _fmt(allowed)))
         if len(moves) > _WATERFALL_QUERIES:
-            caption += (" %d queries drawn as %d bars, each the mean delta of about %d "
-                        "consecutive queries." % (len(moves), _WATERFALL_BINS,
-                                                  round(len(moves) / _WATERFALL_BINS)))
+            size, extra = divmod(len(moves), _WATERFALL_BINS)
+            caption += (" %d queries drawn as %d bars, each the mean delta of %s consecutive "
+                        "queries." % (len(moves), _WATERFALL_BINS, "%d or %d" % (size, size + 1)
+                                      if extra else size))
         out.append("<h3>%s: per-query deltas</h3>\n" % _esc(measure))
         out.append(_figure(_waterfall_chart("per-query deltas of %s, sorted" % measure,
                                             sorted((d, q) for q, d in moves), allowed), caption))

@@ -5837,7 +5837,7 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         self.assertIn("mrr@2: 1250 queries fell, 0 rose, 3750 unchanged (of the 5000 both "
                       "hold); 1250 queries fell by more than the tolerated 0.0200. Sorted from "
                       "the largest drop to the largest gain. 5000 queries drawn as 400 bars, "
-                      "each the mean delta of about 12 consecutive queries.", parsed.captions)
+                      "each the mean delta of 12 or 13 consecutive queries.", parsed.captions)
         # 5000 = 200 bins of 13 and 200 of 12: the 1250 falls of -1/2 fill 96 bins
         # of 13 (1248 queries); the 97th holds the last 2 and 11 unchanged queries.
         self.assertIn("queries 1-13 of 5000: mean delta -0.5", parsed.titles)
