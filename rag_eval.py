@@ -7039,10 +7039,15 @@ def _summary_line(report):
     return "rag_eval %s: %s" % (__version__, "; ".join(parts))
 
 
-def _gate_verdict(gate_result, baseline_name):
-    how = "max drop %s%s%s" % (gate_result.tolerance, "".join(
+def _gate_how(gate_result):
+    """How a gate judged: its tolerances and mode (``max drop 0.02``)."""
+    return "max drop %s%s%s" % (gate_result.tolerance, "".join(
         ", %s: %s" % item for item in sorted((gate_result.slice_tolerances or {}).items())),
         ", significant drops only" if gate_result.mode == "significant" else "")
+
+
+def _gate_verdict(gate_result, baseline_name):
+    how = _gate_how(gate_result)
     if gate_result.passed:
         return "gate vs %s (%s): PASSED" % (baseline_name, how)
     names = [c.name for c in gate_result.regressions]
@@ -7054,9 +7059,13 @@ def _gate_verdict(gate_result, baseline_name):
 _SHOWN_QUERY_DROPS = 20
 
 
-def _sections(report, gate_result, comparisons, per_query, baseline_name):
+def _signed(delta):
+    return "%+.4f" % delta
+
+
+def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=_signed):
     """The report as (title, header, rows, notes) blocks, laid out by the text and
-    Markdown renderers alike."""
+    Markdown renderers alike; ``delta`` formats a gate's differences."""
     rows = [[q] + [_fmt(v[m]) if m in v else "-" for m in report.measures]
             for q, v in report.per_query.items()] if per_query else []
     rows.append(["mean"] + [_fmt(report.mean[m]) if m in report.mean else "-"
@@ -7073,63 +7082,75 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
     if report.holdout is not None:
         yield _holdout_section(report.holdout, report.measures, per_query)
     if gate_result is not None:
-        significant = gate_result.mode == "significant"
-        # A slice row that did not move beyond the tolerance is left to the JSON:
-        # slices multiply the rows.
-        quiet = [c for c in gate_result.changes if c.slice is not None
-                 and c.status in ("unchanged", "dropped within tolerance")]
-        shown = [c for c in gate_result.changes if c not in quiet]
-        # judged@k beside the measures it is below 1 for; no column when it never is.
-        judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
-        rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
-                 "-" if c.delta is None else "%+.4f" % c.delta, _status_text(c)]
-                + ([_fmt(c.p_value)] if significant else [])
-                + ([_fmt(c.judged) if c.judged is not None and c.judged < 1 - FLOAT_SLACK
-                    else "-"] if judged else []) for c in shown]
-        header = (["measure", "baseline", "current", "delta", "status"]
-                  + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
-        notes = list(gate_result.notes) + (
-            ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
-             "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
-        yield _gate_verdict(gate_result, baseline_name), header, rows, notes
-        drops = gate_result.query_drops
-        if drops:
-            notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
-                     if len(drops) > _SHOWN_QUERY_DROPS else [])
-            yield ("per-query drops beyond the tolerance, largest first (%d)" % len(drops),
-                   ["measure", "query", "baseline", "current", "delta"],
-                   [[d.measure, d.query, _fmt(d.baseline), _fmt(d.current), "%+.4f" % d.delta]
-                    for d in drops[:_SHOWN_QUERY_DROPS]], notes)
-        if gate_result.queries_added or gate_result.queries_removed:
-            yield ("the test set changed since the baseline", ["change", "queries"],
-                   [["added", ", ".join(gate_result.queries_added) or "-"],
-                    ["removed", ", ".join(gate_result.queries_removed) or "-"]],
-                   ["compared on the queries both hold"])
-        moved = gate_result.moved
-        if moved:
-            notes = (["%d more in the JSON output" % (len(moved) - _SHOWN_QUERY_DROPS)]
-                     if len(moved) > _SHOWN_QUERY_DROPS else [])
-            yield ("queries whose slices changed since the baseline (%d)" % len(moved),
-                   ["query", "left", "joined"],
-                   [[m.query, ", ".join(m.left) or "-", ", ".join(m.joined) or "-"]
-                    for m in moved[:_SHOWN_QUERY_DROPS]], notes)
+        yield from _gate_sections(gate_result, baseline_name, delta)
     for c in comparisons:
-        any_row = next(iter(c.measures.values()))
-        rows = [[r.measure, _fmt(r.mean), _fmt(r.reference_mean), "%+.4f" % r.delta,
-                 "[%+.4f, %+.4f]" % r.ci95, "%.4f" % r.p_randomization, "%.4f" % r.p_ttest,
-                 "%.4f" % r.p_holm, "%d/%d/%d" % (r.wins, r.losses, r.ties), r.verdict]
-                for r in c.measures.values()]
-        notes = ["%s: most worse %s; most better %s" % (
-            r.measure, ", ".join("%s %+.4f" % m for m in r.most_worse) or "-",
-            ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
-            for r in c.measures.values() if r.wins or r.losses]
-        if c.only_in_run or c.only_in_reference:
-            notes.append("not compared: %d queries only in the run, %d only in the reference"
-                         % (len(c.only_in_run), len(c.only_in_reference)))
-        yield ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
-               "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
-               ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
-                "W/L/T", "verdict"], rows, notes)
+        yield _comparison_section(c)
+
+
+def _gate_sections(gate_result, baseline_name, delta=_signed):
+    """The gate's (title, header, rows, notes) sections: the verdict and its
+    table, then the per-query drops and the queries that changed; ``delta``
+    formats a difference."""
+    significant = gate_result.mode == "significant"
+    # A slice row that did not move beyond the tolerance is left to the JSON:
+    # slices multiply the rows.
+    quiet = [c for c in gate_result.changes if c.slice is not None
+             and c.status in ("unchanged", "dropped within tolerance")]
+    shown = [c for c in gate_result.changes if c not in quiet]
+    # judged@k beside the measures it is below 1 for; no column when it never is.
+    judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
+    rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
+             "-" if c.delta is None else delta(c.delta), _status_text(c)]
+            + ([_fmt(c.p_value)] if significant else [])
+            + ([_fmt(c.judged) if c.judged is not None and c.judged < 1 - FLOAT_SLACK
+                else "-"] if judged else []) for c in shown]
+    header = (["measure", "baseline", "current", "delta", "status"]
+              + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
+    notes = list(gate_result.notes) + (
+        ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
+         "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
+    yield _gate_verdict(gate_result, baseline_name), header, rows, notes
+    drops = gate_result.query_drops
+    if drops:
+        notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
+                 if len(drops) > _SHOWN_QUERY_DROPS else [])
+        yield ("per-query drops beyond the tolerance, largest first (%d)" % len(drops),
+               ["measure", "query", "baseline", "current", "delta"],
+               [[d.measure, d.query, _fmt(d.baseline), _fmt(d.current), delta(d.delta)]
+                for d in drops[:_SHOWN_QUERY_DROPS]], notes)
+    if gate_result.queries_added or gate_result.queries_removed:
+        yield ("the test set changed since the baseline", ["change", "queries"],
+               [["added", ", ".join(gate_result.queries_added) or "-"],
+                ["removed", ", ".join(gate_result.queries_removed) or "-"]],
+               ["compared on the queries both hold"])
+    moved = gate_result.moved
+    if moved:
+        notes = (["%d more in the JSON output" % (len(moved) - _SHOWN_QUERY_DROPS)]
+                 if len(moved) > _SHOWN_QUERY_DROPS else [])
+        yield ("queries whose slices changed since the baseline (%d)" % len(moved),
+               ["query", "left", "joined"],
+               [[m.query, ", ".join(m.left) or "-", ", ".join(m.joined) or "-"]
+                for m in moved[:_SHOWN_QUERY_DROPS]], notes)
+
+
+def _comparison_section(c):
+    """One comparison as a (title, header, rows, notes) section."""
+    any_row = next(iter(c.measures.values()))
+    rows = [[r.measure, _fmt(r.mean), _fmt(r.reference_mean), "%+.4f" % r.delta,
+             "[%+.4f, %+.4f]" % r.ci95, "%.4f" % r.p_randomization, "%.4f" % r.p_ttest,
+             "%.4f" % r.p_holm, "%d/%d/%d" % (r.wins, r.losses, r.ties), r.verdict]
+            for r in c.measures.values()]
+    notes = ["%s: most worse %s; most better %s" % (
+        r.measure, ", ".join("%s %+.4f" % m for m in r.most_worse) or "-",
+        ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
+        for r in c.measures.values() if r.wins or r.losses]
+    if c.only_in_run or c.only_in_reference:
+        notes.append("not compared: %d queries only in the run, %d only in the reference"
+                     % (len(c.only_in_run), len(c.only_in_reference)))
+    return ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
+            "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
+            ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
+             "W/L/T", "verdict"], rows, notes)
 
 
 def _status_text(change):
@@ -7250,21 +7271,217 @@ def _text_of(sections, first=0):
 
 
 def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False,
-                    baseline_name="baseline"):
-    """Markdown tables, ready for a pull-request comment."""
-    return _markdown_of(_sections(report, gate_result, comparisons, per_query, baseline_name))
+                    baseline_name="baseline", max_bytes=None, sweep=None):
+    """GitHub Markdown for a pull-request comment or a job summary.
+
+    Line 1 is the verdict in words (or, with no gate, the one-line summary);
+    then the gate table (the delta to the gate's precision, see _full_delta),
+    the means and any comparisons.  Everything else (per-query values and
+    drops, slices, warnings, notes, provenance) sits in ``<details>`` blocks,
+    which ``max_bytes`` truncates by whole rows (see _capped_markdown); the
+    verdict and the tables above them never are.  Every cell is escaped (see
+    _md_text).
+
+    >>> r = evaluate({"a|b": {"d": 1}}, {"a|b": ["x", "d"]}, k=2, metrics="mrr")
+    >>> print(render_markdown(r, per_query=True), end="")
+    **rag\\_eval 0.1.0: 1 query scored**
+    <BLANKLINE>
+    | query | mrr@2 |
+    | --- | --- |
+    | mean | 0.5000 |
+    <BLANKLINE>
+    <details><summary>per-query values (1 query)</summary>
+    <BLANKLINE>
+    | query | mrr@2 |
+    | --- | --- |
+    | a\\|b | 0.5000 |
+    <BLANKLINE>
+    </details>
+    <BLANKLINE>
+    <details><summary>answerability</summary>
+    <BLANKLINE>
+    | answerable | unanswerable | unstated |
+    | --- | --- | --- |
+    | 1 | 0 | 0 |
+    <BLANKLINE>
+    </details>
+    """
+    sections = list(_sections(report, gate_result, comparisons, per_query, baseline_name,
+                              _full_delta))
+    title, header, rows, _ = sections[0]
+    shown = len(report.per_query) if per_query else 0      # rows[shown:]: mean (and n)
+    gated = (len(list(_gate_sections(gate_result, baseline_name, _full_delta)))
+             if gate_result is not None else 0)
+    end = len(sections) - len(comparisons)
+    described, gated, compared = sections[1:end - gated], sections[end - gated:end], \
+        sections[end:]
+    lines, details = [], []
+    if gate_result is None:
+        lines += ["**%s**" % _md_text(title), ""]
+    else:
+        _, gate_header, gate_rows, gate_notes = gated.pop(0)
+        lines += [_gate_headline(gate_result), "",
+                  "Gate vs %s (%s):" % (_md_text(baseline_name), _md_text(_gate_how(gate_result))),
+                  ""] + _md_table(gate_header, gate_rows) + ["", _md_text(title), ""]
+        if gate_notes:
+            details.append(("gate notes (%d)" % len(gate_notes), None, [], gate_notes))
+    lines += _md_table(header, rows[shown:]) + [""]
+    for c_title, c_header, c_rows, c_notes in compared:
+        lines += ["**%s**" % _md_text(c_title), ""] + _md_table(c_header, c_rows) + [""]
+        lines += ["> " + _md_text(n) for n in c_notes] + ([""] if c_notes else [])
+    details += gated
+    if shown:
+        details.append(("per-query values (%s)" % _plural(shown, "query", "queries"),
+                        header, rows[:shown], []))
+    details += described
+    if report.warnings:
+        details.append(("warnings (%d)" % len(report.warnings), None, [],
+                        list(report.warnings)))
+    details += _provenance_section(report)
+    if sweep is not None:
+        details.append(_sweep_section(sweep))
+    return _capped_markdown(lines, [_md_details(*block) for block in details], max_bytes)
 
 
-def _markdown_of(sections):
-    """Markdown blocks of (title, header, rows, notes) sections."""
-    def md(cells):
-        return "| " + " | ".join(str(c) for c in cells) + " |"
-    lines = []
-    for title, header, rows, notes in sections:
-        lines += ["**%s**" % title, "", md(header), md(["---"] * len(header))]
-        lines += [md(r) for r in rows] + [""]
-        lines += ["> " + n for n in notes] + ([""] if notes else [])
-    return "\n".join(lines)
+def _gate_headline(gate_result):
+    """The first line of a gated Markdown report: the verdict in words.
+
+    >>> _gate_headline(GateResult(False, (MeasureChange("mrr@5", 0.5, 0.4, -0.1, "regressed"),),
+    ...                           "0.02", ()))
+    '**Gate failed**: 1 regression: mrr@5'
+    """
+    if gate_result.passed:
+        return "**Gate passed**"
+    names = [c.name for c in gate_result.regressions]
+    return "**Gate failed**: %s: %s" % (_plural(len(names), "regression", "regressions"),
+                                        _md_text(", ".join(names)))
+
+
+def _provenance_section(report):
+    """Where the numbers come from: each input's path, format and sha256."""
+    rows = [[name, info.get("path", "-"), info.get("format", "-"), info.get("sha256", "-")]
+            for name, info in sorted((report.inputs or {}).items())
+            if isinstance(info, dict) and "path" in info]
+    if rows:
+        yield "provenance: inputs", ["input", "path", "format", "sha256"], rows, []
+
+
+def _full_delta(delta):
+    """A difference with its sign, to the gate's precision (FLOAT_SLACK): at
+    least 4 decimals, up to 9 where 4 would hide what the gate compared.
+
+    >>> _full_delta(-0.05), _full_delta(2 / 3 - 0.6667), _full_delta(0.0)
+    ('-0.0500', '-0.000033333', '+0.0000')
+    """
+    text = "%+.9f" % delta
+    return text[:-5] + text[-5:].rstrip("0")
+
+
+# Characters that Markdown (GitHub's) would read as markup or that end a table
+# cell: backslash-escaped, or as HTML entities; a line break is written \\n.
+_MD_ESCAPES = str.maketrans({
+    **{ch: "\\" + ch for ch in "\\`*_[]~|$"},
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "\\\\n", "\r": "\\\\r"})
+
+
+def _md_text(text):
+    """Text (a table cell, a note) escaped for Markdown.
+
+    >>> print(_md_text("a|b `x` <script>&\\n*_"))
+    a\\|b \\`x\\` &lt;script&gt;&amp;\\\\n\\*\\_
+    """
+    return str(text).translate(_MD_ESCAPES)
+
+
+def _html_text(text):
+    """Text for an HTML element (a <summary>), where Markdown is not read."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", "\\n").replace("\r", "\\r"))
+
+
+def _md_table(header, rows):
+    def line(cells):
+        return "| " + " | ".join(_md_text(c) for c in cells) + " |"
+    return [line(header), line(["---"] * len(header))] + [line(r) for r in rows]
+
+
+class _Details(NamedTuple):
+    """A <details> block of Markdown lines: ``head`` and ``foot`` are always
+    written; ``items`` (table rows, then notes) may be left out from the end."""
+    head: Tuple[str, ...]
+    rows: Tuple[str, ...]
+    notes: Tuple[str, ...]
+
+    def lines(self, keep, left_out_line=None):
+        rows, notes = self.rows[:keep], self.notes[:max(0, keep - len(self.rows))]
+        out = list(self.head) + list(rows) + ([""] if self.head[-1] != "" else [])
+        out += list(notes) + ([""] if notes else [])
+        if left_out_line:
+            out += [left_out_line, ""]
+        return out + ["</details>", ""]
+
+    @property
+    def items(self):
+        return self.rows + self.notes
+
+
+def _md_details(title, header, rows, notes):
+    """A (title, header, rows, notes) section as a _Details block."""
+    table = _md_table(header, rows) if header else []
+    return _Details(("<details><summary>%s</summary>" % _html_text(title), "")
+                    + tuple(table[:2]), tuple(table[2:]),
+                    tuple("- " + _md_text(n) for n in notes))
+
+
+def _size(lines):
+    return sum(len(line.encode("utf-8")) + 1 for line in lines)
+
+
+def _left_out_line(left, total, max_bytes):
+    return ("> **%d of %s left out** to keep this under --max-bytes %d: the JSON report "
+            "(`--format json`, same options) holds them all" % (
+                left, _plural(total, "row", "rows"), max_bytes))
+
+
+def _dropped_line(sections, rows, max_bytes):
+    return ("> **%s left out** (%s) to keep this under --max-bytes %d: the JSON report "
+            "(`--format json`, same options) holds them all"
+            % (_plural(sections, "section", "sections"), _plural(rows, "row", "rows"), max_bytes))
+
+
+def _capped_markdown(lines, blocks, max_bytes):
+    """``lines`` then every block, in at most ``max_bytes`` bytes (UTF-8) when
+    given: the rows of the blocks that do not fit are left out, whole and from
+    the end, each block saying how many it lost; a block whose frame does not
+    fit either is left out whole, and a last line counts those.  ``lines`` (the
+    verdict and the main tables) are always written, whatever their size."""
+    full = lines + [line for block in blocks for line in block.lines(len(block.items))]
+    if max_bytes is None or _size(full) <= max_bytes:
+        return "\n".join(full)
+    budget = max_bytes - _size(lines)
+    frames = [_size(b.lines(0, _left_out_line(len(b.items), len(b.items), max_bytes)))
+              for b in blocks]
+    total = sum(len(b.items) for b in blocks)
+    reserve = _size([_dropped_line(len(blocks), total, max_bytes), ""])
+    kept = len(blocks)
+    while kept and sum(frames[:kept]) + (reserve if kept < len(blocks) else 0) > budget:
+        kept -= 1
+    budget -= sum(frames[:kept]) + (reserve if kept < len(blocks) else 0)
+    out = list(lines)
+    for block in blocks[:kept]:
+        keep = 0
+        for item in block.items:
+            if _size([item]) > budget:
+                break
+            budget -= _size([item])
+            keep += 1
+        left = len(block.items) - keep
+        out += block.lines(keep, _left_out_line(left, len(block.items), max_bytes)
+                           if left else None)
+    if kept < len(blocks):
+        dropped = blocks[kept:]
+        out += [_dropped_line(len(dropped), sum(len(b.items) for b in dropped), max_bytes), ""]
+    return "\n".join(out)
 
 
 def _sweep_section(sweep):
@@ -7277,11 +7494,10 @@ def _sweep_section(sweep):
 
 def _with_sweep(text, sweep, fmt):
     """The rendered report ``text`` with the sweep: a "sweep" block in the JSON,
-    a last table in text and Markdown."""
+    a last table in text (render_markdown takes it itself)."""
     if fmt == "json":
         return _dumps(dict(json.loads(text), sweep=sweep.to_dict()))
-    render = _markdown_of if fmt == "markdown" else functools.partial(_text_of, first=1)
-    return text + "\n" + render([_sweep_section(sweep)])
+    return text + "\n" + _text_of([_sweep_section(sweep)], first=1)
 
 
 def _trec_eval_name(m):
@@ -7348,6 +7564,21 @@ def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="basel
 
 _RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown,
               "trec": render_trec}
+
+# -o FILE with no --format: the extension picks the format, if it is rendered.
+_EXTENSION_FORMATS = {".html": "html", ".json": "json", ".md": "markdown",
+                      ".markdown": "markdown"}
+DEFAULT_MAX_BYTES = 60000   # a pull-request comment holds 65536 characters
+
+
+def _format_of(output):
+    """The format -o FILE asks for when --format is absent.
+
+    >>> _format_of("report.JSON"), _format_of("summary.md"), _format_of("out.txt"), _format_of(None)
+    ('json', 'markdown', 'text', 'text')
+    """
+    fmt = _EXTENSION_FORMATS.get(os.path.splitext(output or "")[1].lower())
+    return fmt if fmt in _RENDERERS else "text"
 
 
 # ---------------------------------------------------------------------------
@@ -7462,9 +7693,18 @@ def build_parser():
     parser.add_argument("--seed", default=str(DEFAULT_SEED), metavar="N",
                         help="random seed; fixed by default, so output repeats")
     _add_provenance_options(parser)
-    parser.add_argument("--format", choices=sorted(_RENDERERS), default="text",
-                        help="output format; trec: trec_eval's lines (the gate and "
-                        "comparisons go to stderr)")
+    parser.add_argument("--format", choices=sorted(_RENDERERS), default=None,
+                        help="output format (default: from the -o extension: %s; else text); "
+                        "trec: trec_eval's lines (the gate and comparisons go to stderr)"
+                        % ", ".join("%s %s" % item for item in sorted(_EXTENSION_FORMATS.items())
+                                    if item[1] in _RENDERERS))
+    parser.add_argument("--max-bytes", default=str(DEFAULT_MAX_BYTES), metavar="N",
+                        help="cap the Markdown (stdout and --step-summary) at N bytes by "
+                        "leaving out rows of its <details> blocks (default %d, under a "
+                        "pull-request comment's limit)" % DEFAULT_MAX_BYTES)
+    parser.add_argument("--step-summary", action="store_true",
+                        help="also append the Markdown report to the file named by "
+                        "$GITHUB_STEP_SUMMARY (GitHub Actions), even when the gate fails")
     parser.add_argument("--average", choices=AVERAGES, default="scored",
                         help="which queries a mean is over: scored (default: those with a "
                         "relevant id; missing from the run = 0) or trec_eval (as trec_eval "
@@ -7696,6 +7936,10 @@ def _check_outputs(args):
 
 @_gc_paused
 def _run_cli(args, stdout, stderr):
+    if args.format is None:
+        args.format = _format_of(args.output)
+    max_bytes = _positive_int(args.max_bytes, "--max-bytes")
+    summary_path = _step_summary_path() if args.step_summary else None
     _check_paths(args)
     if args.average == "trec_eval":
         if args.format != "trec":
@@ -7761,10 +8005,18 @@ def _run_cli(args, stdout, stderr):
         if not args.unjudged_bounds:
             report = report._replace(unjudged=None)
     baseline_name = baseline.source if baseline else "baseline"
-    text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
-                                   baseline_name=baseline_name)
-    if args.sweep_min_score is not None:
-        text = _with_sweep(text, _cli_sweep(args, metrics, score), args.format)
+    sweep = _cli_sweep(args, metrics, score) if args.sweep_min_score is not None else None
+    shown = dict(per_query=args.per_query, baseline_name=baseline_name)
+
+    def markdown():
+        return render_markdown(report, result, comparisons, sweep=sweep, max_bytes=max_bytes,
+                               **shown)
+    if args.format == "markdown":
+        text = markdown()
+    else:
+        text = _RENDERERS[args.format](report, result, comparisons, **shown)
+        if sweep is not None:
+            text = _with_sweep(text, sweep, args.format)
     # trec_eval's layout stays parseable: the gate and comparisons go to stderr.
     side = (_side_text(report, result, comparisons, baseline_name=baseline_name)
             if args.format == "trec" else "")
@@ -7779,6 +8031,8 @@ def _run_cli(args, stdout, stderr):
     if args.to_label is not None:
         outputs.append(_to_label_output(args, qrels, testset, chunks, metrics))
     _write_atomic(outputs)
+    if summary_path is not None:
+        _append_step_summary(summary_path, text if args.format == "markdown" else markdown())
     if not to_file:
         try:
             stdout.write(text)
@@ -7835,6 +8089,35 @@ def _cli_sweep(args, metrics, score):
                   _run_scores((q, r) for q, r in run.items() if q in swept))
 
 
+def _step_summary_path():
+    """The file --step-summary appends to: $GITHUB_STEP_SUMMARY, which must be set."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY", "")
+    if not path:
+        raise EvalError("--step-summary: $GITHUB_STEP_SUMMARY is not set (GitHub Actions sets "
+                        "it in every step); drop --step-summary outside a workflow")
+    return path
+
+
+def _append_step_summary(path, text):
+    """Append ``text`` to the job summary file (GitHub reads it after the step)."""
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text.rstrip("\n") + "\n\n")   # a blank line ends an HTML block
+    except OSError as exc:
+        raise EvalError("$GITHUB_STEP_SUMMARY %s: cannot append: %s"
+                        % (path, exc.strerror or exc)) from None
+
+
+def _step_summary_error(message):
+    """On an input error with --step-summary, the error as one escaped line of
+    the job summary (a log, not an artifact: best effort)."""
+    try:
+        _append_step_summary(_step_summary_path(), "**rag-eval error**: %s\n"
+                             % _md_text(message))
+    except EvalError:
+        pass
+
+
 class _Tolerant:
     """A stream whose failed writes are dropped: a closed pipe or file must not
     turn an exit code into another (a failed write would otherwise escape as
@@ -7879,6 +8162,8 @@ def main(argv=None, *, stdout=None, stderr=None):
         return _run_cli(args, stdout, stderr)
     except EvalError as exc:
         stderr.write("rag-eval: error: %s\n" % _one_line(str(exc)))
+        if args.step_summary:
+            _step_summary_error(_one_line(str(exc)))
         return EXIT_ERROR
     except KeyboardInterrupt:
         stderr.write("rag-eval: interrupted\n")

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import traceback
 import unittest
+import unittest.mock
 
 import rag_eval
 
@@ -4697,7 +4698,7 @@ class SaveBaselineTest(TempDir, unittest.TestCase):
                                  "-o", out_path)
         self.assertEqual(code, 1)
         self.assertEqual(read_text(base), '{"recall@5": 0.9}')      # unchanged
-        self.assertIn("FAILED", read_text(out_path))                 # -o is still written
+        self.assertFalse(json.loads(read_text(out_path))["gate"]["passed"])  # -o still written
         self.assertIn("b.json was not written", err)
         self.assertIn("--accept", err)
         code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", base)     # the rerun still fails
@@ -4779,7 +4780,8 @@ class MetaTest(TempDir, unittest.TestCase):
         self.assertIn("meta: what these numbers are about\n  key              value\n"
                       "  dataset.version  v3\n  embedding.model  bge-m3\n", text)
         code, md, err = run_cli(*EXAMPLE_FILES, "--format", "markdown", *argv)
-        self.assertIn("**meta: what these numbers are about**\n\n| key | value |\n"
+        self.assertIn("<details><summary>meta: what these numbers are about</summary>\n\n"
+                      "| key | value |\n"
                       "| --- | --- |\n| dataset.version | v3 |\n| embedding.model | bge-m3 |\n", md)
         # trec_eval's lines stay as they were; the meta goes to stderr with the gate.
         code, trec, err = run_cli(*EXAMPLE_FILES, "--format", "trec", *argv)
@@ -5481,6 +5483,280 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         self.assertIn("warning: 2 queries in the qrels not in the run", err)
         self.assertIn("repeat ids", err)
         self.assertNotIn("warning", out)
+
+
+class MarkdownReportTest(TempDir, unittest.TestCase):
+    """--format markdown: the verdict first, every cell escaped, details in
+    <details> blocks, and --max-bytes cutting whole rows of those only."""
+
+    HOSTILE = {"a|b": {"d1": 1}, "<script>": {"d`2`": 1}, "x\ny": {"z": 1}}
+    HOSTILE_RUN = {"a|b": ["d1"], "<script>": ["x", "d`2`"], "x\ny": ["z"]}
+
+    def hostile(self):
+        report = rag_eval.evaluate(self.HOSTILE, self.HOSTILE_RUN, k=2, metrics="mrr")
+        # mrr@2: a|b 1 (d1 first), <script> 1/2 (d`2` second), x\ny 1: mean 2.5/3.
+        baseline = rag_eval.Baseline({"mrr@2": 0.9}, per_query={
+            "a|b": {"mrr@2": 1.0}, "<script>": {"mrr@2": 1.0}, "x\ny": {"mrr@2": 0.7}})
+        return report, rag_eval.gate(report, baseline)
+
+    def test_a_small_gated_report_exactly(self):
+        report, result = self.hostile()
+        # delta 2.5/3 - 0.9 = -0.0666666..., to 9 places; <script> fell 1 -> 0.5.
+        self.assertEqual(rag_eval.render_markdown(report, result, per_query=True,
+                                                  baseline_name="base|line.json"), """\
+**Gate failed**: 1 regression: mrr@2
+
+Gate vs base\\|line.json (max drop 0.02):
+
+| measure | baseline | current | delta | status |
+| --- | --- | --- | --- | --- |
+| mrr@2 | 0.9000 | 0.8333 | -0.066666667 | REGRESSED |
+
+rag\\_eval %s: 3 queries scored
+
+| query | mrr@2 |
+| --- | --- |
+| mean | 0.8333 |
+
+<details><summary>gate notes (1)</summary>
+
+- too few queries to see a drop of the tolerance: mrr@2 +/-0.327 on 3 queries (about 801 needed)
+
+</details>
+
+<details><summary>per-query drops beyond the tolerance, largest first (1)</summary>
+
+| measure | query | baseline | current | delta |
+| --- | --- | --- | --- | --- |
+| mrr@2 | &lt;script&gt; | 1.0000 | 0.5000 | -0.5000 |
+
+</details>
+
+<details><summary>per-query values (3 queries)</summary>
+
+| query | mrr@2 |
+| --- | --- |
+| &lt;script&gt; | 0.5000 |
+| a\\|b | 1.0000 |
+| x\\\\ny | 1.0000 |
+
+</details>
+
+<details><summary>answerability</summary>
+
+| answerable | unanswerable | unstated |
+| --- | --- | --- |
+| 3 | 0 | 0 |
+
+</details>
+""" % rag_eval.__version__)
+
+    def assertCellsIntact(self, markdown):
+        """Every table line splits into as many cells as its header, on the
+        unescaped pipes; no raw HTML or backtick from the data survives."""
+        columns = None
+        for line in markdown.splitlines():
+            if not line.startswith("|"):
+                columns = None
+                continue
+            self.assertTrue(line.endswith(" |"), line)
+            cells = re.split(r"(?<!\\) \| ", line[2:-2])
+            columns = columns or len(cells)
+            self.assertEqual(len(cells), columns, line)
+            for cell in cells:
+                self.assertNotRegex(cell, r"[<>]|(?<!\\)`", line)
+
+    def test_hostile_ids_and_values_are_escaped(self):
+        ids = ["a|b", "`x`", "<script>alert(1)</script>", "new\nline", "amp&lt;", "*em*",
+               "_u_", "[l](http://x)", "back\\|slash", "$x$", "\r", "~~s~~"]
+        qrels = {q: {"d%d" % i: 1} for i, q in enumerate(ids)}
+        run = {q: ["d%d" % i] if i % 2 else ["n", "d%d" % i] for i, q in enumerate(ids)}
+        code, out, err = self.report_of("--format", "markdown", "--per-query", "--k", "2",
+                                        "--metrics", "mrr", "--meta", "who=<b>|`me`",
+                                        qrels=qrels, run=run)
+        self.assertEqual(code, 0, err)
+        self.assertCellsIntact(out)
+        self.assertIn("| a\\|b | 0.5000 |", out)
+        self.assertIn("| \\`x\\` | 1.0000 |", out)
+        self.assertIn("| &lt;script&gt;alert(1)&lt;/script&gt; | 0.5000 |", out)
+        self.assertIn("| new\\\\nline | 1.0000 |", out)
+        self.assertIn("| amp&amp;lt; | 0.5000 |", out)
+        self.assertIn("| back\\\\\\|slash | 0.5000 |", out)
+        self.assertIn("| who | &lt;b&gt;\\|\\`me\\` |", out)
+        self.assertEqual(out.count("<details>"), out.count("</details>"))
+
+    def test_the_first_line_is_the_verdict(self):
+        cases = [(("--baseline", example("baseline.json")), 1,
+                  "**Gate failed**: 2 regressions: mrr@5, recall@5"),
+                 (("--baseline", example("baseline.json"), "--max-drop", "0.1"), 0,
+                  "**Gate passed**"),
+                 ((), 0, "**rag\\_eval %s: 3 queries scored; 1 unscored (no relevant id): q4**"
+                  % rag_eval.__version__)]
+        for argv, expect_code, first in cases:
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*EXAMPLE_FILES, "--format", "markdown", *argv)
+                self.assertEqual(code, expect_code, err)
+                self.assertEqual(out.splitlines()[0], first)
+
+    def test_delta_at_the_gates_precision(self):
+        # success@5: 2/3 against the baseline's 0.6667 is -0.0000333...: shown, not -0.0000.
+        code, out, err = run_cli(*EXAMPLE_FILES, "--format", "markdown",
+                                 "--baseline", example("baseline.json"))
+        self.assertIn("| success@5 | 0.6667 | 0.6667 | -0.000033333 | dropped within tolerance "
+                      "| 0.3333 |", out)
+        self.assertIn("| mrr@5 | 0.5500 | 0.5000 | -0.0500 | REGRESSED (undecided: 10 "
+                      "unjudged ids could explain it; label them: --to-label FILE) | 0.3333 |",
+                      out)
+
+    def big(self, *argv):
+        """5000 queries, half of them fallen since a saved baseline."""
+        qrels = {"q%04d|" % i: {"d": 1} for i in range(5000)}
+        good = {q: ["d"] for q in qrels}
+        bad = {q: ["x", "d"] if i % 2 else ["d"] for i, q in enumerate(qrels)}
+        saved = os.path.join(self.tmp, "base.json")
+        self.report_of("--metrics", "mrr", "--save-baseline", saved, qrels=qrels, run=good)
+        return self.report_of("--metrics", "mrr", "--baseline", saved, "--per-query",
+                              "--format", "markdown", *argv, qrels=qrels, run=bad)
+
+    def test_the_size_cap_leaves_out_whole_rows(self):
+        code, full, err = self.big("--max-bytes", "100000000")
+        self.assertEqual(code, 1, err)
+        self.assertGreater(len(full.encode()), 60000)
+        head = full.split("<details>", 1)[0]
+        for cap in (None, 60000, 20000, 3000, 1500, 900):
+            with self.subTest(cap=cap):
+                code, out, err = self.big(*(("--max-bytes", str(cap)) if cap else ()))
+                self.assertEqual(code, 1, err)
+                self.assertLessEqual(len(out.encode()), cap or 60000)
+                self.assertTrue(out.startswith(head))   # verdict and tables untouched
+                self.assertCellsIntact(out)
+                self.assertEqual(out.count("<details>"), out.count("</details>"))
+                full_lines = set(full.splitlines())
+                left = 0
+                for line in out.splitlines():
+                    found = re.match(r"> \*\*(\d+) of (\d+) rows? left out\*\*", line) or \
+                        re.match(r"> \*\*\d+ sections? left out\*\* \((\d+) rows?\)", line)
+                    if found:
+                        self.assertIn("the JSON report (`--format json`, same options) holds "
+                                      "them all", line)
+                        left += int(found.group(1))
+                    else:
+                        self.assertIn(line, full_lines)      # no row cut half-way
+                self.assertEqual(len(self.detail_rows(out)) + left, len(self.detail_rows(full)))
+                self.assertGreater(left, 0)
+
+    @staticmethod
+    def detail_rows(markdown):
+        """The rows and notes of the <details> blocks (not their table headers)."""
+        lines = "".join(markdown.split("<details>", 1)[1:]).splitlines() + [""]
+        return [line for i, line in enumerate(lines) if line.startswith("- ") or (
+            line.startswith("| ") and not line.startswith("| --- ")
+            and not lines[i + 1].startswith("| --- "))]
+
+    def test_the_verdict_and_gate_table_are_never_cut(self):
+        code, out, err = self.big("--max-bytes", "100")
+        self.assertEqual(code, 1, err)
+        self.assertTrue(out.startswith("**Gate failed**: 1 regression: mrr@5\n"))
+        self.assertIn("| mrr@5 | 1.0000 | 0.7500 | -0.2500 | REGRESSED (undecided: 2500 unjudged "
+                      "ids could explain it; label them: --to-label FILE) | 0.7500 |", out)
+        self.assertNotIn("<details>", out)
+        self.assertRegex(out, r"> \*\*\d+ sections left out\*\* \(\d+ rows\) to keep this "
+                              r"under --max-bytes 100")
+
+    def test_max_bytes_must_be_a_positive_integer(self):
+        for bad in ("0", "-5", "x", "1.5"):
+            with self.subTest(bad=bad):
+                self.assertBad(extra=("--max-bytes", bad), expect="--max-bytes")
+
+
+class StepSummaryTest(TempDir, unittest.TestCase):
+    """--step-summary appends the Markdown report to $GITHUB_STEP_SUMMARY."""
+
+    def run_with_summary(self, *argv, value=None):
+        path = os.path.join(self.tmp, "summary.md") if value is None else value
+        with unittest.mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY": path}):
+            result = run_cli(*argv)
+        return result + (read_text(path) if path and os.path.exists(path) else None,)
+
+    def test_appended_even_when_the_gate_fails(self):
+        code, out, err, summary = self.run_with_summary(
+            *EXAMPLE_FILES, "--baseline", example("baseline.json"), "--step-summary")
+        self.assertEqual(code, 1, err)
+        self.assertTrue(out.startswith("rag_eval "))          # stdout keeps --format text
+        markdown = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"),
+                           "--format", "markdown")[1]
+        self.assertEqual(summary, markdown + "\n")
+        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary")
+        self.assertEqual(code, 0, err)                        # appended after the first
+        self.assertEqual(summary.count("**Gate failed**"), 1)
+        self.assertIn("\n**rag\\_eval", summary)
+
+    def test_json_on_stdout_markdown_in_the_summary(self):
+        out_path = os.path.join(self.tmp, "report.json")
+        code, out, err, summary = self.run_with_summary(
+            *EXAMPLE_FILES, "--baseline", example("baseline.json"), "--step-summary",
+            "-o", out_path)
+        self.assertEqual((code, out), (1, ""))
+        self.assertFalse(json.loads(read_text(out_path))["gate"]["passed"])
+        self.assertTrue(summary.startswith("**Gate failed**"))
+
+    def test_the_cap_applies(self):
+        qrels = {"q%d" % i: {"d": 1} for i in range(3000)}
+        run = {q: ["d"] for q in qrels}
+        with unittest.mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY":
+                                                   os.path.join(self.tmp, "s.md")}):
+            code, out, err = self.report_of("--per-query", "--step-summary", "--max-bytes",
+                                            "5000", qrels=qrels, run=run)
+        self.assertEqual(code, 0, err)
+        summary = read_text(os.path.join(self.tmp, "s.md"))
+        self.assertLessEqual(len(summary.encode()), 5000 + 1)   # + the blank line after it
+        self.assertIn("rows left out** to keep this under --max-bytes 5000", summary)
+
+    def test_unset_variable_is_an_error(self):
+        for value in ("", None):
+            with self.subTest(value=value):
+                env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+                if value is not None:
+                    env["GITHUB_STEP_SUMMARY"] = value
+                with unittest.mock.patch.dict(os.environ, env, clear=True):
+                    self.assertBad(extra=("--step-summary",),
+                                   expect="--step-summary: $GITHUB_STEP_SUMMARY is not set")
+
+    def test_an_input_error_is_one_escaped_line(self):
+        run = self.write("r|<b>.json", "{")
+        code, out, err, summary = self.run_with_summary(example("qrels.json"), run,
+                                                        "--step-summary")
+        self.assertEqual(code, 2)
+        self.assertEqual(len(err.splitlines()), 1)
+        lines = summary.splitlines()
+        self.assertEqual(len([line for line in lines if line]), 1)
+        self.assertTrue(lines[0].startswith("**rag-eval error**: "), lines)
+        self.assertIn("r\\|&lt;b&gt;.json", lines[0])
+
+
+class OutputFormatTest(TempDir, unittest.TestCase):
+    """-o FILE with no --format: the extension picks the format."""
+
+    def test_extension_picks_the_format(self):
+        expected = {"r.json": "{", "r.JSON": "{", "r.md": "**Gate failed**",
+                    "r.markdown": "**Gate failed**", "r.txt": "rag_eval ", "r": "rag_eval ",
+                    # html only once a renderer exists for it (another branch adds one)
+                    "r.html": "<" if "html" in rag_eval._RENDERERS else "rag_eval "}
+        for name, start in expected.items():
+            with self.subTest(name=name):
+                path = os.path.join(self.tmp, name)
+                code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"),
+                                         "-o", path)
+                self.assertEqual((code, out), (1, ""), err)
+                self.assertTrue(read_text(path).startswith(start), read_text(path)[:80])
+                os.unlink(path)
+
+    def test_format_wins_over_the_extension(self):
+        path = os.path.join(self.tmp, "r.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--format", "text", "-o", path)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(read_text(path).startswith("rag_eval "))
 
 
 class OutputFilesTest(TempDir, unittest.TestCase):
