@@ -71,9 +71,9 @@ __all__ = [
     "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
     "EvalError", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
     "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Sweep",
-    "available_measures", "bootstrap_ci", "compare", "compare_all",
+    "assert_no_regression", "available_measures", "bootstrap_ci", "compare", "compare_all",
     "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
-    "load_qrels", "load_queries", "load_run", "main", "margin_of_error",
+    "load_qrels", "load_queries", "load_report", "load_run", "main", "margin_of_error",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_json", "render_markdown", "render_text", "render_trec",
     "resolve_measures", "save_baseline", "sweep_min_score", "t_two_sided_p",
@@ -296,6 +296,33 @@ class Report(NamedTuple):
 
     __bool__ = _no_truth_value
 
+    def __repr__(self):
+        """Counts and means, never the per-query table (a report may hold 50k queries)."""
+        counts = [_plural(len(self.per_query), "query", "queries")]
+        counts += ["%d unscored" % len(self.unscored)] if self.unscored else []
+        counts += ["%d held out" % (self.holdout.queries + self.holdout.unscored)
+                   ] if self.holdout is not None else []
+        return "<Report %s: %s>" % (", ".join(counts), _means_text(self.mean))
+
+    def _repr_markdown_(self):
+        """Jupyter's Markdown display: the summary, the means, details folded."""
+        return render_markdown(self, max_bytes=DEFAULT_MAX_BYTES)
+
+    @classmethod
+    def from_dict(cls, data):
+        """The Report of a JSON report (``--format json``, :func:`render_json`,
+        parsed): every field the JSON holds, the others at their defaults.
+        Without ``per_query`` in it (written without ``--per-query``),
+        ``per_query`` is empty; slices come back as shown (``by`` sorted), with
+        no ``membership``; a hold-out without ``members_sha256``.
+
+        >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+        >>> text = render_json(r, per_query=True)
+        >>> render_json(Report.from_dict(json.loads(text)), per_query=True) == text
+        True
+        """
+        return _report_from_dict(data)
+
     def to_dict(self, per_query=True):
         """The JSON-ready form documented in README.md (without ``gate``)."""
         out = {
@@ -484,6 +511,20 @@ class GateResult(NamedTuple):
 
     def __bool__(self):
         return bool(self.passed)
+
+    def __repr__(self):
+        """The verdict and its counts, never the per-query drops."""
+        names = [c.name for c in self.regressions]
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        return "<GateResult %s: %s of %d (max drop %s)%s>" % (
+            "PASSED" if self.passed else "FAILED",
+            _plural(len(names), "regression", "regressions"), len(self.changes),
+            self.tolerance, " " + shown if names else "")
+
+    def _repr_markdown_(self):
+        """Jupyter's Markdown display: the verdict and the gate table."""
+        lines, details = _gate_markdown(self, "baseline")
+        return _capped_markdown(lines, [_md_details(*d) for d in details], DEFAULT_MAX_BYTES)
 
     @property
     def regressions(self):
@@ -5719,6 +5760,18 @@ class Comparison(NamedTuple):
 
     __bool__ = _no_truth_value
 
+    def __repr__(self):
+        """The reference, the pairs and each measure's delta and verdict."""
+        rows = list(self.measures.values())
+        return "<Comparison vs %s over %s: %s>" % (
+            self.reference, _plural(rows[0].n if rows else 0, "query", "queries"), "; ".join(
+                "%s %+.4f (%s)" % (r.measure, r.delta, r.verdict) for r in rows[:6])
+            + ("; ..." if len(rows) > 6 else ""))
+
+    def _repr_markdown_(self):
+        """Jupyter's Markdown display: the comparison table."""
+        return "\n".join(_comparison_markdown(_comparison_section(self)))
+
     def to_dict(self):
         return {"reference": self.reference,
                 "measures": {m: c.to_dict() for m, c in self.measures.items()},
@@ -7019,8 +7072,133 @@ def render_json(report, gate_result=None, comparisons=(), *, per_query=False, **
     return _dumps(out)
 
 
+# --- reading a JSON report back -------------------------------------------------
+
+def _report_from_dict(data):
+    """The Report of a JSON report (see Report.from_dict); EvalError naming what
+    is wrong when ``data`` is not one."""
+    if isinstance(data, dict) and data.get("format") == BASELINE_FORMAT:
+        raise EvalError("a baseline (read it with load_baseline), not a JSON report")
+    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
+            or data["tool"].get("name") != "rag_eval" or "measures" not in data:
+        raise EvalError("not a rag_eval JSON report (--format json)")
+    try:
+        return _report_fields(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, EvalError):
+            raise
+        raise EvalError("not a rag_eval JSON report (--format json): %s %s"
+                        % (type(exc).__name__, _short_repr(str(exc)))) from None
+
+
+def _report_fields(data):
+    measures = tuple(_checked_str(m, "measures") for m in data["measures"])
+    slices = data.get("slices")
+    holdout = data.get("holdout")
+    bounds = data.get("unjudged_bounds")
+    return Report(
+        measures=measures,
+        mean=_checked_values(data["mean"], "mean"),
+        per_query={_checked_str(q, "per_query"): _checked_values(v, "per_query " + q)
+                   for q, v in data.get("per_query", {}).items()},
+        unscored=tuple(data["unscored"]), missing=tuple(data["missing_from_run"]),
+        skipped=tuple(data["skipped"]), abstention=dict(data["abstention"]),
+        ties=dict(data["ties"]["per_query"]), warnings=tuple(data["warnings"]),
+        rel=_positive_int(data["rel"], "rel"), inputs=data.get("inputs") or None,
+        unlabelled=tuple(data.get("unlabelled", ())), average=data.get("average", "scored"),
+        n=data.get("n"), mapping=data.get("mapping"), meta=dict(data.get("meta") or {}),
+        slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
+        holdout=None if holdout is None else HeldOut(
+            holdout["slice"], _checked_values(holdout["mean"], "holdout mean"),
+            holdout.get("n"), holdout["queries"], holdout["unscored"],
+            holdout["missing_from_run"], "", holdout["revealed"], holdout.get("per_query"),
+            None if "ids" not in holdout else {
+                "unscored": tuple(holdout["ids"]["unscored"]),
+                "missing": tuple(holdout["ids"]["missing_from_run"])}),
+        answerability=data.get("answerability") or None,
+        min_score=data.get("min_score"),
+        unjudged=None if bounds is None else {
+            "mean": _pairs(bounds["mean"]),
+            "per_query": {q: _pairs(v) for q, v in bounds.get("per_query", {}).items()}})
+
+
+def _checked_str(value, what):
+    if not isinstance(value, str):
+        raise EvalError("%s: expected a string, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_values(values, what):
+    """{measure: number} with every number finite (a report never holds NaN)."""
+    if not isinstance(values, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values.values()):
+        raise EvalError("%s: expected {measure: number}, got %s" % (what, _short_repr(values)))
+    return dict(values)
+
+
+def _pairs(values):
+    return {m: None if pair is None else list(pair) for m, pair in values.items()}
+
+
+def load_report(source):
+    """Read a JSON report (``--format json``, :func:`render_json`) back into a
+    :class:`Report`, e.g. one a CI job kept as an artifact (see
+    :meth:`Report.from_dict`); an EvalError names the file when it is not one.
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> load_report(io.StringIO(render_json(r, per_query=True))).per_query
+    {'q': {'mrr@2': 0.5}}
+    """
+    inp = _Input(source)
+    try:
+        return _report_from_dict(_json_loads(inp.text(), inp.name))
+    except EvalError as exc:
+        text = str(exc)
+        raise EvalError(text if text.startswith(inp.name + ":")
+                        else "%s: %s" % (inp.name, text)) from None
+
+
+def assert_no_regression(report, baseline, **gate_options):
+    """:func:`gate` for a test suite: the GateResult when the gate passes, else
+    an AssertionError whose message is the gate's text, as the command line
+    prints it.  ``baseline`` is a Baseline, a dict of means, a file name or a
+    Report (the baseline it would save).
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> assert_no_regression(r, {"mrr@2": 0.5}).passed
+    True
+    >>> assert_no_regression(r, {"mrr@2": 0.9})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: gate vs baseline (max drop 0.02): FAILED, 1 regression: mrr@2
+    ...
+    """
+    if isinstance(baseline, Report):
+        baseline = load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
+            source="report")
+    elif isinstance(baseline, (str, os.PathLike)):
+        baseline = load_baseline(baseline)
+    result = gate(report, baseline, **gate_options)
+    if not result.passed:
+        name = baseline.source if isinstance(baseline, Baseline) else "baseline"
+        raise AssertionError(_text_of(_gate_sections(result, name), first=1).rstrip("\n"))
+    return result
+
+
 def _fmt(value):
     return "-" if value is None else "%.4f" % value
+
+
+def _means_text(mean, shown=8):
+    """``recall@5=0.6667 mrr@5=0.5000``: the first ``shown`` means.
+
+    >>> _means_text({"a@1": 0.5, "b@1": 1.0, "c@1": 0.25}, shown=2)
+    'a@1=0.5000 b@1=1.0000 (+1 more)'
+    """
+    items = list(mean.items())
+    return " ".join("%s=%s" % (m, _fmt(v)) for m, v in items[:shown]) + (
+        " (+%d more)" % (len(items) - shown) if len(items) > shown else "")
 
 
 def _summary_line(report):
@@ -7210,14 +7388,15 @@ def _slice_section(report, field):
             + [_fmt(report.slices[name]["mean"].get(m)) for m in report.measures]
             for name in names]
     notes = []
-    members = _members(report.membership)
-    scored = [set(q for q in members[name] if q in report.per_query) for name in names]
-    if sum(map(len, scored)) > len(set().union(*scored)):
-        notes.append("a query with several %s values is in each of their rows" % field)
-    left = len(report.per_query) - len(set().union(*scored))
-    if left:
-        notes.append("%s no %s: in no row" % (_plural(left, "scored query has",
-                                                       "scored queries have"), field))
+    if report.membership is not None:    # None: read back from a JSON report
+        members = _members(report.membership)
+        scored = [set(q for q in members[name] if q in report.per_query) for name in names]
+        if sum(map(len, scored)) > len(set().union(*scored)):
+            notes.append("a query with several %s values is in each of their rows" % field)
+        left = len(report.per_query) - len(set().union(*scored))
+        if left:
+            notes.append("%s no %s: in no row" % (_plural(left, "scored query has",
+                                                           "scored queries have"), field))
     for name in names:
         for m, n in sorted(report.slices[name].get("n", {}).items()):
             if n < report.slices[name]["queries"]:
@@ -7306,34 +7485,22 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     <BLANKLINE>
     </details>
     """
-    sections = list(_sections(report, gate_result, comparisons, per_query, baseline_name,
-                              _full_delta))
+    sections = list(_sections(report, None, (), per_query, baseline_name))
     title, header, rows, _ = sections[0]
     shown = len(report.per_query) if per_query else 0      # rows[shown:]: mean (and n)
-    gated = (len(list(_gate_sections(gate_result, baseline_name, _full_delta)))
-             if gate_result is not None else 0)
-    end = len(sections) - len(comparisons)
-    described, gated, compared = sections[1:end - gated], sections[end - gated:end], \
-        sections[end:]
     lines, details = [], []
     if gate_result is None:
         lines += ["**%s**" % _md_text(title), ""]
     else:
-        _, gate_header, gate_rows, gate_notes = gated.pop(0)
-        lines += [_gate_headline(gate_result), "",
-                  "Gate vs %s (%s):" % (_md_text(baseline_name), _md_text(_gate_how(gate_result))),
-                  ""] + _md_table(gate_header, gate_rows) + ["", _md_text(title), ""]
-        if gate_notes:
-            details.append(("gate notes (%d)" % len(gate_notes), None, [], gate_notes))
+        lines, details = _gate_markdown(gate_result, baseline_name)
+        lines += [_md_text(title), ""]
     lines += _md_table(header, rows[shown:]) + [""]
-    for c_title, c_header, c_rows, c_notes in compared:
-        lines += ["**%s**" % _md_text(c_title), ""] + _md_table(c_header, c_rows) + [""]
-        lines += ["> " + _md_text(n) for n in c_notes] + ([""] if c_notes else [])
-    details += gated
+    for c in comparisons:
+        lines += _comparison_markdown(_comparison_section(c))
     if shown:
         details.append(("per-query values (%s)" % _plural(shown, "query", "queries"),
                         header, rows[:shown], []))
-    details += described
+    details += sections[1:]
     if report.warnings:
         details.append(("warnings (%d)" % len(report.warnings), None, [],
                         list(report.warnings)))
@@ -7341,6 +7508,26 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     if sweep is not None:
         details.append(_sweep_section(sweep))
     return _capped_markdown(lines, [_md_details(*block) for block in details], max_bytes)
+
+
+def _gate_markdown(gate_result, baseline_name):
+    """(lines, details) of a gate in Markdown: the verdict and its table as
+    lines; its notes, per-query drops and changed queries as sections for
+    <details> blocks."""
+    sections = list(_gate_sections(gate_result, baseline_name, _full_delta))
+    _, header, rows, notes = sections[0]
+    lines = [_gate_headline(gate_result), "",
+             "Gate vs %s (%s):" % (_md_text(baseline_name), _md_text(_gate_how(gate_result))),
+             ""] + _md_table(header, rows) + [""]
+    details = [("gate notes (%d)" % len(notes), None, [], notes)] if notes else []
+    return lines, details + sections[1:]
+
+
+def _comparison_markdown(section):
+    """A comparison's lines: its title, table and notes, never folded."""
+    title, header, rows, notes = section
+    return (["**%s**" % _md_text(title), ""] + _md_table(header, rows) + [""]
+            + ["- " + _md_text(n) for n in notes] + ([""] if notes else []))
 
 
 def _gate_headline(gate_result):

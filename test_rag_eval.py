@@ -3439,7 +3439,7 @@ class HoldOutTest(TempDir, unittest.TestCase):
         plain = rag_eval.evaluate(self.QRELS, self.RUN, k=10, measures="mrr",
                                   skip_extra_queries=True)
         for query in self.IDS[:-1]:
-            self.assertIn(query, repr(plain))
+            self.assertIn(query, repr(tuple(plain)))    # every field (repr is counts only)
         self.assertEqual((plain.ties, plain.unlabelled), ({"hidden-beta": 1}, ("hidden-eps",)))
         self.assertIn("1 query repeat ids", " ".join(plain.warnings))
         base = saved_baseline(self, report)
@@ -5757,6 +5757,175 @@ class OutputFormatTest(TempDir, unittest.TestCase):
         code, out, err = run_cli(*EXAMPLE_FILES, "--format", "text", "-o", path)
         self.assertEqual(code, 0, err)
         self.assertTrue(read_text(path).startswith("rag_eval "))
+
+
+class LoadReportTest(TempDir, unittest.TestCase):
+    """load_report / Report.from_dict read a JSON report back: every field the
+    JSON holds comes back, so the JSON written again is the same bytes."""
+
+    def round_trip(self, report, result=None):
+        text = rag_eval.render_json(report, result, per_query=True)
+        path = self.write("report.json", text)
+        loaded = rag_eval.load_report(path)
+        self.assertEqual(rag_eval.render_json(loaded, result, per_query=True), text)
+        for field in ("measures", "mean", "per_query", "n", "warnings", "unscored", "missing",
+                      "skipped", "abstention", "ties", "rel", "unlabelled", "answerability",
+                      "min_score", "mapping", "average"):
+            self.assertEqual(getattr(loaded, field), getattr(report, field), field)
+        return loaded
+
+    def test_the_bundled_example_and_its_gate(self):
+        report = example_report()
+        result = rag_eval.gate(report, rag_eval.load_baseline(example("baseline.json")))
+        loaded = self.round_trip(report, result)
+        self.assertEqual(loaded.mean["mrr@5"], 0.5)
+        self.assertEqual(rag_eval.render_text(loaded, result, per_query=True),
+                         rag_eval.render_text(report, result, per_query=True))
+        self.assertEqual(rag_eval.render_markdown(loaded, result, per_query=True),
+                         rag_eval.render_markdown(report, result, per_query=True))
+        # The gate of the loaded report is the gate of the report.
+        self.assertEqual(rag_eval.gate(loaded, {"mrr@5": 0.55}),
+                         rag_eval.gate(report, {"mrr@5": 0.55}))
+
+    def test_slices_unit_measures_answerability(self):
+        # q2 stated unanswerable abstains (its one id is cut by min_score 0.1);
+        # recall(unit=doc) counts documents (doc#chunk), abstained only q2: n differs.
+        report = rag_eval.evaluate(
+            {"q1": {"docA": 1}, "q2": {}, "q3": {"docB": 2}},
+            {"q1": {"docA#1": 0.9, "x#2": 0.5}, "q2": {"y#1": 0.05},
+             "q3": {"z#1": 0.4, "docB#3": 0.3}},
+            k=2, measures="recall(unit=doc),abstained", doc_sep="#", min_score=0.1,
+            queries={"q2": {"answerable": False}, "q1": {"slices": {"src": ["real"]}},
+                     "q3": {"slices": {"src": ["synthetic"]}}}, by="src")
+        self.assertEqual(report.n, {"recall(unit=doc)@2": 2, "abstained": 1})
+        loaded = self.round_trip(report)
+        self.assertEqual(loaded.slices, report.slices)
+        self.assertEqual(loaded.by, ("src",))
+        self.assertEqual(loaded.answerability, {"answerable": 2, "unanswerable": 1,
+                                                "unstated": 0})
+        self.assertIn("| real | 1 | 0 | 1.0000 | - |", rag_eval.render_markdown(loaded))
+
+    def test_hold_out_and_unjudged_bounds(self):
+        report = sliced_report(holdout="split=holdout", by=["source", "tag"],
+                               reveal_holdout=True, unjudged_bounds=True)
+        self.assertIsNotNone(report.unjudged)
+        loaded = self.round_trip(report)
+        self.assertEqual(loaded.holdout.mean, report.holdout.mean)
+        self.assertEqual(loaded.holdout.per_query, report.holdout.per_query)
+        self.assertEqual(loaded.unjudged["mean"], report.unjudged["mean"])
+        self.assertEqual(loaded.by, ("source", "tag"))
+        rag_eval.render_text(loaded, per_query=True)      # renders without its membership
+
+    def test_from_the_command_line(self):
+        path = os.path.join(self.tmp, "r.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--per-query", "--meta", "run.id=7",
+                                 "-o", path)
+        self.assertEqual(code, 0, err)
+        loaded = rag_eval.load_report(path)
+        self.assertEqual(loaded.meta, {"run.id": "7"})
+        self.assertEqual(loaded.inputs["run"]["path"], example("run.json"))
+        self.assertEqual(rag_eval.render_json(loaded, per_query=True), read_text(path))
+
+    def test_not_a_report_is_one_line_naming_the_file(self):
+        saved = os.path.join(self.tmp, "base.json")
+        rag_eval.save_baseline(example_report(), saved)
+        good = json.loads(rag_eval.render_json(example_report(), per_query=True))
+        cases = [(self.write("a.json", "{"), "a.json:1:2: invalid JSON"),
+                 (self.write("b.json", "[1]"), "b.json: not a rag_eval JSON report"),
+                 (saved, "base.json: a baseline (read it with load_baseline)"),
+                 (self.write("c.json", json.dumps(dict(good, mean={"mrr@5": "x"}))),
+                  "c.json: mean: expected {measure: number}"),
+                 (self.write("d.json", json.dumps({k: v for k, v in good.items()
+                                                   if k != "warnings"})),
+                  "d.json: not a rag_eval JSON report (--format json): KeyError"),
+                 (os.path.join(self.tmp, "missing.json"), "missing.json")]
+        for path, expect in cases:
+            with self.subTest(path=path):
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.load_report(path)
+                self.assertIn(expect, str(caught.exception))
+                self.assertEqual(len(str(caught.exception).splitlines()), 1)
+
+
+class NotebookReprTest(unittest.TestCase):
+    """__repr__ shows counts and means (never the per-query table);
+    _repr_markdown_ the numbers in a Markdown table."""
+
+    def test_report(self):
+        report = example_report()
+        self.assertEqual(repr(report), "<Report 3 queries, 1 unscored: recall@5=0.6667 "
+                                       "success@5=0.6667 mrr@5=0.5000 ndcg@5=0.5095>")
+        markdown = report._repr_markdown_()
+        self.assertIn("| mean | 0.6667 | 0.6667 | 0.5000 | 0.5095 |", markdown)
+        self.assertEqual(markdown, rag_eval.render_markdown(report))
+
+    def test_short_for_many_queries(self):
+        qrels = {"q%d" % i: {"d": 1} for i in range(50000)}
+        run = {q: ["d"] if i % 4 else ["x", "d"] for i, q in enumerate(qrels)}
+        report = rag_eval.evaluate(qrels, run, k=[1, 5, 10],
+                                   measures="recall,mrr,ndcg,success")
+        text = repr(report)
+        self.assertLess(len(text), 200)
+        self.assertTrue(text.startswith("<Report 50000 queries: recall@1=0.7500 recall@5=1.0000"))
+        self.assertTrue(text.endswith(" (+4 more)>"), text)
+        self.assertLess(len(report._repr_markdown_().encode()), rag_eval.DEFAULT_MAX_BYTES + 1)
+
+    def test_gate_result(self):
+        report = example_report()
+        result = rag_eval.gate(report, rag_eval.load_baseline(example("baseline.json")))
+        self.assertEqual(repr(result), "<GateResult FAILED: 2 regressions of 4 (max drop 0.02) "
+                                       "mrr@5, recall@5>")
+        self.assertEqual(repr(rag_eval.gate(report, {"mrr@5": 0.5})),
+                         "<GateResult PASSED: 0 regressions of 1 (max drop 0.02)>")
+        markdown = result._repr_markdown_()
+        self.assertTrue(markdown.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        self.assertIn("| recall@5 | 0.7000 | 0.6667 | -0.033333333 | REGRESSED |", markdown)
+
+    def test_comparison(self):
+        report = example_report()
+        other = example_report(k=1)
+        other = other._replace(per_query={q: {"recall@5": v["recall@1"]}
+                                          for q, v in other.per_query.items()},
+                               mean={"recall@5": other.mean["recall@1"]},
+                               measures=("recall@5",))
+        comparison = rag_eval.compare(report, other, resamples=200)
+        row = comparison.measures["recall@5"]
+        self.assertEqual(repr(comparison), "<Comparison vs reference over 3 queries: recall@5 "
+                                           "%+.4f (%s)>" % (row.delta, row.verdict))
+        self.assertIn("| recall@5 | 0.6667 | %.4f | %+.4f |" % (row.reference_mean, row.delta),
+                      comparison._repr_markdown_())
+
+
+class AssertNoRegressionTest(TempDir, unittest.TestCase):
+    """assert_no_regression: gate() for pytest, the gate's text as the message."""
+
+    def test_fails_with_the_gates_text(self):
+        report = example_report(unjudged_bounds=True)
+        with self.assertRaises(AssertionError) as caught:
+            rag_eval.assert_no_regression(report, example("baseline.json"))
+        message = str(caught.exception)
+        self.assertTrue(message.startswith("gate vs %s (max drop 0.02): FAILED, 2 regressions: "
+                                           "mrr@5, recall@5\n" % example("baseline.json")))
+        code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"))
+        self.assertEqual(code, 1)
+        self.assertIn(message, out)         # the same text the command line prints
+
+    def test_passes_with_the_gate_result(self):
+        report = example_report()
+        result = rag_eval.assert_no_regression(report, example("baseline.json"), max_drop="10%")
+        self.assertIsInstance(result, rag_eval.GateResult)
+        self.assertTrue(result.passed)
+        self.assertTrue(rag_eval.assert_no_regression(report, report).passed)   # a Report
+        baseline = rag_eval.Baseline({"mrr@5": 0.5})
+        self.assertTrue(rag_eval.assert_no_regression(report, baseline).passed)
+        worse = example_report(k=1)._replace(measures=("mrr@5",))
+        worse = worse._replace(mean={"mrr@5": 0.3}, per_query={
+            q: {"mrr@5": 0.3} for q in worse.per_query})
+        with self.assertRaises(AssertionError) as caught:
+            rag_eval.assert_no_regression(worse, report)
+        self.assertIn("gate vs report (max drop 0.02): FAILED, 4 regressions: mrr@5, ndcg@5, "
+                      "recall@5, success@5\n",
+                      str(caught.exception))
 
 
 class OutputFilesTest(TempDir, unittest.TestCase):
