@@ -5928,6 +5928,173 @@ class AssertNoRegressionTest(TempDir, unittest.TestCase):
                       str(caught.exception))
 
 
+class MiniYaml:
+    """A reader for the YAML subset action.yml and the README's workflow use
+    (PyYAML is not a dependency): nested mappings by indentation, lists of
+    mappings (``- key: value``), plain or quoted scalars, ``|`` blocks, comment
+    lines."""
+
+    def __init__(self, text):
+        self.lines, self.i = text.splitlines(), 0
+
+    def parse(self):
+        return self.block(0)
+
+    def skip(self):
+        while self.i < len(self.lines) and (not self.lines[self.i].strip()
+                                            or self.lines[self.i].lstrip().startswith("#")):
+            self.i += 1
+
+    def indent(self):
+        line = self.lines[self.i]
+        return len(line) - len(line.lstrip(" "))
+
+    def block(self, indent):
+        self.skip()
+        if self.i == len(self.lines) or self.indent() < indent:
+            return None
+        if self.lines[self.i].lstrip().startswith("- "):
+            return self.sequence(self.indent())
+        return self.mapping(self.indent())
+
+    def mapping(self, indent, first=None):
+        out = {}
+        while True:
+            if first is not None:
+                text, first = first, None
+            else:
+                self.skip()
+                if (self.i == len(self.lines) or self.indent() != indent
+                        or self.lines[self.i].lstrip().startswith("- ")):
+                    return out
+                text = self.lines[self.i].strip()
+                self.i += 1
+            if text.endswith(":"):
+                out[text[:-1]] = self.block(indent + 1)
+                continue
+            key, sep, value = text.partition(": ")
+            assert sep, "not a key: value line: %r" % text
+            value = re.sub(r"\s+#.*$", "", value) if not value.startswith(("'", '"')) else value
+            out[key] = self.literal(indent) if value == "|" else self.scalar(value)
+
+    def sequence(self, indent):
+        out = []
+        while True:
+            self.skip()
+            if (self.i == len(self.lines) or self.indent() != indent
+                    or not self.lines[self.i].lstrip().startswith("- ")):
+                return out
+            text = self.lines[self.i].strip()[2:]
+            self.i += 1
+            out.append(self.mapping(indent + 2, first=text))
+
+    def literal(self, indent):
+        body = []
+        while self.i < len(self.lines) and (not self.lines[self.i].strip()
+                                            or self.indent() > indent):
+            body.append(self.lines[self.i])
+            self.i += 1
+        while body and not body[-1].strip():
+            body.pop()
+        margin = min(len(line) - len(line.lstrip(" ")) for line in body if line.strip())
+        return "\n".join(line[margin:] for line in body) + "\n"
+
+    @staticmethod
+    def scalar(value):
+        if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
+            return value[1:-1]
+        return value
+
+
+@unittest.skipUnless(shutil.which("bash") and shutil.which("python3"), "needs bash and python3")
+class ActionTest(TempDir, unittest.TestCase):
+    """action.yml and the README's GitHub Actions job: their command lines,
+    run as GitHub runs them (bash -eo pipefail) on the bundled example, whose
+    gate fails."""
+
+    def run_step(self, step, env=None, cwd=None):
+        summary = os.path.join(self.tmp, "summary.md")
+        environ = dict(os.environ, GITHUB_STEP_SUMMARY=summary, GITHUB_ACTION_PATH=HERE,
+                       **(env or {}))
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               step["run"]], env=environ, cwd=cwd or self.tmp,
+                              capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stderr, read_text(summary) if os.path.exists(summary) else ""
+
+    def test_mini_yaml_reader(self):
+        self.assertEqual(MiniYaml('a: "1"\nb:\n  - c: x  # note\n    d: |\n      one\n'
+                                  '        two\n\n  - e: y\nf: z\n').parse(),
+                         {"a": "1", "b": [{"c": "x", "d": "one\n  two\n"}, {"e": "y"}],
+                          "f": "z"})
+
+    def action_step(self, **inputs):
+        action = MiniYaml(read_text(os.path.join(HERE, "action.yml"))).parse()
+        self.assertEqual(action["runs"]["using"], "composite")
+        self.assertEqual(set(action["inputs"]),
+                         {"qrels", "run", "baseline", "options", "report", "python-version"})
+        values = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
+        values.update(inputs)
+        steps = action["runs"]["steps"]
+        self.assertEqual(steps[0]["uses"], "actions/setup-python@v5")
+        self.assertEqual(steps[0]["with"], {"python-version": "${{ inputs.python-version }}"})
+        step = next(s for s in steps if "run" in s)
+        self.assertEqual(step["shell"], "bash")
+        self.assertNotIn("${{", step["run"])       # inputs reach the script as variables
+
+        def filled(text):
+            return re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: values[m.group(1)], text)
+        env = {name: filled(value) for name, value in step["env"].items()}
+        self.assertNotIn("${{", "".join(env.values()))
+        return step, env
+
+    def test_the_action_fails_the_bundled_example_and_writes_the_summary(self):
+        report = os.path.join(self.tmp, "report.json")
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"), report=report)
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 1, err)
+        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"),
+                        summary[:200])
+        doc = json.loads(read_text(report))
+        self.assertFalse(doc["gate"]["passed"])
+        self.assertEqual(doc["per_query"]["q3"]["mrr@5"], 1.0)
+
+    def test_the_action_options_input(self):
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"),
+                                     options="--max-drop 0.1 --seed 3")
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(summary.startswith("**Gate passed**\n"), summary[:200])
+        self.assertIn("Gate vs %s (max drop 0.1):" % example("baseline.json").replace("_", "\\_"),
+                      summary)
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
+
+    def test_the_readme_job_as_written(self):
+        readme = read_text(os.path.join(HERE, "README.md"))
+        section = readme.split("\n## Use it as a CI step (GitHub Actions)\n", 1)[1]
+        workflow = MiniYaml(re.search(r"```yaml\n(.*?)```", section, re.S).group(1)).parse()
+        steps = workflow["jobs"]["rag-eval"]["steps"]
+        self.assertEqual([s.get("uses") for s in steps[:2]],
+                         ["actions/checkout@v4", "actions/setup-python@v5"])
+        gate_step = next(s for s in steps if s.get("name") == "Retrieval quality gate")
+        keep = steps[-1]
+        self.assertEqual((keep["uses"], keep["if"]), ("actions/upload-artifact@v4", "always()"))
+        self.assertIn("-o %s " % keep["with"]["path"], gate_step["run"])
+        self.assertIn("--step-summary", gate_step["run"])
+        # The repository the job checks out: rag_eval.py copied in, the data under eval/.
+        os.mkdir(os.path.join(self.tmp, "eval"))
+        shutil.copy(os.path.join(HERE, "rag_eval.py"), self.tmp)
+        shutil.copy(example("run.json"), self.tmp)         # what the retriever step writes
+        for name in ("qrels.json", "baseline.json"):
+            shutil.copy(example(name), os.path.join(self.tmp, "eval"))
+        code, err, summary = self.run_step(gate_step)
+        self.assertEqual(code, 1, err)
+        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        doc = json.loads(read_text(os.path.join(self.tmp, keep["with"]["path"])))
+        self.assertFalse(doc["gate"]["passed"])
+
+
 class OutputFilesTest(TempDir, unittest.TestCase):
     """-o and --save-baseline: each written whole or none at all, never over an
     input; '-' and empty names."""
