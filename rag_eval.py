@@ -96,6 +96,7 @@ import random
 import re
 import stat
 import sys
+import time
 from typing import Dict, NamedTuple, Optional, Tuple
 
 __version__ = "0.1.0"
@@ -1945,6 +1946,8 @@ class _Input:
         if _is_regular_file(self.source):
             with open(self.source, "rb") as handle:
                 for block in iter(lambda: handle.read(_BLOCK_SIZE), b""):
+                    if _PROGRESS is not None:
+                        _PROGRESS.read_bytes(len(block))
                     yield block
             return
         if self._buffered is None:
@@ -3609,16 +3612,131 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
 def _score_run(inp, fmt, scorer, skip_extra_queries, testset=None):
     """The report of one run, read one query at a time; a run whose queries
     are scattered is read whole."""
+    progress = _PROGRESS
+    if progress is not None:
+        progress.begin(inp.name, os.path.getsize(inp.source)
+                       if _is_regular_file(inp.source) else None)
     try:
-        report = _score(scorer, _scored_run(inp, fmt, scorer), skip_extra_queries, inp.name,
-                        testset)
-    except _NotGrouped:
-        report = _score(scorer, _scored_run_plain(inp, fmt, scorer, grouped=False),
+        report = _score(scorer, _counted(_scored_run(inp, fmt, scorer), progress),
                         skip_extra_queries, inp.name, testset)
+    except _NotGrouped:
+        if progress is not None:    # read again from the start
+            progress.begin(inp.name, progress.size)
+        report = _score(scorer, _counted(_scored_run_plain(inp, fmt, scorer, grouped=False),
+                                         progress), skip_extra_queries, inp.name, testset)
         note = ("%s: the lines of a query are not contiguous; read the whole run into memory"
                 % inp.name)
         report = report._replace(warnings=(note,) + report.warnings)
+    finally:
+        if progress is not None:
+            progress.end()
     return _with_rising_note(report, inp.name, inp.rising, testset)
+
+
+def _counted(scored, progress, every=None):
+    """``scored`` as it is, telling ``progress`` (if any) the count every
+    ``every`` queries (default _PROGRESS_EVERY): no cost when it is None."""
+    if progress is None:
+        return scored
+    return _counting(scored, progress, every or _PROGRESS_EVERY)
+
+
+def _counting(scored, progress, every):
+    for count, item in enumerate(scored, 1):
+        yield item
+        if not count % every:
+            progress.scored(count)
+
+
+# --- a progress line on a terminal ------------------------------------------------
+
+_PROGRESS = None            # the command line's _Progress while it may draw one, else None
+_PROGRESS_EVERY = 1024      # queries between two looks at the clock
+_progress_clock = time.monotonic    # the clock the line reads (tests drive their own)
+
+
+class _Progress:
+    """One line on a terminal's stderr while a run is scored: its queries
+    scored, its bytes read of its size (a regular file) and the time elapsed,
+    rewritten in place (carriage return), first after ``delay`` seconds and
+    at most every ``interval``; end() erases it.  It is fed every
+    _PROGRESS_EVERY queries (_counted) and every block a reader takes, and
+    never exists in a pipe, a CI log, a library call or with --format json.
+
+    >>> clock = iter([0.0, 0.5, 1.5, 1.6, 2.0]).__next__
+    >>> out = io.StringIO()
+    >>> p = _Progress(out, clock)
+    >>> p.begin("run.trec", 4000000)
+    >>> p.read_bytes(1000000); p.scored(1024); p.read_bytes(1000000); p.scored(2048)
+    >>> p.end()
+    >>> for part in out.getvalue().split("\\r")[1:]:   # drawn at 1.5 s, at 2.0 s, erased
+    ...     print(repr(part))
+    'rag-eval: run.trec: 1024 queries scored, 1.0 of 4.0 MB read, 1.5 s'
+    'rag-eval: run.trec: 2048 queries scored, 2.0 of 4.0 MB read, 2.0 s'
+    '                                                                  '
+    ''
+    """
+
+    def __init__(self, stream, clock=None, delay=1.0, interval=0.25):
+        self.stream, self.clock, self.interval = stream, clock or _progress_clock, interval
+        self.start = self.clock()
+        self.due = self.start + delay
+        self.width = 0          # of the line on screen; 0: none
+        self.begin("", None)
+
+    def begin(self, name, size, here=None):
+        """A run: its name, its size in bytes (None: not known); ``here`` the
+        bytes this process reads when forked workers read the rest."""
+        self.name = os.path.basename(name)  # a line wider than the terminal wraps, and
+        self.size, self.here, self.read, self.queries = size, here, 0, 0   # \r redraws its end
+
+    def read_bytes(self, n):
+        if self.name:           # the run's blocks, not the qrels' or a baseline's
+            self.read += n
+            self.tick()
+
+    def scored(self, n):
+        self.queries = n
+        self.tick()
+
+    def tick(self):
+        now = self.clock()
+        if now >= self.due:
+            self.due = now + self.interval
+            self.draw("rag-eval: %s: %s scored, %s%.1f s" % (
+                self.name, _plural(self.queries, "query", "queries"), self.bytes_text(),
+                now - self.start))
+
+    def bytes_text(self):
+        if self.here is not None:
+            return "%.1f of %.1f MB read here (workers read the rest), " % (
+                self.read / 1e6, self.here / 1e6)
+        if self.size is not None:
+            return "%.1f of %.1f MB read, " % (self.read / 1e6, self.size / 1e6)
+        return ""
+
+    def draw(self, text):
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def end(self):
+        """Erase the line (before anything else is written to stderr)."""
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+        self.begin("", None)
+
+
+def _progress_for(args, stderr):
+    """The _Progress of a command-line run: only on a terminal, never for JSON."""
+    stream = getattr(stderr, "stream", stderr)      # under _Tolerant
+    try:
+        tty = stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        tty = False
+    return _Progress(stderr) if tty and args.format != "json" else None
 
 
 def _scored_run_plain(inp, fmt, scorer, grouped=True):
@@ -7900,6 +8018,10 @@ def build_parser():
     parser.add_argument("--per-query", action="store_true", help="include per-query values")
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
                         help="write the report to FILE (atomically) instead of stdout")
+    parser.add_argument("--timing", action="store_true",
+                        help="record the seconds the run took: \"elapsed_seconds\" in the JSON "
+                        "report, a line on stderr otherwise (off by default: same inputs, "
+                        "same bytes)")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an internal error (also RAG_EVAL_DEBUG=1)")
     parser.add_argument("--list-measures", action=_ListMeasures,
@@ -8123,8 +8245,7 @@ def _check_outputs(args):
 
 @_gc_paused
 def _run_cli(args, stdout, stderr):
-    if args.format is None:
-        args.format = _format_of(args.output)
+    started = time.monotonic() if args.timing else None
     max_bytes = _positive_int(args.max_bytes, "--max-bytes")
     summary_path = _step_summary_path() if args.step_summary else None
     _check_paths(args)
@@ -8204,6 +8325,12 @@ def _run_cli(args, stdout, stderr):
         text = _RENDERERS[args.format](report, result, comparisons, **shown)
         if sweep is not None:
             text = _with_sweep(text, sweep, args.format)
+    if started is not None:
+        elapsed = round(time.monotonic() - started, 3)
+        if args.format == "json":
+            text = _dumps(dict(json.loads(text), elapsed_seconds=elapsed))
+        else:
+            stderr.write("rag-eval: timing: %.3f s\n" % elapsed)
     # trec_eval's layout stays parseable: the gate and comparisons go to stderr.
     side = (_side_text(report, result, comparisons, baseline_name=baseline_name)
             if args.format == "trec" else "")
@@ -8345,6 +8472,10 @@ def main(argv=None, *, stdout=None, stderr=None):
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     finally:
         sys.stdout, sys.stderr = saved
+    if args.format is None:
+        args.format = _format_of(args.output)
+    global _PROGRESS
+    _PROGRESS = _progress_for(args, stderr)
     try:
         return _run_cli(args, stdout, stderr)
     except EvalError as exc:
@@ -8364,6 +8495,10 @@ def main(argv=None, *, stdout=None, stderr=None):
                      "rerun with --debug or RAG_EVAL_DEBUG=1 to see the traceback\n"
                      % (type(exc).__name__, ": " + detail if detail else ""))
         return EXIT_ERROR
+    finally:
+        if _PROGRESS is not None:
+            _PROGRESS.end()
+        _PROGRESS = None
 
 
 def _command():
@@ -8982,6 +9117,8 @@ class _RangeInput(_Input):
                 if not block:
                     return
                 left -= len(block)
+                if _PROGRESS is not None:
+                    _PROGRESS.read_bytes(len(block))
                 yield block
 
     def text(self):
@@ -9164,6 +9301,8 @@ def _reap_all():
 def _run_child(func, task, writer, inherited):
     """In a forked child: run the task, send its outcome, and exit whatever happens."""
     import pickle
+    global _PROGRESS
+    _PROGRESS = None        # only the parent draws the line
     try:
         for fd in inherited:
             os.close(fd)
@@ -9206,6 +9345,8 @@ def _parallel_queries(inp, fmt, scorer):
     if len(tasks) < 2:
         raise _Retry()
     _FORKED_SCORER = scorer
+    if _PROGRESS is not None:
+        _PROGRESS.begin(inp.name, _PROGRESS.size, here=tasks[0][4] - tasks[0][3])
     try:
         parts = _fork_map(_score_range, tasks, then=inp.hash_in_background)
     finally:

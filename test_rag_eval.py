@@ -6095,6 +6095,119 @@ class ActionTest(TempDir, unittest.TestCase):
         self.assertFalse(doc["gate"]["passed"])
 
 
+class FakeTerminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def on_screen(text):
+    """What a terminal shows of ``text``: each carriage return goes back to
+    the start of the line, and what follows overwrites what was there."""
+    lines = []
+    for line in text.split("\n"):
+        shown = ""
+        for part in line.split("\r"):
+            shown = part + shown[len(part):]
+        lines.append(shown.rstrip(" "))
+    return "\n".join(lines)
+
+
+class ProgressTest(TempDir, unittest.TestCase):
+    """The progress line: on a terminal only, after about a second, at most
+    every 0.25 s, erased before anything else is written; never for JSON or
+    in a pipe; --timing."""
+
+    QRELS = {"q%04d" % i: {"d": 1} for i in range(3000)}
+    RUN = {q: ["x", "d"] for q in QRELS}
+
+    def cli(self, *argv, stderr=None, step=0.3, every=100):
+        """main() on QRELS and RUN with a clock that moves ``step`` seconds a
+        look, the count told every ``every`` queries: (code, out, err)."""
+        qrels, run = self.input_file(self.QRELS, "q.json"), self.input_file(self.RUN, "r.json")
+        clock = itertools.count(0, step)
+        out, err = io.StringIO(), stderr if stderr is not None else FakeTerminal()
+        with unittest.mock.patch.object(rag_eval, "_progress_clock", lambda: next(clock)), \
+                unittest.mock.patch.object(rag_eval, "_PROGRESS_EVERY", every):
+            code = rag_eval.main([qrels, run, "--metrics", "mrr", *argv], stdout=out, stderr=err)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_on_a_terminal(self):
+        code, out, err = self.cli()
+        self.assertEqual(code, 0, err)
+        plain = self.cli(stderr=io.StringIO())
+        self.assertEqual(out, plain[1])
+        self.assertNotIn("\r", plain[2])
+        self.assertEqual(on_screen(err), plain[2])       # erased: the terminal shows the same
+        size = "%.1f MB" % (os.path.getsize(os.path.join(self.tmp, "r.json")) / 1e6)
+        draws = [part for part in err.split("\r") if part.startswith("rag-eval: r.json")]
+        self.assertTrue(draws)
+        # The clock: 0 at the start, then 0.3 s a look, one look per block and per 100
+        # queries; the first line at 1.0 s or later, then at most one per 0.25 s.
+        self.assertRegex(draws[0], r"^rag-eval: r\.json: \d+ queries scored, %s of %s read, "
+                                   r"1\.[0-9] s$" % (size.split()[0], size))
+        self.assertEqual(draws[-1].rstrip(), "rag-eval: r.json: 3000 queries scored, %s of %s "
+                                             "read, 9.3 s" % (size.split()[0], size))
+        self.assertEqual(len(draws), 28)     # looks at 1.2, 1.5, ..., 9.3 s, each 0.3 s apart
+
+    def test_not_before_a_second(self):
+        code, out, err = self.cli(step=0.0001)
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("\r", err)
+
+    def test_never_in_a_pipe_or_for_json(self):
+        for argv, stderr in [((), io.StringIO()), (("--format", "json"), FakeTerminal()),
+                             (("-o", os.path.join(self.tmp, "r.out.json")), FakeTerminal())]:
+            with self.subTest(argv=argv):
+                code, out, err = self.cli(*argv, stderr=stderr)
+                self.assertEqual(code, 0, err)
+                self.assertNotIn("\r", err)
+
+    def test_erased_before_an_error(self):
+        run = self.write("r.json", json.dumps(self.RUN)[:-1] + ', "zz": [1]}')
+        clock = itertools.count(0, 0.3)
+        err = FakeTerminal()
+        with unittest.mock.patch.object(rag_eval, "_progress_clock", lambda: next(clock)):
+            code = rag_eval.main([self.input_file(self.QRELS, "q.json"), run],
+                                 stdout=io.StringIO(), stderr=err)
+        self.assertEqual(code, 2)
+        self.assertEqual(on_screen(err.getvalue()).count("\n"), 1)
+        self.assertTrue(on_screen(err.getvalue()).startswith("rag-eval: error: "))
+
+    def test_nothing_added_when_off(self):
+        queries = iter([("q", None)])
+        self.assertIs(rag_eval._counted(queries, None), queries)   # no per-query wrapper
+        self.assertIsNone(rag_eval._PROGRESS)
+        clock = itertools.count(0, 1)
+        with unittest.mock.patch.object(rag_eval, "_progress_clock", lambda: next(clock)):
+            rag_eval.evaluate_files(io.StringIO(json.dumps(self.QRELS)),
+                                    io.StringIO(json.dumps(self.RUN)))
+        self.assertEqual(next(clock), 0)        # the library never reads the clock
+
+    def test_forked_workers_read_the_rest(self):
+        progress = rag_eval._Progress(io.StringIO(), clock=itertools.count(5).__next__)
+        progress.begin("/data/run.trec", 4e8, here=1e8)
+        progress.read_bytes(5e7)
+        self.assertEqual(progress.stream.getvalue(),
+                         "\rrag-eval: run.trec: 0 queries scored, 50.0 of 100.0 MB read here "
+                         "(workers read the rest), 1.0 s")
+
+    def test_timing(self):
+        first, second = self.cli("--format", "json")[1], self.cli("--format", "json")[1]
+        self.assertEqual(first, second)
+        self.assertNotIn("elapsed_seconds", first)
+        code, out, err = self.cli("--format", "json", "--timing")
+        self.assertEqual(code, 0, err)
+        doc = json.loads(out)
+        self.assertIsInstance(doc["elapsed_seconds"], float)
+        self.assertGreaterEqual(doc["elapsed_seconds"], 0)
+        self.assertEqual(dict(doc, elapsed_seconds=None), dict(json.loads(first),
+                                                               elapsed_seconds=None))
+        code, out, err = self.cli("--timing", stderr=io.StringIO())
+        self.assertRegex(err, r"(?m)^rag-eval: timing: \d+\.\d{3} s$")
+
+
 class OutputFilesTest(TempDir, unittest.TestCase):
     """-o and --save-baseline: each written whole or none at all, never over an
     input; '-' and empty names."""
