@@ -71,9 +71,9 @@ __all__ = [
     "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
     "EvalError", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
     "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Sweep",
-    "available_measures", "bootstrap_ci", "compare", "compare_all",
+    "assert_no_regression", "available_measures", "bootstrap_ci", "compare", "compare_all",
     "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
-    "load_qrels", "load_queries", "load_run", "main", "margin_of_error",
+    "load_qrels", "load_queries", "load_report", "load_run", "main", "margin_of_error",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_html", "render_json", "render_markdown", "render_text",
     "render_trec",
@@ -97,6 +97,7 @@ import random
 import re
 import stat
 import sys
+import time
 from typing import Dict, NamedTuple, Optional, Tuple
 
 __version__ = "0.1.0"
@@ -297,6 +298,33 @@ class Report(NamedTuple):
 
     __bool__ = _no_truth_value
 
+    def __repr__(self):
+        """Counts and means, never the per-query table (a report may hold 50k queries)."""
+        counts = [_plural(len(self.per_query), "query", "queries")]
+        counts += ["%d unscored" % len(self.unscored)] if self.unscored else []
+        counts += ["%d held out" % (self.holdout.queries + self.holdout.unscored)
+                   ] if self.holdout is not None else []
+        return "<Report %s: %s>" % (", ".join(counts), _means_text(self.mean))
+
+    def _repr_markdown_(self):
+        """Jupyter's Markdown display: the summary, the means, details folded."""
+        return render_markdown(self, max_bytes=DEFAULT_MAX_BYTES)
+
+    @classmethod
+    def from_dict(cls, data):
+        """The Report of a JSON report (``--format json``, :func:`render_json`,
+        parsed): every field the JSON holds, the others at their defaults.
+        Without ``per_query`` in it (written without ``--per-query``),
+        ``per_query`` is empty; slices come back as shown (``by`` sorted), with
+        no ``membership``; a hold-out without ``members_sha256``.
+
+        >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+        >>> text = render_json(r, per_query=True)
+        >>> render_json(Report.from_dict(json.loads(text)), per_query=True) == text
+        True
+        """
+        return _report_from_dict(data)
+
     def to_dict(self, per_query=True):
         """The JSON-ready form documented in README.md (without ``gate``)."""
         out = {
@@ -489,6 +517,20 @@ class GateResult(NamedTuple):
 
     def __bool__(self):
         return bool(self.passed)
+
+    def __repr__(self):
+        """The verdict and its counts, never the per-query drops."""
+        names = [c.name for c in self.regressions]
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        return "<GateResult %s: %s of %d (max drop %s)%s>" % (
+            "PASSED" if self.passed else "FAILED",
+            _plural(len(names), "regression", "regressions"), len(self.changes),
+            self.tolerance, " " + shown if names else "")
+
+    def _repr_markdown_(self):
+        """Jupyter's Markdown display: the verdict and the gate table."""
+        lines, details = _gate_markdown(self, "baseline")
+        return _capped_markdown(lines, [_md_details(*d) for d in details], DEFAULT_MAX_BYTES)
 
     @property
     def regressions(self):
@@ -1913,6 +1955,8 @@ class _Input:
         if _is_regular_file(self.source):
             with open(self.source, "rb") as handle:
                 for block in iter(lambda: handle.read(_BLOCK_SIZE), b""):
+                    if _PROGRESS is not None:
+                        _PROGRESS.read_bytes(len(block))
                     yield block
             return
         if self._buffered is None:
@@ -3635,16 +3679,131 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
 def _score_run(inp, fmt, scorer, skip_extra_queries, testset=None):
     """The report of one run, read one query at a time; a run whose queries
     are scattered is read whole."""
+    progress = _PROGRESS
+    if progress is not None:
+        progress.begin(inp.name, os.path.getsize(inp.source)
+                       if _is_regular_file(inp.source) else None)
     try:
-        report = _score(scorer, _scored_run(inp, fmt, scorer), skip_extra_queries, inp.name,
-                        testset)
-    except _NotGrouped:
-        report = _score(scorer, _scored_run_plain(inp, fmt, scorer, grouped=False),
+        report = _score(scorer, _counted(_scored_run(inp, fmt, scorer), progress),
                         skip_extra_queries, inp.name, testset)
+    except _NotGrouped:
+        if progress is not None:    # read again from the start
+            progress.begin(inp.name, progress.size)
+        report = _score(scorer, _counted(_scored_run_plain(inp, fmt, scorer, grouped=False),
+                                         progress), skip_extra_queries, inp.name, testset)
         note = ("%s: the lines of a query are not contiguous; read the whole run into memory"
                 % inp.name)
         report = report._replace(warnings=(note,) + report.warnings)
+    finally:
+        if progress is not None:
+            progress.end()
     return _with_rising_note(report, inp.name, inp.rising, testset)
+
+
+def _counted(scored, progress, every=None):
+    """``scored`` as it is, telling ``progress`` (if any) the count every
+    ``every`` queries (default _PROGRESS_EVERY): no cost when it is None."""
+    if progress is None:
+        return scored
+    return _counting(scored, progress, every or _PROGRESS_EVERY)
+
+
+def _counting(scored, progress, every):
+    for count, item in enumerate(scored, 1):
+        yield item
+        if not count % every:
+            progress.scored(count)
+
+
+# --- a progress line on a terminal ------------------------------------------------
+
+_PROGRESS = None            # the command line's _Progress while it may draw one, else None
+_PROGRESS_EVERY = 1024      # queries between two looks at the clock
+_progress_clock = time.monotonic    # the clock the line reads (tests drive their own)
+
+
+class _Progress:
+    """One line on a terminal's stderr while a run is scored: its queries
+    scored, its bytes read of its size (a regular file) and the time elapsed,
+    rewritten in place (carriage return), first after ``delay`` seconds and
+    at most every ``interval``; end() erases it.  It is fed every
+    _PROGRESS_EVERY queries (_counted) and every block a reader takes, and
+    never exists in a pipe, a CI log, a library call or with --format json.
+
+    >>> clock = iter([0.0, 0.5, 1.5, 1.6, 2.0]).__next__
+    >>> out = io.StringIO()
+    >>> p = _Progress(out, clock)
+    >>> p.begin("run.trec", 4000000)
+    >>> p.read_bytes(1000000); p.scored(1024); p.read_bytes(1000000); p.scored(2048)
+    >>> p.end()
+    >>> for part in out.getvalue().split("\\r")[1:]:   # drawn at 1.5 s, at 2.0 s, erased
+    ...     print(repr(part))
+    'rag-eval: run.trec: 1024 queries scored, 1.0 of 4.0 MB read, 1.5 s'
+    'rag-eval: run.trec: 2048 queries scored, 2.0 of 4.0 MB read, 2.0 s'
+    '                                                                  '
+    ''
+    """
+
+    def __init__(self, stream, clock=None, delay=1.0, interval=0.25):
+        self.stream, self.clock, self.interval = stream, clock or _progress_clock, interval
+        self.start = self.clock()
+        self.due = self.start + delay
+        self.width = 0          # of the line on screen; 0: none
+        self.begin("", None)
+
+    def begin(self, name, size, here=None):
+        """A run: its name, its size in bytes (None: not known); ``here`` the
+        bytes this process reads when forked workers read the rest."""
+        self.name = os.path.basename(name)  # a line wider than the terminal wraps, and
+        self.size, self.here, self.read, self.queries = size, here, 0, 0   # \r redraws its end
+
+    def read_bytes(self, n):
+        if self.name:           # the run's blocks, not the qrels' or a baseline's
+            self.read += n
+            self.tick()
+
+    def scored(self, n):
+        self.queries = n
+        self.tick()
+
+    def tick(self):
+        now = self.clock()
+        if now >= self.due:
+            self.due = now + self.interval
+            self.draw("rag-eval: %s: %s scored, %s%.1f s" % (
+                self.name, _plural(self.queries, "query", "queries"), self.bytes_text(),
+                now - self.start))
+
+    def bytes_text(self):
+        if self.here is not None:
+            return "%.1f of %.1f MB read here (workers read the rest), " % (
+                self.read / 1e6, self.here / 1e6)
+        if self.size is not None:
+            return "%.1f of %.1f MB read, " % (self.read / 1e6, self.size / 1e6)
+        return ""
+
+    def draw(self, text):
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def end(self):
+        """Erase the line (before anything else is written to stderr)."""
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+        self.begin("", None)
+
+
+def _progress_for(args, stderr):
+    """The _Progress of a command-line run: only on a terminal, never for JSON."""
+    stream = getattr(stderr, "stream", stderr)      # under _Tolerant
+    try:
+        tty = stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        tty = False
+    return _Progress(stderr) if tty and args.format != "json" else None
 
 
 def _scored_run_plain(inp, fmt, scorer, grouped=True):
@@ -5801,6 +5960,18 @@ class Comparison(NamedTuple):
 
     __bool__ = _no_truth_value
 
+    def __repr__(self):
+        """The reference, the pairs and each measure's delta and verdict."""
+        rows = list(self.measures.values())
+        return "<Comparison vs %s over %s: %s>" % (
+            self.reference, _plural(rows[0].n if rows else 0, "query", "queries"), "; ".join(
+                "%s %+.4f (%s)" % (r.measure, r.delta, r.verdict) for r in rows[:6])
+            + ("; ..." if len(rows) > 6 else ""))
+
+    def _repr_markdown_(self):
+        """Jupyter's Markdown display: the comparison table."""
+        return "\n".join(_comparison_markdown(_comparison_section(self)))
+
     def to_dict(self):
         return {"reference": self.reference,
                 "measures": {m: c.to_dict() for m, c in self.measures.items()},
@@ -7105,8 +7276,133 @@ def render_json(report, gate_result=None, comparisons=(), *, per_query=False, **
     return _dumps(out)
 
 
+# --- reading a JSON report back -------------------------------------------------
+
+def _report_from_dict(data):
+    """The Report of a JSON report (see Report.from_dict); EvalError naming what
+    is wrong when ``data`` is not one."""
+    if isinstance(data, dict) and data.get("format") == BASELINE_FORMAT:
+        raise EvalError("a baseline (read it with load_baseline), not a JSON report")
+    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
+            or data["tool"].get("name") != "rag_eval" or "measures" not in data:
+        raise EvalError("not a rag_eval JSON report (--format json)")
+    try:
+        return _report_fields(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, EvalError):
+            raise
+        raise EvalError("not a rag_eval JSON report (--format json): %s %s"
+                        % (type(exc).__name__, _short_repr(str(exc)))) from None
+
+
+def _report_fields(data):
+    measures = tuple(_checked_str(m, "measures") for m in data["measures"])
+    slices = data.get("slices")
+    holdout = data.get("holdout")
+    bounds = data.get("unjudged_bounds")
+    return Report(
+        measures=measures,
+        mean=_checked_values(data["mean"], "mean"),
+        per_query={_checked_str(q, "per_query"): _checked_values(v, "per_query " + q)
+                   for q, v in data.get("per_query", {}).items()},
+        unscored=tuple(data["unscored"]), missing=tuple(data["missing_from_run"]),
+        skipped=tuple(data["skipped"]), abstention=dict(data["abstention"]),
+        ties=dict(data["ties"]["per_query"]), warnings=tuple(data["warnings"]),
+        rel=_positive_int(data["rel"], "rel"), inputs=data.get("inputs") or None,
+        unlabelled=tuple(data.get("unlabelled", ())), average=data.get("average", "scored"),
+        n=data.get("n"), mapping=data.get("mapping"), meta=dict(data.get("meta") or {}),
+        slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
+        holdout=None if holdout is None else HeldOut(
+            holdout["slice"], _checked_values(holdout["mean"], "holdout mean"),
+            holdout.get("n"), holdout["queries"], holdout["unscored"],
+            holdout["missing_from_run"], "", holdout["revealed"], holdout.get("per_query"),
+            None if "ids" not in holdout else {
+                "unscored": tuple(holdout["ids"]["unscored"]),
+                "missing": tuple(holdout["ids"]["missing_from_run"])}),
+        answerability=data.get("answerability") or None,
+        min_score=data.get("min_score"),
+        unjudged=None if bounds is None else {
+            "mean": _pairs(bounds["mean"]),
+            "per_query": {q: _pairs(v) for q, v in bounds.get("per_query", {}).items()}})
+
+
+def _checked_str(value, what):
+    if not isinstance(value, str):
+        raise EvalError("%s: expected a string, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_values(values, what):
+    """{measure: number} with every number finite (a report never holds NaN)."""
+    if not isinstance(values, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values.values()):
+        raise EvalError("%s: expected {measure: number}, got %s" % (what, _short_repr(values)))
+    return dict(values)
+
+
+def _pairs(values):
+    return {m: None if pair is None else list(pair) for m, pair in values.items()}
+
+
+def load_report(source):
+    """Read a JSON report (``--format json``, :func:`render_json`) back into a
+    :class:`Report`, e.g. one a CI job kept as an artifact (see
+    :meth:`Report.from_dict`); an EvalError names the file when it is not one.
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> load_report(io.StringIO(render_json(r, per_query=True))).per_query
+    {'q': {'mrr@2': 0.5}}
+    """
+    inp = _Input(source)
+    try:
+        return _report_from_dict(_json_loads(inp.text(), inp.name))
+    except EvalError as exc:
+        text = str(exc)
+        raise EvalError(text if text.startswith(inp.name + ":")
+                        else "%s: %s" % (inp.name, text)) from None
+
+
+def assert_no_regression(report, baseline, **gate_options):
+    """:func:`gate` for a test suite: the GateResult when the gate passes, else
+    an AssertionError whose message is the gate's text, as the command line
+    prints it.  ``baseline`` is a Baseline, a dict of means, a file name or a
+    Report (the baseline it would save).
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> assert_no_regression(r, {"mrr@2": 0.5}).passed
+    True
+    >>> assert_no_regression(r, {"mrr@2": 0.9})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: gate vs baseline (max drop 0.02): FAILED, 1 regression: mrr@2
+    ...
+    """
+    if isinstance(baseline, Report):
+        baseline = load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
+            source="report")
+    elif isinstance(baseline, (str, os.PathLike)):
+        baseline = load_baseline(baseline)
+    result = gate(report, baseline, **gate_options)
+    if not result.passed:
+        name = baseline.source if isinstance(baseline, Baseline) else "baseline"
+        raise AssertionError(_text_of(_gate_sections(result, name), first=1).rstrip("\n"))
+    return result
+
+
 def _fmt(value):
     return "-" if value is None else "%.4f" % value
+
+
+def _means_text(mean, shown=8):
+    """``recall@5=0.6667 mrr@5=0.5000``: the first ``shown`` means.
+
+    >>> _means_text({"a@1": 0.5, "b@1": 1.0, "c@1": 0.25}, shown=2)
+    'a@1=0.5000 b@1=1.0000 (+1 more)'
+    """
+    items = list(mean.items())
+    return " ".join("%s=%s" % (m, _fmt(v)) for m, v in items[:shown]) + (
+        " (+%d more)" % (len(items) - shown) if len(items) > shown else "")
 
 
 def _summary_line(report):
@@ -7125,10 +7421,15 @@ def _summary_line(report):
     return "rag_eval %s: %s" % (__version__, "; ".join(parts))
 
 
-def _gate_verdict(gate_result, baseline_name):
-    how = "max drop %s%s%s" % (gate_result.tolerance, "".join(
+def _gate_how(gate_result):
+    """How a gate judged: its tolerances and mode (``max drop 0.02``)."""
+    return "max drop %s%s%s" % (gate_result.tolerance, "".join(
         ", %s: %s" % item for item in sorted((gate_result.slice_tolerances or {}).items())),
         ", significant drops only" if gate_result.mode == "significant" else "")
+
+
+def _gate_verdict(gate_result, baseline_name):
+    how = _gate_how(gate_result)
     if gate_result.passed:
         return "gate vs %s (%s): PASSED" % (baseline_name, how)
     names = [c.name for c in gate_result.regressions]
@@ -7140,9 +7441,13 @@ def _gate_verdict(gate_result, baseline_name):
 _SHOWN_QUERY_DROPS = 20
 
 
-def _sections(report, gate_result, comparisons, per_query, baseline_name):
+def _signed(delta):
+    return "%+.4f" % delta
+
+
+def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=_signed):
     """The report as (title, header, rows, notes) blocks, laid out by the text and
-    Markdown renderers alike."""
+    Markdown renderers alike; ``delta`` formats a gate's differences."""
     rows = [[q] + [_fmt(v[m]) if m in v else "-" for m in report.measures]
             for q, v in report.per_query.items()] if per_query else []
     rows.append(["mean"] + [_fmt(report.mean[m]) if m in report.mean else "-"
@@ -7159,63 +7464,75 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
     if report.holdout is not None:
         yield _holdout_section(report.holdout, report.measures, per_query)
     if gate_result is not None:
-        significant = gate_result.mode == "significant"
-        # A slice row that did not move beyond the tolerance is left to the JSON:
-        # slices multiply the rows.
-        quiet = [c for c in gate_result.changes if c.slice is not None
-                 and c.status in ("unchanged", "dropped within tolerance")]
-        shown = [c for c in gate_result.changes if c not in quiet]
-        # judged@k beside the measures it is below 1 for; no column when it never is.
-        judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
-        rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
-                 "-" if c.delta is None else "%+.4f" % c.delta, _status_text(c)]
-                + ([_fmt(c.p_value)] if significant else [])
-                + ([_fmt(c.judged) if c.judged is not None and c.judged < 1 - FLOAT_SLACK
-                    else "-"] if judged else []) for c in shown]
-        header = (["measure", "baseline", "current", "delta", "status"]
-                  + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
-        notes = list(gate_result.notes) + (
-            ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
-             "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
-        yield _gate_verdict(gate_result, baseline_name), header, rows, notes
-        drops = gate_result.query_drops
-        if drops:
-            notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
-                     if len(drops) > _SHOWN_QUERY_DROPS else [])
-            yield ("per-query drops beyond the tolerance, largest first (%d)" % len(drops),
-                   ["measure", "query", "baseline", "current", "delta"],
-                   [[d.measure, d.query, _fmt(d.baseline), _fmt(d.current), "%+.4f" % d.delta]
-                    for d in drops[:_SHOWN_QUERY_DROPS]], notes)
-        if gate_result.queries_added or gate_result.queries_removed:
-            yield ("the test set changed since the baseline", ["change", "queries"],
-                   [["added", ", ".join(gate_result.queries_added) or "-"],
-                    ["removed", ", ".join(gate_result.queries_removed) or "-"]],
-                   ["compared on the queries both hold"])
-        moved = gate_result.moved
-        if moved:
-            notes = (["%d more in the JSON output" % (len(moved) - _SHOWN_QUERY_DROPS)]
-                     if len(moved) > _SHOWN_QUERY_DROPS else [])
-            yield ("queries whose slices changed since the baseline (%d)" % len(moved),
-                   ["query", "left", "joined"],
-                   [[m.query, ", ".join(m.left) or "-", ", ".join(m.joined) or "-"]
-                    for m in moved[:_SHOWN_QUERY_DROPS]], notes)
+        yield from _gate_sections(gate_result, baseline_name, delta)
     for c in comparisons:
-        any_row = next(iter(c.measures.values()))
-        rows = [[r.measure, _fmt(r.mean), _fmt(r.reference_mean), "%+.4f" % r.delta,
-                 "[%+.4f, %+.4f]" % r.ci95, "%.4f" % r.p_randomization, "%.4f" % r.p_ttest,
-                 "%.4f" % r.p_holm, "%d/%d/%d" % (r.wins, r.losses, r.ties), r.verdict]
-                for r in c.measures.values()]
-        notes = ["%s: most worse %s; most better %s" % (
-            r.measure, ", ".join("%s %+.4f" % m for m in r.most_worse) or "-",
-            ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
-            for r in c.measures.values() if r.wins or r.losses]
-        if c.only_in_run or c.only_in_reference:
-            notes.append("not compared: %d queries only in the run, %d only in the reference"
-                         % (len(c.only_in_run), len(c.only_in_reference)))
-        yield ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
-               "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
-               ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
-                "W/L/T", "verdict"], rows, notes)
+        yield _comparison_section(c)
+
+
+def _gate_sections(gate_result, baseline_name, delta=_signed):
+    """The gate's (title, header, rows, notes) sections: the verdict and its
+    table, then the per-query drops and the queries that changed; ``delta``
+    formats a difference."""
+    significant = gate_result.mode == "significant"
+    # A slice row that did not move beyond the tolerance is left to the JSON:
+    # slices multiply the rows.
+    quiet = [c for c in gate_result.changes if c.slice is not None
+             and c.status in ("unchanged", "dropped within tolerance")]
+    shown = [c for c in gate_result.changes if c not in quiet]
+    # judged@k beside the measures it is below 1 for; no column when it never is.
+    judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
+    rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
+             "-" if c.delta is None else delta(c.delta), _status_text(c)]
+            + ([_fmt(c.p_value)] if significant else [])
+            + ([_fmt(c.judged) if c.judged is not None and c.judged < 1 - FLOAT_SLACK
+                else "-"] if judged else []) for c in shown]
+    header = (["measure", "baseline", "current", "delta", "status"]
+              + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
+    notes = list(gate_result.notes) + (
+        ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
+         "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
+    yield _gate_verdict(gate_result, baseline_name), header, rows, notes
+    drops = gate_result.query_drops
+    if drops:
+        notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
+                 if len(drops) > _SHOWN_QUERY_DROPS else [])
+        yield ("per-query drops beyond the tolerance, largest first (%d)" % len(drops),
+               ["measure", "query", "baseline", "current", "delta"],
+               [[d.measure, d.query, _fmt(d.baseline), _fmt(d.current), delta(d.delta)]
+                for d in drops[:_SHOWN_QUERY_DROPS]], notes)
+    if gate_result.queries_added or gate_result.queries_removed:
+        yield ("the test set changed since the baseline", ["change", "queries"],
+               [["added", ", ".join(gate_result.queries_added) or "-"],
+                ["removed", ", ".join(gate_result.queries_removed) or "-"]],
+               ["compared on the queries both hold"])
+    moved = gate_result.moved
+    if moved:
+        notes = (["%d more in the JSON output" % (len(moved) - _SHOWN_QUERY_DROPS)]
+                 if len(moved) > _SHOWN_QUERY_DROPS else [])
+        yield ("queries whose slices changed since the baseline (%d)" % len(moved),
+               ["query", "left", "joined"],
+               [[m.query, ", ".join(m.left) or "-", ", ".join(m.joined) or "-"]
+                for m in moved[:_SHOWN_QUERY_DROPS]], notes)
+
+
+def _comparison_section(c):
+    """One comparison as a (title, header, rows, notes) section."""
+    any_row = next(iter(c.measures.values()))
+    rows = [[r.measure, _fmt(r.mean), _fmt(r.reference_mean), "%+.4f" % r.delta,
+             "[%+.4f, %+.4f]" % r.ci95, "%.4f" % r.p_randomization, "%.4f" % r.p_ttest,
+             "%.4f" % r.p_holm, "%d/%d/%d" % (r.wins, r.losses, r.ties), r.verdict]
+            for r in c.measures.values()]
+    notes = ["%s: most worse %s; most better %s" % (
+        r.measure, ", ".join("%s %+.4f" % m for m in r.most_worse) or "-",
+        ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
+        for r in c.measures.values() if r.wins or r.losses]
+    if c.only_in_run or c.only_in_reference:
+        notes.append("not compared: %d queries only in the run, %d only in the reference"
+                     % (len(c.only_in_run), len(c.only_in_reference)))
+    return ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
+            "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
+            ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
+             "W/L/T", "verdict"], rows, notes)
 
 
 def _status_text(change):
@@ -7275,14 +7592,15 @@ def _slice_section(report, field):
             + [_fmt(report.slices[name]["mean"].get(m)) for m in report.measures]
             for name in names]
     notes = []
-    members = _members(report.membership)
-    scored = [set(q for q in members[name] if q in report.per_query) for name in names]
-    if sum(map(len, scored)) > len(set().union(*scored)):
-        notes.append("a query with several %s values is in each of their rows" % field)
-    left = len(report.per_query) - len(set().union(*scored))
-    if left:
-        notes.append("%s no %s: in no row" % (_plural(left, "scored query has",
-                                                       "scored queries have"), field))
+    if report.membership is not None:    # None: read back from a JSON report
+        members = _members(report.membership)
+        scored = [set(q for q in members[name] if q in report.per_query) for name in names]
+        if sum(map(len, scored)) > len(set().union(*scored)):
+            notes.append("a query with several %s values is in each of their rows" % field)
+        left = len(report.per_query) - len(set().union(*scored))
+        if left:
+            notes.append("%s no %s: in no row" % (_plural(left, "scored query has",
+                                                           "scored queries have"), field))
     for name in names:
         for m, n in sorted(report.slices[name].get("n", {}).items()):
             if n < report.slices[name]["queries"]:
@@ -7336,21 +7654,225 @@ def _text_of(sections, first=0):
 
 
 def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False,
-                    baseline_name="baseline"):
-    """Markdown tables, ready for a pull-request comment."""
-    return _markdown_of(_sections(report, gate_result, comparisons, per_query, baseline_name))
+                    baseline_name="baseline", max_bytes=None, sweep=None):
+    """GitHub Markdown for a pull-request comment or a job summary.
+
+    Line 1 is the verdict in words (or, with no gate, the one-line summary);
+    then the gate table (the delta to the gate's precision, see _full_delta),
+    the means and any comparisons.  Everything else (per-query values and
+    drops, slices, warnings, notes, provenance) sits in ``<details>`` blocks,
+    which ``max_bytes`` truncates by whole rows (see _capped_markdown); the
+    verdict and the tables above them never are.  Every cell is escaped (see
+    _md_text).
+
+    >>> r = evaluate({"a|b": {"d": 1}}, {"a|b": ["x", "d"]}, k=2, metrics="mrr")
+    >>> print(render_markdown(r, per_query=True), end="")
+    **rag\\_eval 0.1.0: 1 query scored**
+    <BLANKLINE>
+    | query | mrr@2 |
+    | --- | --- |
+    | mean | 0.5000 |
+    <BLANKLINE>
+    <details><summary>per-query values (1 query)</summary>
+    <BLANKLINE>
+    | query | mrr@2 |
+    | --- | --- |
+    | a\\|b | 0.5000 |
+    <BLANKLINE>
+    </details>
+    <BLANKLINE>
+    <details><summary>answerability</summary>
+    <BLANKLINE>
+    | answerable | unanswerable | unstated |
+    | --- | --- | --- |
+    | 1 | 0 | 0 |
+    <BLANKLINE>
+    </details>
+    """
+    sections = list(_sections(report, None, (), per_query, baseline_name))
+    title, header, rows, _ = sections[0]
+    shown = len(report.per_query) if per_query else 0      # rows[shown:]: mean (and n)
+    lines, details = [], []
+    if gate_result is None:
+        lines += ["**%s**" % _md_text(title), ""]
+    else:
+        lines, details = _gate_markdown(gate_result, baseline_name)
+        lines += [_md_text(title), ""]
+    lines += _md_table(header, rows[shown:]) + [""]
+    for c in comparisons:
+        lines += _comparison_markdown(_comparison_section(c))
+    if shown:
+        details.append(("per-query values (%s)" % _plural(shown, "query", "queries"),
+                        header, rows[:shown], []))
+    details += sections[1:]
+    if report.warnings:
+        details.append(("warnings (%d)" % len(report.warnings), None, [],
+                        list(report.warnings)))
+    details += _provenance_section(report)
+    if sweep is not None:
+        details.append(_sweep_section(sweep))
+    return _capped_markdown(lines, [_md_details(*block) for block in details], max_bytes)
 
 
-def _markdown_of(sections):
-    """Markdown blocks of (title, header, rows, notes) sections."""
-    def md(cells):
-        return "| " + " | ".join(str(c) for c in cells) + " |"
-    lines = []
-    for title, header, rows, notes in sections:
-        lines += ["**%s**" % title, "", md(header), md(["---"] * len(header))]
-        lines += [md(r) for r in rows] + [""]
-        lines += ["> " + n for n in notes] + ([""] if notes else [])
-    return "\n".join(lines)
+def _gate_markdown(gate_result, baseline_name):
+    """(lines, details) of a gate in Markdown: the verdict and its table as
+    lines; its notes, per-query drops and changed queries as sections for
+    <details> blocks."""
+    sections = list(_gate_sections(gate_result, baseline_name, _full_delta))
+    _, header, rows, notes = sections[0]
+    lines = [_gate_headline(gate_result), "",
+             "Gate vs %s (%s):" % (_md_text(baseline_name), _md_text(_gate_how(gate_result))),
+             ""] + _md_table(header, rows) + [""]
+    details = [("gate notes (%d)" % len(notes), None, [], notes)] if notes else []
+    return lines, details + sections[1:]
+
+
+def _comparison_markdown(section):
+    """A comparison's lines: its title, table and notes, never folded."""
+    title, header, rows, notes = section
+    return (["**%s**" % _md_text(title), ""] + _md_table(header, rows) + [""]
+            + ["- " + _md_text(n) for n in notes] + ([""] if notes else []))
+
+
+def _gate_headline(gate_result):
+    """The first line of a gated Markdown report: the verdict in words.
+
+    >>> _gate_headline(GateResult(False, (MeasureChange("mrr@5", 0.5, 0.4, -0.1, "regressed"),),
+    ...                           "0.02", ()))
+    '**Gate failed**: 1 regression: mrr@5'
+    """
+    if gate_result.passed:
+        return "**Gate passed**"
+    names = [c.name for c in gate_result.regressions]
+    return "**Gate failed**: %s: %s" % (_plural(len(names), "regression", "regressions"),
+                                        _md_text(", ".join(names)))
+
+
+def _provenance_section(report):
+    """Where the numbers come from: each input's path, format and sha256."""
+    rows = [[name, info.get("path", "-"), info.get("format", "-"), info.get("sha256", "-")]
+            for name, info in sorted((report.inputs or {}).items())
+            if isinstance(info, dict) and "path" in info]
+    if rows:
+        yield "provenance: inputs", ["input", "path", "format", "sha256"], rows, []
+
+
+def _full_delta(delta):
+    """A difference with its sign, to the gate's precision (FLOAT_SLACK): at
+    least 4 decimals, up to 9 where 4 would hide what the gate compared.
+
+    >>> _full_delta(-0.05), _full_delta(2 / 3 - 0.6667), _full_delta(0.0)
+    ('-0.0500', '-0.000033333', '+0.0000')
+    """
+    text = "%+.9f" % delta
+    return text[:-5] + text[-5:].rstrip("0")
+
+
+# Characters that Markdown (GitHub's) would read as markup or that end a table
+# cell: backslash-escaped, or as HTML entities; a line break is written \\n.
+_MD_ESCAPES = str.maketrans({
+    **{ch: "\\" + ch for ch in "\\`*_[]~|$"},
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "\\\\n", "\r": "\\\\r"})
+
+
+def _md_text(text):
+    """Text (a table cell, a note) escaped for Markdown.
+
+    >>> print(_md_text("a|b `x` <script>&\\n*_"))
+    a\\|b \\`x\\` &lt;script&gt;&amp;\\\\n\\*\\_
+    """
+    return str(text).translate(_MD_ESCAPES)
+
+
+def _html_text(text):
+    """Text for an HTML element (a <summary>), where Markdown is not read."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", "\\n").replace("\r", "\\r"))
+
+
+def _md_table(header, rows):
+    def line(cells):
+        return "| " + " | ".join(_md_text(c) for c in cells) + " |"
+    return [line(header), line(["---"] * len(header))] + [line(r) for r in rows]
+
+
+class _Details(NamedTuple):
+    """A <details> block of Markdown lines: ``head`` and ``foot`` are always
+    written; ``items`` (table rows, then notes) may be left out from the end."""
+    head: Tuple[str, ...]
+    rows: Tuple[str, ...]
+    notes: Tuple[str, ...]
+
+    def lines(self, keep, left_out_line=None):
+        rows, notes = self.rows[:keep], self.notes[:max(0, keep - len(self.rows))]
+        out = list(self.head) + list(rows) + ([""] if self.head[-1] != "" else [])
+        out += list(notes) + ([""] if notes else [])
+        if left_out_line:
+            out += [left_out_line, ""]
+        return out + ["</details>", ""]
+
+    @property
+    def items(self):
+        return self.rows + self.notes
+
+
+def _md_details(title, header, rows, notes):
+    """A (title, header, rows, notes) section as a _Details block."""
+    table = _md_table(header, rows) if header else []
+    return _Details(("<details><summary>%s</summary>" % _html_text(title), "")
+                    + tuple(table[:2]), tuple(table[2:]),
+                    tuple("- " + _md_text(n) for n in notes))
+
+
+def _size(lines):
+    return sum(len(line.encode("utf-8")) + 1 for line in lines)
+
+
+def _left_out_line(left, total, max_bytes):
+    return ("> **%d of %s left out** to keep this under --max-bytes %d: the JSON report "
+            "(`--format json`, same options) holds them all" % (
+                left, _plural(total, "row", "rows"), max_bytes))
+
+
+def _dropped_line(sections, rows, max_bytes):
+    return ("> **%s left out** (%s) to keep this under --max-bytes %d: the JSON report "
+            "(`--format json`, same options) holds them all"
+            % (_plural(sections, "section", "sections"), _plural(rows, "row", "rows"), max_bytes))
+
+
+def _capped_markdown(lines, blocks, max_bytes):
+    """``lines`` then every block, in at most ``max_bytes`` bytes (UTF-8) when
+    given: the rows of the blocks that do not fit are left out, whole and from
+    the end, each block saying how many it lost; a block whose frame does not
+    fit either is left out whole, and a last line counts those.  ``lines`` (the
+    verdict and the main tables) are always written, whatever their size."""
+    full = lines + [line for block in blocks for line in block.lines(len(block.items))]
+    if max_bytes is None or _size(full) <= max_bytes:
+        return "\n".join(full)
+    budget = max_bytes - _size(lines)
+    frames = [_size(b.lines(0, _left_out_line(len(b.items), len(b.items), max_bytes)))
+              for b in blocks]
+    total = sum(len(b.items) for b in blocks)
+    reserve = _size([_dropped_line(len(blocks), total, max_bytes), ""])
+    kept = len(blocks)
+    while kept and sum(frames[:kept]) + (reserve if kept < len(blocks) else 0) > budget:
+        kept -= 1
+    budget -= sum(frames[:kept]) + (reserve if kept < len(blocks) else 0)
+    out = list(lines)
+    for block in blocks[:kept]:
+        keep = 0
+        for item in block.items:
+            if _size([item]) > budget:
+                break
+            budget -= _size([item])
+            keep += 1
+        left = len(block.items) - keep
+        out += block.lines(keep, _left_out_line(left, len(block.items), max_bytes)
+                           if left else None)
+    if kept < len(blocks):
+        dropped = blocks[kept:]
+        out += [_dropped_line(len(dropped), sum(len(b.items) for b in dropped), max_bytes), ""]
+    return "\n".join(out)
 
 
 def _sweep_section(sweep):
@@ -7363,14 +7885,13 @@ def _sweep_section(sweep):
 
 def _with_sweep(text, sweep, fmt):
     """The rendered report ``text`` with the sweep: a "sweep" block in the JSON,
-    a last table in text and Markdown."""
+    a last table in text (render_markdown takes it itself)."""
     if fmt == "json":
         return _dumps(dict(json.loads(text), sweep=sweep.to_dict()))
     if fmt == "html":   # the last table of the page
         page, end, rest = text.rpartition("</body>")
         return page + _html_section(*_sweep_section(sweep)) + end + rest
-    render = _markdown_of if fmt == "markdown" else functools.partial(_text_of, first=1)
-    return text + "\n" + render([_sweep_section(sweep)])
+    return text + "\n" + _text_of([_sweep_section(sweep)], first=1)
 
 
 def _trec_eval_name(m):
@@ -7959,6 +8480,23 @@ def _comparison_html(comparison):
 _RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown,
               "trec": render_trec, "html": render_html}
 
+# -o FILE with no --format: the extension picks the format, if it is rendered.
+_EXTENSION_FORMATS = {".html": "html", ".json": "json", ".md": "markdown",
+                      ".markdown": "markdown"}
+DEFAULT_MAX_BYTES = 60000   # a pull-request comment holds 65536 characters
+
+
+def _format_of(output):
+    """The format -o FILE asks for when --format is absent.
+
+    >>> _format_of("report.JSON"), _format_of("summary.md"), _format_of("out.txt"), _format_of(None)
+    ('json', 'markdown', 'text', 'text')
+    >>> _format_of("report.html")
+    'html'
+    """
+    fmt = _EXTENSION_FORMATS.get(os.path.splitext(output or "")[1].lower())
+    return fmt if fmt in _RENDERERS else "text"
+
 
 # ---------------------------------------------------------------------------
 # Command line
@@ -8072,9 +8610,18 @@ def build_parser():
     parser.add_argument("--seed", default=str(DEFAULT_SEED), metavar="N",
                         help="random seed; fixed by default, so output repeats")
     _add_provenance_options(parser)
-    parser.add_argument("--format", choices=sorted(_RENDERERS), default="text",
-                        help="output format; trec: trec_eval's lines (the gate and "
-                        "comparisons go to stderr)")
+    parser.add_argument("--format", choices=sorted(_RENDERERS), default=None,
+                        help="output format (default: from the -o extension: %s; else text); "
+                        "trec: trec_eval's lines (the gate and comparisons go to stderr)"
+                        % ", ".join("%s %s" % item for item in sorted(_EXTENSION_FORMATS.items())
+                                    if item[1] in _RENDERERS))
+    parser.add_argument("--max-bytes", default=str(DEFAULT_MAX_BYTES), metavar="N",
+                        help="cap the Markdown (stdout and --step-summary) at N bytes by "
+                        "leaving out rows of its <details> blocks (default %d, under a "
+                        "pull-request comment's limit)" % DEFAULT_MAX_BYTES)
+    parser.add_argument("--step-summary", action="store_true",
+                        help="also append the Markdown report to the file named by "
+                        "$GITHUB_STEP_SUMMARY (GitHub Actions), even when the gate fails")
     parser.add_argument("--average", choices=AVERAGES, default="scored",
                         help="which queries a mean is over: scored (default: those with a "
                         "relevant id; missing from the run = 0) or trec_eval (as trec_eval "
@@ -8083,6 +8630,10 @@ def build_parser():
     parser.add_argument("--per-query", action="store_true", help="include per-query values")
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
                         help="write the report to FILE (atomically) instead of stdout")
+    parser.add_argument("--timing", action="store_true",
+                        help="record the seconds the run took: \"elapsed_seconds\" in the JSON "
+                        "report, a line on stderr otherwise (off by default: same inputs, "
+                        "same bytes)")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an internal error (also RAG_EVAL_DEBUG=1)")
     parser.add_argument("--list-measures", action=_ListMeasures,
@@ -8314,6 +8865,9 @@ def _check_outputs(args):
 
 @_gc_paused
 def _run_cli(args, stdout, stderr):
+    started = time.monotonic() if args.timing else None
+    max_bytes = _positive_int(args.max_bytes, "--max-bytes")
+    summary_path = _step_summary_path() if args.step_summary else None
     _check_paths(args)
     if args.average == "trec_eval":
         if args.format != "trec":
@@ -8386,14 +8940,28 @@ def _run_cli(args, stdout, stderr):
         if not args.unjudged_bounds:
             report = report._replace(unjudged=None)
     baseline_name = baseline.source if baseline else "baseline"
-    render = _RENDERERS[args.format]
-    if render is render_html:   # its charts pair the baseline's per-query values
-        render = functools.partial(render_html, baseline=baseline, resamples=options["resamples"],
-                                   seed=options["seed"])
-    text = render(report, result, comparisons, per_query=args.per_query,
-                  baseline_name=baseline_name)
-    if args.sweep_min_score is not None:
-        text = _with_sweep(text, _cli_sweep(args, metrics, score), args.format)
+    sweep = _cli_sweep(args, metrics, score) if args.sweep_min_score is not None else None
+    shown = dict(per_query=args.per_query, baseline_name=baseline_name)
+
+    def markdown():
+        return render_markdown(report, result, comparisons, sweep=sweep, max_bytes=max_bytes,
+                               **shown)
+    if args.format == "markdown":
+        text = markdown()
+    else:
+        render = _RENDERERS[args.format]
+        if render is render_html:   # its charts pair the baseline's per-query values
+            render = functools.partial(render_html, baseline=baseline,
+                                       resamples=options["resamples"], seed=options["seed"])
+        text = render(report, result, comparisons, **shown)
+        if sweep is not None:
+            text = _with_sweep(text, sweep, args.format)
+    if started is not None:
+        elapsed = round(time.monotonic() - started, 3)
+        if args.format == "json":
+            text = _dumps(dict(json.loads(text), elapsed_seconds=elapsed))
+        else:
+            stderr.write("rag-eval: timing: %.3f s\n" % elapsed)
     # trec_eval's layout stays parseable: the gate and comparisons go to stderr.
     side = (_side_text(report, result, comparisons, baseline_name=baseline_name)
             if args.format == "trec" else "")
@@ -8408,6 +8976,8 @@ def _run_cli(args, stdout, stderr):
     if args.to_label is not None:
         outputs.append(_to_label_output(args, qrels, testset, chunks, metrics))
     _write_atomic(outputs)
+    if summary_path is not None:
+        _append_step_summary(summary_path, text if args.format == "markdown" else markdown())
     if not to_file:
         try:
             stdout.write(text)
@@ -8464,6 +9034,35 @@ def _cli_sweep(args, metrics, score):
                   _run_scores((q, r) for q, r in run.items() if q in swept))
 
 
+def _step_summary_path():
+    """The file --step-summary appends to: $GITHUB_STEP_SUMMARY, which must be set."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY", "")
+    if not path:
+        raise EvalError("--step-summary: $GITHUB_STEP_SUMMARY is not set (GitHub Actions sets "
+                        "it in every step); drop --step-summary outside a workflow")
+    return path
+
+
+def _append_step_summary(path, text):
+    """Append ``text`` to the job summary file (GitHub reads it after the step)."""
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text.rstrip("\n") + "\n\n")   # a blank line ends an HTML block
+    except OSError as exc:
+        raise EvalError("$GITHUB_STEP_SUMMARY %s: cannot append: %s"
+                        % (path, exc.strerror or exc)) from None
+
+
+def _step_summary_error(message):
+    """On an input error with --step-summary, the error as one escaped line of
+    the job summary (a log, not an artifact: best effort)."""
+    try:
+        _append_step_summary(_step_summary_path(), "**rag-eval error**: %s\n"
+                             % _md_text(message))
+    except EvalError:
+        pass
+
+
 class _Tolerant:
     """A stream whose failed writes are dropped: a closed pipe or file must not
     turn an exit code into another (a failed write would otherwise escape as
@@ -8504,10 +9103,16 @@ def main(argv=None, *, stdout=None, stderr=None):
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     finally:
         sys.stdout, sys.stderr = saved
+    if args.format is None:
+        args.format = _format_of(args.output)
+    global _PROGRESS
+    _PROGRESS = _progress_for(args, stderr)
     try:
         return _run_cli(args, stdout, stderr)
     except EvalError as exc:
         stderr.write("rag-eval: error: %s\n" % _one_line(str(exc)))
+        if args.step_summary:
+            _step_summary_error(_one_line(str(exc)))
         return EXIT_ERROR
     except KeyboardInterrupt:
         stderr.write("rag-eval: interrupted\n")
@@ -8521,6 +9126,10 @@ def main(argv=None, *, stdout=None, stderr=None):
                      "rerun with --debug or RAG_EVAL_DEBUG=1 to see the traceback\n"
                      % (type(exc).__name__, ": " + detail if detail else ""))
         return EXIT_ERROR
+    finally:
+        if _PROGRESS is not None:
+            _PROGRESS.end()
+        _PROGRESS = None
 
 
 def _command():
@@ -9139,6 +9748,8 @@ class _RangeInput(_Input):
                 if not block:
                     return
                 left -= len(block)
+                if _PROGRESS is not None:
+                    _PROGRESS.read_bytes(len(block))
                 yield block
 
     def text(self):
@@ -9321,6 +9932,8 @@ def _reap_all():
 def _run_child(func, task, writer, inherited):
     """In a forked child: run the task, send its outcome, and exit whatever happens."""
     import pickle
+    global _PROGRESS
+    _PROGRESS = None        # only the parent draws the line
     try:
         for fd in inherited:
             os.close(fd)
@@ -9363,6 +9976,8 @@ def _parallel_queries(inp, fmt, scorer):
     if len(tasks) < 2:
         raise _Retry()
     _FORKED_SCORER = scorer
+    if _PROGRESS is not None:
+        _PROGRESS.begin(inp.name, _PROGRESS.size, here=tasks[0][4] - tasks[0][3])
     try:
         parts = _fork_map(_score_range, tasks, then=inp.hash_in_background)
     finally:

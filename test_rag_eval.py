@@ -37,6 +37,7 @@ import sys
 import tempfile
 import traceback
 import unittest
+import unittest.mock
 
 import rag_eval
 
@@ -3454,7 +3455,7 @@ class HoldOutTest(TempDir, unittest.TestCase):
         plain = rag_eval.evaluate(self.QRELS, self.RUN, k=10, measures="mrr",
                                   skip_extra_queries=True)
         for query in self.IDS[:-1]:
-            self.assertIn(query, repr(plain))
+            self.assertIn(query, repr(tuple(plain)))    # every field (repr is counts only)
         self.assertEqual((plain.ties, plain.unlabelled), ({"hidden-beta": 1}, ("hidden-eps",)))
         self.assertIn("1 query repeat ids", " ".join(plain.warnings))
         base = saved_baseline(self, report)
@@ -4783,7 +4784,7 @@ class SaveBaselineTest(TempDir, unittest.TestCase):
                                  "-o", out_path)
         self.assertEqual(code, 1)
         self.assertEqual(read_text(base), '{"recall@5": 0.9}')      # unchanged
-        self.assertIn("FAILED", read_text(out_path))                 # -o is still written
+        self.assertFalse(json.loads(read_text(out_path))["gate"]["passed"])  # -o still written
         self.assertIn("b.json was not written", err)
         self.assertIn("--accept", err)
         code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", base)     # the rerun still fails
@@ -4865,7 +4866,8 @@ class MetaTest(TempDir, unittest.TestCase):
         self.assertIn("meta: what these numbers are about\n  key              value\n"
                       "  dataset.version  v3\n  embedding.model  bge-m3\n", text)
         code, md, err = run_cli(*EXAMPLE_FILES, "--format", "markdown", *argv)
-        self.assertIn("**meta: what these numbers are about**\n\n| key | value |\n"
+        self.assertIn("<details><summary>meta: what these numbers are about</summary>\n\n"
+                      "| key | value |\n"
                       "| --- | --- |\n| dataset.version | v3 |\n| embedding.model | bge-m3 |\n", md)
         # trec_eval's lines stay as they were; the meta goes to stderr with the gate.
         code, trec, err = run_cli(*EXAMPLE_FILES, "--format", "trec", *argv)
@@ -5606,6 +5608,729 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         self.assertIn("warning: 2 queries in the qrels not in the run", err)
         self.assertIn("repeat ids", err)
         self.assertNotIn("warning", out)
+
+
+class MarkdownReportTest(TempDir, unittest.TestCase):
+    """--format markdown: the verdict first, every cell escaped, details in
+    <details> blocks, and --max-bytes cutting whole rows of those only."""
+
+    HOSTILE = {"a|b": {"d1": 1}, "<script>": {"d`2`": 1}, "x\ny": {"z": 1}}
+    HOSTILE_RUN = {"a|b": ["d1"], "<script>": ["x", "d`2`"], "x\ny": ["z"]}
+
+    def hostile(self):
+        report = rag_eval.evaluate(self.HOSTILE, self.HOSTILE_RUN, k=2, metrics="mrr")
+        # mrr@2: a|b 1 (d1 first), <script> 1/2 (d`2` second), x\ny 1: mean 2.5/3.
+        baseline = rag_eval.Baseline({"mrr@2": 0.9}, per_query={
+            "a|b": {"mrr@2": 1.0}, "<script>": {"mrr@2": 1.0}, "x\ny": {"mrr@2": 0.7}})
+        return report, rag_eval.gate(report, baseline)
+
+    def test_a_small_gated_report_exactly(self):
+        report, result = self.hostile()
+        # delta 2.5/3 - 0.9 = -0.0666666..., to 9 places; <script> fell 1 -> 0.5.
+        self.assertEqual(rag_eval.render_markdown(report, result, per_query=True,
+                                                  baseline_name="base|line.json"), """\
+**Gate failed**: 1 regression: mrr@2
+
+Gate vs base\\|line.json (max drop 0.02):
+
+| measure | baseline | current | delta | status |
+| --- | --- | --- | --- | --- |
+| mrr@2 | 0.9000 | 0.8333 | -0.066666667 | REGRESSED |
+
+rag\\_eval %s: 3 queries scored
+
+| query | mrr@2 |
+| --- | --- |
+| mean | 0.8333 |
+
+<details><summary>gate notes (1)</summary>
+
+- too few queries to see a drop of the tolerance: mrr@2 +/-0.327 on 3 queries (about 801 needed)
+
+</details>
+
+<details><summary>per-query drops beyond the tolerance, largest first (1)</summary>
+
+| measure | query | baseline | current | delta |
+| --- | --- | --- | --- | --- |
+| mrr@2 | &lt;script&gt; | 1.0000 | 0.5000 | -0.5000 |
+
+</details>
+
+<details><summary>per-query values (3 queries)</summary>
+
+| query | mrr@2 |
+| --- | --- |
+| &lt;script&gt; | 0.5000 |
+| a\\|b | 1.0000 |
+| x\\\\ny | 1.0000 |
+
+</details>
+
+<details><summary>answerability</summary>
+
+| answerable | unanswerable | unstated |
+| --- | --- | --- |
+| 3 | 0 | 0 |
+
+</details>
+""" % rag_eval.__version__)
+
+    def assertCellsIntact(self, markdown):
+        """Every table line splits into as many cells as its header, on the
+        unescaped pipes; no raw HTML or backtick from the data survives."""
+        columns = None
+        for line in markdown.splitlines():
+            if not line.startswith("|"):
+                columns = None
+                continue
+            self.assertTrue(line.endswith(" |"), line)
+            cells = re.split(r"(?<!\\) \| ", line[2:-2])
+            columns = columns or len(cells)
+            self.assertEqual(len(cells), columns, line)
+            for cell in cells:
+                self.assertNotRegex(cell, r"[<>]|(?<!\\)`", line)
+
+    def test_hostile_ids_and_values_are_escaped(self):
+        ids = ["a|b", "`x`", "<script>alert(1)</script>", "new\nline", "amp&lt;", "*em*",
+               "_u_", "[l](http://x)", "back\\|slash", "$x$", "\r", "~~s~~"]
+        qrels = {q: {"d%d" % i: 1} for i, q in enumerate(ids)}
+        run = {q: ["d%d" % i] if i % 2 else ["n", "d%d" % i] for i, q in enumerate(ids)}
+        code, out, err = self.report_of("--format", "markdown", "--per-query", "--k", "2",
+                                        "--metrics", "mrr", "--meta", "who=<b>|`me`",
+                                        qrels=qrels, run=run)
+        self.assertEqual(code, 0, err)
+        self.assertCellsIntact(out)
+        self.assertIn("| a\\|b | 0.5000 |", out)
+        self.assertIn("| \\`x\\` | 1.0000 |", out)
+        self.assertIn("| &lt;script&gt;alert(1)&lt;/script&gt; | 0.5000 |", out)
+        self.assertIn("| new\\\\nline | 1.0000 |", out)
+        self.assertIn("| amp&amp;lt; | 0.5000 |", out)
+        self.assertIn("| back\\\\\\|slash | 0.5000 |", out)
+        self.assertIn("| who | &lt;b&gt;\\|\\`me\\` |", out)
+        self.assertEqual(out.count("<details>"), out.count("</details>"))
+
+    def test_the_first_line_is_the_verdict(self):
+        cases = [(("--baseline", example("baseline.json")), 1,
+                  "**Gate failed**: 2 regressions: mrr@5, recall@5"),
+                 (("--baseline", example("baseline.json"), "--max-drop", "0.1"), 0,
+                  "**Gate passed**"),
+                 ((), 0, "**rag\\_eval %s: 3 queries scored; 1 unscored (no relevant id): q4**"
+                  % rag_eval.__version__)]
+        for argv, expect_code, first in cases:
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*EXAMPLE_FILES, "--format", "markdown", *argv)
+                self.assertEqual(code, expect_code, err)
+                self.assertEqual(out.splitlines()[0], first)
+
+    def test_delta_at_the_gates_precision(self):
+        # success@5: 2/3 against the baseline's 0.6667 is -0.0000333...: shown, not -0.0000.
+        code, out, err = run_cli(*EXAMPLE_FILES, "--format", "markdown",
+                                 "--baseline", example("baseline.json"))
+        self.assertIn("| success@5 | 0.6667 | 0.6667 | -0.000033333 | dropped within tolerance "
+                      "| 0.3333 |", out)
+        self.assertIn("| mrr@5 | 0.5500 | 0.5000 | -0.0500 | REGRESSED (undecided: 10 "
+                      "unjudged ids could explain it; label them: --to-label FILE) | 0.3333 |",
+                      out)
+
+    def big(self, *argv):
+        """5000 queries, half of them fallen since a saved baseline."""
+        qrels = {"q%04d|" % i: {"d": 1} for i in range(5000)}
+        good = {q: ["d"] for q in qrels}
+        bad = {q: ["x", "d"] if i % 2 else ["d"] for i, q in enumerate(qrels)}
+        saved = os.path.join(self.tmp, "base.json")
+        self.report_of("--metrics", "mrr", "--save-baseline", saved, qrels=qrels, run=good)
+        return self.report_of("--metrics", "mrr", "--baseline", saved, "--per-query",
+                              "--format", "markdown", *argv, qrels=qrels, run=bad)
+
+    def test_the_size_cap_leaves_out_whole_rows(self):
+        code, full, err = self.big("--max-bytes", "100000000")
+        self.assertEqual(code, 1, err)
+        self.assertGreater(len(full.encode()), 60000)
+        head = full.split("<details>", 1)[0]
+        for cap in (None, 60000, 20000, 3000, 1500, 900):
+            with self.subTest(cap=cap):
+                code, out, err = self.big(*(("--max-bytes", str(cap)) if cap else ()))
+                self.assertEqual(code, 1, err)
+                self.assertLessEqual(len(out.encode()), cap or 60000)
+                self.assertTrue(out.startswith(head))   # verdict and tables untouched
+                self.assertCellsIntact(out)
+                self.assertEqual(out.count("<details>"), out.count("</details>"))
+                full_lines = set(full.splitlines())
+                left = 0
+                for line in out.splitlines():
+                    found = re.match(r"> \*\*(\d+) of (\d+) rows? left out\*\*", line) or \
+                        re.match(r"> \*\*\d+ sections? left out\*\* \((\d+) rows?\)", line)
+                    if found:
+                        self.assertIn("the JSON report (`--format json`, same options) holds "
+                                      "them all", line)
+                        left += int(found.group(1))
+                    else:
+                        self.assertIn(line, full_lines)      # no row cut half-way
+                self.assertEqual(len(self.detail_rows(out)) + left, len(self.detail_rows(full)))
+                self.assertGreater(left, 0)
+
+    @staticmethod
+    def detail_rows(markdown):
+        """The rows and notes of the <details> blocks (not their table headers)."""
+        lines = "".join(markdown.split("<details>", 1)[1:]).splitlines() + [""]
+        return [line for i, line in enumerate(lines) if line.startswith("- ") or (
+            line.startswith("| ") and not line.startswith("| --- ")
+            and not lines[i + 1].startswith("| --- "))]
+
+    def test_the_verdict_and_gate_table_are_never_cut(self):
+        code, out, err = self.big("--max-bytes", "100")
+        self.assertEqual(code, 1, err)
+        self.assertTrue(out.startswith("**Gate failed**: 1 regression: mrr@5\n"))
+        self.assertIn("| mrr@5 | 1.0000 | 0.7500 | -0.2500 | REGRESSED (undecided: 2500 unjudged "
+                      "ids could explain it; label them: --to-label FILE) | 0.7500 |", out)
+        self.assertNotIn("<details>", out)
+        self.assertRegex(out, r"> \*\*\d+ sections left out\*\* \(\d+ rows\) to keep this "
+                              r"under --max-bytes 100")
+
+    def test_max_bytes_must_be_a_positive_integer(self):
+        for bad in ("0", "-5", "x", "1.5"):
+            with self.subTest(bad=bad):
+                self.assertBad(extra=("--max-bytes", bad), expect="--max-bytes")
+
+
+class StepSummaryTest(TempDir, unittest.TestCase):
+    """--step-summary appends the Markdown report to $GITHUB_STEP_SUMMARY."""
+
+    def run_with_summary(self, *argv, value=None):
+        path = os.path.join(self.tmp, "summary.md") if value is None else value
+        with unittest.mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY": path}):
+            result = run_cli(*argv)
+        return result + (read_text(path) if path and os.path.exists(path) else None,)
+
+    def test_appended_even_when_the_gate_fails(self):
+        code, out, err, summary = self.run_with_summary(
+            *EXAMPLE_FILES, "--baseline", example("baseline.json"), "--step-summary")
+        self.assertEqual(code, 1, err)
+        self.assertTrue(out.startswith("rag_eval "))          # stdout keeps --format text
+        markdown = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"),
+                           "--format", "markdown")[1]
+        self.assertEqual(summary, markdown + "\n")
+        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary")
+        self.assertEqual(code, 0, err)                        # appended after the first
+        self.assertEqual(summary.count("**Gate failed**"), 1)
+        self.assertIn("\n**rag\\_eval", summary)
+
+    def test_json_on_stdout_markdown_in_the_summary(self):
+        out_path = os.path.join(self.tmp, "report.json")
+        code, out, err, summary = self.run_with_summary(
+            *EXAMPLE_FILES, "--baseline", example("baseline.json"), "--step-summary",
+            "-o", out_path)
+        self.assertEqual((code, out), (1, ""))
+        self.assertFalse(json.loads(read_text(out_path))["gate"]["passed"])
+        self.assertTrue(summary.startswith("**Gate failed**"))
+
+    def test_the_cap_applies(self):
+        qrels = {"q%d" % i: {"d": 1} for i in range(3000)}
+        run = {q: ["d"] for q in qrels}
+        with unittest.mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY":
+                                                   os.path.join(self.tmp, "s.md")}):
+            code, out, err = self.report_of("--per-query", "--step-summary", "--max-bytes",
+                                            "5000", qrels=qrels, run=run)
+        self.assertEqual(code, 0, err)
+        summary = read_text(os.path.join(self.tmp, "s.md"))
+        self.assertLessEqual(len(summary.encode()), 5000 + 1)   # + the blank line after it
+        self.assertIn("rows left out** to keep this under --max-bytes 5000", summary)
+
+    def test_unset_variable_is_an_error(self):
+        for value in ("", None):
+            with self.subTest(value=value):
+                env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+                if value is not None:
+                    env["GITHUB_STEP_SUMMARY"] = value
+                with unittest.mock.patch.dict(os.environ, env, clear=True):
+                    self.assertBad(extra=("--step-summary",),
+                                   expect="--step-summary: $GITHUB_STEP_SUMMARY is not set")
+
+    def test_an_input_error_is_one_escaped_line(self):
+        run = self.write("r|<b>.json", "{")
+        code, out, err, summary = self.run_with_summary(example("qrels.json"), run,
+                                                        "--step-summary")
+        self.assertEqual(code, 2)
+        self.assertEqual(len(err.splitlines()), 1)
+        lines = summary.splitlines()
+        self.assertEqual(len([line for line in lines if line]), 1)
+        self.assertTrue(lines[0].startswith("**rag-eval error**: "), lines)
+        self.assertIn("r\\|&lt;b&gt;.json", lines[0])
+
+
+class OutputFormatTest(TempDir, unittest.TestCase):
+    """-o FILE with no --format: the extension picks the format."""
+
+    def test_extension_picks_the_format(self):
+        expected = {"r.json": "{", "r.JSON": "{", "r.md": "**Gate failed**",
+                    "r.markdown": "**Gate failed**", "r.txt": "rag_eval ", "r": "rag_eval ",
+                    # html only once a renderer exists for it (another branch adds one)
+                    "r.html": "<" if "html" in rag_eval._RENDERERS else "rag_eval "}
+        for name, start in expected.items():
+            with self.subTest(name=name):
+                path = os.path.join(self.tmp, name)
+                code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"),
+                                         "-o", path)
+                self.assertEqual((code, out), (1, ""), err)
+                self.assertTrue(read_text(path).startswith(start), read_text(path)[:80])
+                os.unlink(path)
+
+    def test_format_wins_over_the_extension(self):
+        path = os.path.join(self.tmp, "r.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--format", "text", "-o", path)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(read_text(path).startswith("rag_eval "))
+
+
+class LoadReportTest(TempDir, unittest.TestCase):
+    """load_report / Report.from_dict read a JSON report back: every field the
+    JSON holds comes back, so the JSON written again is the same bytes."""
+
+    def round_trip(self, report, result=None):
+        text = rag_eval.render_json(report, result, per_query=True)
+        path = self.write("report.json", text)
+        loaded = rag_eval.load_report(path)
+        self.assertEqual(rag_eval.render_json(loaded, result, per_query=True), text)
+        for field in ("measures", "mean", "per_query", "n", "warnings", "unscored", "missing",
+                      "skipped", "abstention", "ties", "rel", "unlabelled", "answerability",
+                      "min_score", "mapping", "average"):
+            self.assertEqual(getattr(loaded, field), getattr(report, field), field)
+        return loaded
+
+    def test_the_bundled_example_and_its_gate(self):
+        report = example_report()
+        result = rag_eval.gate(report, rag_eval.load_baseline(example("baseline.json")))
+        loaded = self.round_trip(report, result)
+        self.assertEqual(loaded.mean["mrr@5"], 0.5)
+        self.assertEqual(rag_eval.render_text(loaded, result, per_query=True),
+                         rag_eval.render_text(report, result, per_query=True))
+        self.assertEqual(rag_eval.render_markdown(loaded, result, per_query=True),
+                         rag_eval.render_markdown(report, result, per_query=True))
+        # The gate of the loaded report is the gate of the report.
+        self.assertEqual(rag_eval.gate(loaded, {"mrr@5": 0.55}),
+                         rag_eval.gate(report, {"mrr@5": 0.55}))
+
+    def test_slices_unit_measures_answerability(self):
+        # q2 stated unanswerable abstains (its one id is cut by min_score 0.1);
+        # recall(unit=doc) counts documents (doc#chunk), abstained only q2: n differs.
+        report = rag_eval.evaluate(
+            {"q1": {"docA": 1}, "q2": {}, "q3": {"docB": 2}},
+            {"q1": {"docA#1": 0.9, "x#2": 0.5}, "q2": {"y#1": 0.05},
+             "q3": {"z#1": 0.4, "docB#3": 0.3}},
+            k=2, measures="recall(unit=doc),abstained", doc_sep="#", min_score=0.1,
+            queries={"q2": {"answerable": False}, "q1": {"slices": {"src": ["real"]}},
+                     "q3": {"slices": {"src": ["synthetic"]}}}, by="src")
+        self.assertEqual(report.n, {"recall(unit=doc)@2": 2, "abstained": 1})
+        loaded = self.round_trip(report)
+        self.assertEqual(loaded.slices, report.slices)
+        self.assertEqual(loaded.by, ("src",))
+        self.assertEqual(loaded.answerability, {"answerable": 2, "unanswerable": 1,
+                                                "unstated": 0})
+        self.assertIn("| real | 1 | 0 | 1.0000 | - |", rag_eval.render_markdown(loaded))
+
+    def test_hold_out_and_unjudged_bounds(self):
+        report = sliced_report(holdout="split=holdout", by=["source", "tag"],
+                               reveal_holdout=True, unjudged_bounds=True)
+        self.assertIsNotNone(report.unjudged)
+        loaded = self.round_trip(report)
+        self.assertEqual(loaded.holdout.mean, report.holdout.mean)
+        self.assertEqual(loaded.holdout.per_query, report.holdout.per_query)
+        self.assertEqual(loaded.unjudged["mean"], report.unjudged["mean"])
+        self.assertEqual(loaded.by, ("source", "tag"))
+        rag_eval.render_text(loaded, per_query=True)      # renders without its membership
+
+    def test_from_the_command_line(self):
+        path = os.path.join(self.tmp, "r.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--per-query", "--meta", "run.id=7",
+                                 "-o", path)
+        self.assertEqual(code, 0, err)
+        loaded = rag_eval.load_report(path)
+        self.assertEqual(loaded.meta, {"run.id": "7"})
+        self.assertEqual(loaded.inputs["run"]["path"], example("run.json"))
+        self.assertEqual(rag_eval.render_json(loaded, per_query=True), read_text(path))
+
+    def test_not_a_report_is_one_line_naming_the_file(self):
+        saved = os.path.join(self.tmp, "base.json")
+        rag_eval.save_baseline(example_report(), saved)
+        good = json.loads(rag_eval.render_json(example_report(), per_query=True))
+        cases = [(self.write("a.json", "{"), "a.json:1:2: invalid JSON"),
+                 (self.write("b.json", "[1]"), "b.json: not a rag_eval JSON report"),
+                 (saved, "base.json: a baseline (read it with load_baseline)"),
+                 (self.write("c.json", json.dumps(dict(good, mean={"mrr@5": "x"}))),
+                  "c.json: mean: expected {measure: number}"),
+                 (self.write("d.json", json.dumps({k: v for k, v in good.items()
+                                                   if k != "warnings"})),
+                  "d.json: not a rag_eval JSON report (--format json): KeyError"),
+                 (os.path.join(self.tmp, "missing.json"), "missing.json")]
+        for path, expect in cases:
+            with self.subTest(path=path):
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.load_report(path)
+                self.assertIn(expect, str(caught.exception))
+                self.assertEqual(len(str(caught.exception).splitlines()), 1)
+
+
+class NotebookReprTest(unittest.TestCase):
+    """__repr__ shows counts and means (never the per-query table);
+    _repr_markdown_ the numbers in a Markdown table."""
+
+    def test_report(self):
+        report = example_report()
+        self.assertEqual(repr(report), "<Report 3 queries, 1 unscored: recall@5=0.6667 "
+                                       "success@5=0.6667 mrr@5=0.5000 ndcg@5=0.5095>")
+        markdown = report._repr_markdown_()
+        self.assertIn("| mean | 0.6667 | 0.6667 | 0.5000 | 0.5095 |", markdown)
+        self.assertEqual(markdown, rag_eval.render_markdown(report))
+
+    def test_short_for_many_queries(self):
+        qrels = {"q%d" % i: {"d": 1} for i in range(50000)}
+        run = {q: ["d"] if i % 4 else ["x", "d"] for i, q in enumerate(qrels)}
+        report = rag_eval.evaluate(qrels, run, k=[1, 5, 10],
+                                   measures="recall,mrr,ndcg,success")
+        text = repr(report)
+        self.assertLess(len(text), 200)
+        self.assertTrue(text.startswith("<Report 50000 queries: recall@1=0.7500 recall@5=1.0000"))
+        self.assertTrue(text.endswith(" (+4 more)>"), text)
+        self.assertLess(len(report._repr_markdown_().encode()), rag_eval.DEFAULT_MAX_BYTES + 1)
+
+    def test_gate_result(self):
+        report = example_report()
+        result = rag_eval.gate(report, rag_eval.load_baseline(example("baseline.json")))
+        self.assertEqual(repr(result), "<GateResult FAILED: 2 regressions of 4 (max drop 0.02) "
+                                       "mrr@5, recall@5>")
+        self.assertEqual(repr(rag_eval.gate(report, {"mrr@5": 0.5})),
+                         "<GateResult PASSED: 0 regressions of 1 (max drop 0.02)>")
+        markdown = result._repr_markdown_()
+        self.assertTrue(markdown.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        self.assertIn("| recall@5 | 0.7000 | 0.6667 | -0.033333333 | REGRESSED |", markdown)
+
+    def test_comparison(self):
+        report = example_report()
+        other = example_report(k=1)
+        other = other._replace(per_query={q: {"recall@5": v["recall@1"]}
+                                          for q, v in other.per_query.items()},
+                               mean={"recall@5": other.mean["recall@1"]},
+                               measures=("recall@5",))
+        comparison = rag_eval.compare(report, other, resamples=200)
+        row = comparison.measures["recall@5"]
+        self.assertEqual(repr(comparison), "<Comparison vs reference over 3 queries: recall@5 "
+                                           "%+.4f (%s)>" % (row.delta, row.verdict))
+        self.assertIn("| recall@5 | 0.6667 | %.4f | %+.4f |" % (row.reference_mean, row.delta),
+                      comparison._repr_markdown_())
+
+
+class AssertNoRegressionTest(TempDir, unittest.TestCase):
+    """assert_no_regression: gate() for pytest, the gate's text as the message."""
+
+    def test_fails_with_the_gates_text(self):
+        report = example_report(unjudged_bounds=True)
+        with self.assertRaises(AssertionError) as caught:
+            rag_eval.assert_no_regression(report, example("baseline.json"))
+        message = str(caught.exception)
+        self.assertTrue(message.startswith("gate vs %s (max drop 0.02): FAILED, 2 regressions: "
+                                           "mrr@5, recall@5\n" % example("baseline.json")))
+        code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"))
+        self.assertEqual(code, 1)
+        self.assertIn(message, out)         # the same text the command line prints
+
+    def test_passes_with_the_gate_result(self):
+        report = example_report()
+        result = rag_eval.assert_no_regression(report, example("baseline.json"), max_drop="10%")
+        self.assertIsInstance(result, rag_eval.GateResult)
+        self.assertTrue(result.passed)
+        self.assertTrue(rag_eval.assert_no_regression(report, report).passed)   # a Report
+        baseline = rag_eval.Baseline({"mrr@5": 0.5})
+        self.assertTrue(rag_eval.assert_no_regression(report, baseline).passed)
+        worse = example_report(k=1)._replace(measures=("mrr@5",))
+        worse = worse._replace(mean={"mrr@5": 0.3}, per_query={
+            q: {"mrr@5": 0.3} for q in worse.per_query})
+        with self.assertRaises(AssertionError) as caught:
+            rag_eval.assert_no_regression(worse, report)
+        self.assertIn("gate vs report (max drop 0.02): FAILED, 4 regressions: mrr@5, ndcg@5, "
+                      "recall@5, success@5\n",
+                      str(caught.exception))
+
+
+class MiniYaml:
+    """A reader for the YAML subset action.yml and the README's workflow use
+    (PyYAML is not a dependency): nested mappings by indentation, lists of
+    mappings (``- key: value``), plain or quoted scalars, ``|`` blocks, comment
+    lines."""
+
+    def __init__(self, text):
+        self.lines, self.i = text.splitlines(), 0
+
+    def parse(self):
+        return self.block(0)
+
+    def skip(self):
+        while self.i < len(self.lines) and (not self.lines[self.i].strip()
+                                            or self.lines[self.i].lstrip().startswith("#")):
+            self.i += 1
+
+    def indent(self):
+        line = self.lines[self.i]
+        return len(line) - len(line.lstrip(" "))
+
+    def block(self, indent):
+        self.skip()
+        if self.i == len(self.lines) or self.indent() < indent:
+            return None
+        if self.lines[self.i].lstrip().startswith("- "):
+            return self.sequence(self.indent())
+        return self.mapping(self.indent())
+
+    def mapping(self, indent, first=None):
+        out = {}
+        while True:
+            if first is not None:
+                text, first = first, None
+            else:
+                self.skip()
+                if (self.i == len(self.lines) or self.indent() != indent
+                        or self.lines[self.i].lstrip().startswith("- ")):
+                    return out
+                text = self.lines[self.i].strip()
+                self.i += 1
+            if text.endswith(":"):
+                out[text[:-1]] = self.block(indent + 1)
+                continue
+            key, sep, value = text.partition(": ")
+            assert sep, "not a key: value line: %r" % text
+            value = re.sub(r"\s+#.*$", "", value) if not value.startswith(("'", '"')) else value
+            out[key] = self.literal(indent) if value == "|" else self.scalar(value)
+
+    def sequence(self, indent):
+        out = []
+        while True:
+            self.skip()
+            if (self.i == len(self.lines) or self.indent() != indent
+                    or not self.lines[self.i].lstrip().startswith("- ")):
+                return out
+            text = self.lines[self.i].strip()[2:]
+            self.i += 1
+            out.append(self.mapping(indent + 2, first=text))
+
+    def literal(self, indent):
+        body = []
+        while self.i < len(self.lines) and (not self.lines[self.i].strip()
+                                            or self.indent() > indent):
+            body.append(self.lines[self.i])
+            self.i += 1
+        while body and not body[-1].strip():
+            body.pop()
+        margin = min(len(line) - len(line.lstrip(" ")) for line in body if line.strip())
+        return "\n".join(line[margin:] for line in body) + "\n"
+
+    @staticmethod
+    def scalar(value):
+        if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
+            return value[1:-1]
+        return value
+
+
+@unittest.skipUnless(shutil.which("bash") and shutil.which("python3"), "needs bash and python3")
+class ActionTest(TempDir, unittest.TestCase):
+    """action.yml and the README's GitHub Actions job: their command lines,
+    run as GitHub runs them (bash -eo pipefail) on the bundled example, whose
+    gate fails."""
+
+    def run_step(self, step, env=None, cwd=None):
+        summary = os.path.join(self.tmp, "summary.md")
+        environ = dict(os.environ, GITHUB_STEP_SUMMARY=summary, GITHUB_ACTION_PATH=HERE,
+                       **(env or {}))
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               step["run"]], env=environ, cwd=cwd or self.tmp,
+                              capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stderr, read_text(summary) if os.path.exists(summary) else ""
+
+    def test_mini_yaml_reader(self):
+        self.assertEqual(MiniYaml('a: "1"\nb:\n  - c: x  # note\n    d: |\n      one\n'
+                                  '        two\n\n  - e: y\nf: z\n').parse(),
+                         {"a": "1", "b": [{"c": "x", "d": "one\n  two\n"}, {"e": "y"}],
+                          "f": "z"})
+
+    def action_step(self, **inputs):
+        action = MiniYaml(read_text(os.path.join(HERE, "action.yml"))).parse()
+        self.assertEqual(action["runs"]["using"], "composite")
+        self.assertEqual(set(action["inputs"]),
+                         {"qrels", "run", "baseline", "options", "report", "python-version"})
+        values = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
+        values.update(inputs)
+        steps = action["runs"]["steps"]
+        self.assertEqual(steps[0]["uses"], "actions/setup-python@v5")
+        self.assertEqual(steps[0]["with"], {"python-version": "${{ inputs.python-version }}"})
+        step = next(s for s in steps if "run" in s)
+        self.assertEqual(step["shell"], "bash")
+        self.assertNotIn("${{", step["run"])       # inputs reach the script as variables
+
+        def filled(text):
+            return re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: values[m.group(1)], text)
+        env = {name: filled(value) for name, value in step["env"].items()}
+        self.assertNotIn("${{", "".join(env.values()))
+        return step, env
+
+    def test_the_action_fails_the_bundled_example_and_writes_the_summary(self):
+        report = os.path.join(self.tmp, "report.json")
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"), report=report)
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 1, err)
+        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"),
+                        summary[:200])
+        doc = json.loads(read_text(report))
+        self.assertFalse(doc["gate"]["passed"])
+        self.assertEqual(doc["per_query"]["q3"]["mrr@5"], 1.0)
+
+    def test_the_action_options_input(self):
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"),
+                                     options="--max-drop 0.1 --seed 3")
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(summary.startswith("**Gate passed**\n"), summary[:200])
+        self.assertIn("Gate vs %s (max drop 0.1):" % example("baseline.json").replace("_", "\\_"),
+                      summary)
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
+
+    def test_the_readme_job_as_written(self):
+        readme = read_text(os.path.join(HERE, "README.md"))
+        section = readme.split("\n## Use it as a CI step (GitHub Actions)\n", 1)[1]
+        workflow = MiniYaml(re.search(r"```yaml\n(.*?)```", section, re.S).group(1)).parse()
+        steps = workflow["jobs"]["rag-eval"]["steps"]
+        self.assertEqual([s.get("uses") for s in steps[:2]],
+                         ["actions/checkout@v4", "actions/setup-python@v5"])
+        gate_step = next(s for s in steps if s.get("name") == "Retrieval quality gate")
+        keep = steps[-1]
+        self.assertEqual((keep["uses"], keep["if"]), ("actions/upload-artifact@v4", "always()"))
+        self.assertIn("-o %s " % keep["with"]["path"], gate_step["run"])
+        self.assertIn("--step-summary", gate_step["run"])
+        # The repository the job checks out: rag_eval.py copied in, the data under eval/.
+        os.mkdir(os.path.join(self.tmp, "eval"))
+        shutil.copy(os.path.join(HERE, "rag_eval.py"), self.tmp)
+        shutil.copy(example("run.json"), self.tmp)         # what the retriever step writes
+        for name in ("qrels.json", "baseline.json"):
+            shutil.copy(example(name), os.path.join(self.tmp, "eval"))
+        code, err, summary = self.run_step(gate_step)
+        self.assertEqual(code, 1, err)
+        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        doc = json.loads(read_text(os.path.join(self.tmp, keep["with"]["path"])))
+        self.assertFalse(doc["gate"]["passed"])
+
+
+class FakeTerminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def on_screen(text):
+    """What a terminal shows of ``text``: each carriage return goes back to
+    the start of the line, and what follows overwrites what was there."""
+    lines = []
+    for line in text.split("\n"):
+        shown = ""
+        for part in line.split("\r"):
+            shown = part + shown[len(part):]
+        lines.append(shown.rstrip(" "))
+    return "\n".join(lines)
+
+
+class ProgressTest(TempDir, unittest.TestCase):
+    """The progress line: on a terminal only, after about a second, at most
+    every 0.25 s, erased before anything else is written; never for JSON or
+    in a pipe; --timing."""
+
+    QRELS = {"q%04d" % i: {"d": 1} for i in range(3000)}
+    RUN = {q: ["x", "d"] for q in QRELS}
+
+    def cli(self, *argv, stderr=None, step=0.3, every=100):
+        """main() on QRELS and RUN with a clock that moves ``step`` seconds a
+        look, the count told every ``every`` queries: (code, out, err)."""
+        qrels, run = self.input_file(self.QRELS, "q.json"), self.input_file(self.RUN, "r.json")
+        clock = itertools.count(0, step)
+        out, err = io.StringIO(), stderr if stderr is not None else FakeTerminal()
+        with unittest.mock.patch.object(rag_eval, "_progress_clock", lambda: next(clock)), \
+                unittest.mock.patch.object(rag_eval, "_PROGRESS_EVERY", every):
+            code = rag_eval.main([qrels, run, "--metrics", "mrr", *argv], stdout=out, stderr=err)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_on_a_terminal(self):
+        code, out, err = self.cli()
+        self.assertEqual(code, 0, err)
+        plain = self.cli(stderr=io.StringIO())
+        self.assertEqual(out, plain[1])
+        self.assertNotIn("\r", plain[2])
+        self.assertEqual(on_screen(err), plain[2])       # erased: the terminal shows the same
+        size = "%.1f MB" % (os.path.getsize(os.path.join(self.tmp, "r.json")) / 1e6)
+        draws = [part for part in err.split("\r") if part.startswith("rag-eval: r.json")]
+        self.assertTrue(draws)
+        # The clock: 0 at the start, then 0.3 s a look, one look per block and per 100
+        # queries; the first line at 1.0 s or later, then at most one per 0.25 s.
+        self.assertRegex(draws[0], r"^rag-eval: r\.json: \d+ queries scored, %s of %s read, "
+                                   r"1\.[0-9] s$" % (size.split()[0], size))
+        self.assertEqual(draws[-1].rstrip(), "rag-eval: r.json: 3000 queries scored, %s of %s "
+                                             "read, 9.3 s" % (size.split()[0], size))
+        self.assertEqual(len(draws), 28)     # looks at 1.2, 1.5, ..., 9.3 s, each 0.3 s apart
+
+    def test_not_before_a_second(self):
+        code, out, err = self.cli(step=0.0001)
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("\r", err)
+
+    def test_never_in_a_pipe_or_for_json(self):
+        for argv, stderr in [((), io.StringIO()), (("--format", "json"), FakeTerminal()),
+                             (("-o", os.path.join(self.tmp, "r.out.json")), FakeTerminal())]:
+            with self.subTest(argv=argv):
+                code, out, err = self.cli(*argv, stderr=stderr)
+                self.assertEqual(code, 0, err)
+                self.assertNotIn("\r", err)
+
+    def test_erased_before_an_error(self):
+        run = self.write("r.json", json.dumps(self.RUN)[:-1] + ', "zz": [1]}')
+        clock = itertools.count(0, 0.3)
+        err = FakeTerminal()
+        with unittest.mock.patch.object(rag_eval, "_progress_clock", lambda: next(clock)):
+            code = rag_eval.main([self.input_file(self.QRELS, "q.json"), run],
+                                 stdout=io.StringIO(), stderr=err)
+        self.assertEqual(code, 2)
+        self.assertEqual(on_screen(err.getvalue()).count("\n"), 1)
+        self.assertTrue(on_screen(err.getvalue()).startswith("rag-eval: error: "))
+
+    def test_nothing_added_when_off(self):
+        queries = iter([("q", None)])
+        self.assertIs(rag_eval._counted(queries, None), queries)   # no per-query wrapper
+        self.assertIsNone(rag_eval._PROGRESS)
+        clock = itertools.count(0, 1)
+        with unittest.mock.patch.object(rag_eval, "_progress_clock", lambda: next(clock)):
+            rag_eval.evaluate_files(io.StringIO(json.dumps(self.QRELS)),
+                                    io.StringIO(json.dumps(self.RUN)))
+        self.assertEqual(next(clock), 0)        # the library never reads the clock
+
+    def test_forked_workers_read_the_rest(self):
+        progress = rag_eval._Progress(io.StringIO(), clock=itertools.count(5).__next__)
+        progress.begin("/data/run.trec", 4e8, here=1e8)
+        progress.read_bytes(5e7)
+        self.assertEqual(progress.stream.getvalue(),
+                         "\rrag-eval: run.trec: 0 queries scored, 50.0 of 100.0 MB read here "
+                         "(workers read the rest), 1.0 s")
+
+    def test_timing(self):
+        first, second = self.cli("--format", "json")[1], self.cli("--format", "json")[1]
+        self.assertEqual(first, second)
+        self.assertNotIn("elapsed_seconds", first)
+        code, out, err = self.cli("--format", "json", "--timing")
+        self.assertEqual(code, 0, err)
+        doc = json.loads(out)
+        self.assertIsInstance(doc["elapsed_seconds"], float)
+        self.assertGreaterEqual(doc["elapsed_seconds"], 0)
+        self.assertEqual(dict(doc, elapsed_seconds=None), dict(json.loads(first),
+                                                               elapsed_seconds=None))
+        code, out, err = self.cli("--timing", stderr=io.StringIO())
+        self.assertRegex(err, r"(?m)^rag-eval: timing: \d+\.\d{3} s$")
 
 
 class OutputFilesTest(TempDir, unittest.TestCase):
