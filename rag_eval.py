@@ -3960,6 +3960,9 @@ class _QueryScorer:
             unlabelled = self._unlabelled_docs(ranking, labels)
         if labelled or unlabelled is True:
             self.met_label = True
+        if self.bounds is not None and (scored or self.every_query):   # of measures over ids
+            return (values, read - len(ids), straddling, returned, unlabelled,
+                    _query_unjudged(self, ranked, grades, ranking, labels))
         return values, read - len(ids), straddling, returned, unlabelled
 
     def _view(self, qid, view, labels, ids, chunks, returned):
@@ -3998,10 +4001,8 @@ class _QueryScorer:
 
     def ask_bounds(self, measures):
         """Score the unjudged bounds of every bounded measure and judged@k at
-        every cutoff over ids too (see _query_unjudged); not with measures
-        over units (the bounds then cover none)."""
-        if self.mapped:
-            return
+        every cutoff over ids too (see _query_unjudged); measures over units
+        have none."""
         self.bounds = [(m, str(m)) + m._parts() for m in measures if _bounded(m)]
         self.judged_at = _judged_cutoffs(measures)
         self.bounds_depth = max([m.k if isinstance(m.k, int) else _WHOLE_RANKING
@@ -4010,9 +4011,9 @@ class _QueryScorer:
     def ask_judged(self, measures):
         """Score judged@k only, at every cutoff over ids (what every gate shows
         beside its measures, see _with_unjudged): no bounds, no ids listed."""
-        if self.mapped:
-            return
-        self.bounds, self.judged_at, self.bounds_depth = [], _judged_cutoffs(measures), 0
+        cutoffs = _judged_cutoffs(measures)
+        if cutoffs:         # else (measures over units only) nothing to add per query
+            self.bounds, self.judged_at, self.bounds_depth = [], cutoffs, 0
 
     def is_scored(self, grades):
         """True when a query's grades (see _sorted_grades) hold a relevant one;
@@ -7027,8 +7028,11 @@ def _with_unjudged(change, queries, unjudged, allowed):
     >>> c.status, c.judged, sorted(c.undecided.items())
     ('regressed', 0.5, [('ids', 1), ('named', ['q:x']), ('upper', 1.0)])
     """
-    k = parse_measure(change.measure).k
-    k = k if isinstance(k, int) else None
+    measure = parse_measure(change.measure)
+    call = _UnitCall.of(measure)
+    # judged@k counts labelled ids: beside measures over ids only.
+    k = measure.k if isinstance(measure.k, int) and call.view == "id" and not call.budget \
+        else None
     if k is not None and queries and all("judged@%d" % k in unjudged["judged_per_query"].get(q, ())
                                          for q in queries):
         change = change._replace(judged=_mean([unjudged["judged_per_query"][q]["judged@%d" % k]

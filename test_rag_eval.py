@@ -5265,6 +5265,24 @@ class UndecidedGateTest(TempDir, unittest.TestCase):
         self.assertIn("REGRESSED (undecided: 2 unjudged ids could explain it: q1:x, q2:y; "
                       "label them: --to-label FILE)  0.5000", out)
 
+    def test_a_unit_measure_beside_keeps_it(self):
+        # Found by review: success(unit=doc)@2 beside mrr@2 switched off judged@k and
+        # undecided for mrr@2.  Chunks x (doc D), a (doc a), y (doc y), b (doc b): the same
+        # ids as above.  success(unit=doc)@2: q1 finds a (rank 2), q2 b -> 1.0, unchanged;
+        # judged@k counts ids, so never beside it.
+        chunks = self.write("c.jsonl", jsonl({"id": "x", "doc": "D"}, {"id": "a", "doc": "a"},
+                                             {"id": "y", "doc": "y"}, {"id": "b", "doc": "b"}))
+        code, out, err = self.report_of(
+            "--metrics", "mrr@2,success(unit=doc)@2", "--chunks", chunks, "--baseline",
+            self.write("b.json", json.dumps({"mrr@2": 1.0, "success(unit=doc)@2": 1.0})),
+            "--format", "json", qrels={"q1": {"a": 1}, "q2": {"b": 1}}, run=self.RUN)
+        self.assertEqual(code, 1, err)
+        rows = {c["measure"]: c for c in json.loads(out)["gate"]["changes"]}
+        self.assertEqual((rows["mrr@2"]["judged"], rows["mrr@2"]["undecided"]),
+                         (0.5, {"ids": 2, "named": ["q1:x", "q2:y"], "upper": 1.0}))
+        self.assertEqual((rows["success(unit=doc)@2"]["status"],
+                          rows["success(unit=doc)@2"]["judged"]), ("unchanged", None))
+
     @unittest.skipUnless(os.path.isdir("/dev/fd"), "pipes named by /dev/fd")
     def test_a_run_from_a_pipe_is_read_once(self):
         # Found by review: a run through a pipe (as the shell's <(...) gives) was read a
