@@ -70,10 +70,10 @@ on one line and exits 2.
 __all__ = [
     "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
     "EvalError", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
-    "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Sweep",
+    "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Scores", "Sweep",
     "available_measures", "bootstrap_ci", "compare", "compare_all",
     "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
-    "load_qrels", "load_queries", "load_run", "main", "margin_of_error",
+    "load_qrels", "load_queries", "load_run", "load_scores", "main", "margin_of_error",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_json", "render_markdown", "render_text", "render_trec",
     "resolve_measures", "save_baseline", "sweep_min_score", "t_two_sided_p",
@@ -3279,6 +3279,402 @@ def load_run(source, *, format=None):
             ranking = best
         run[qid] = ranking
     return run
+
+
+# --- score files: per-query scores made elsewhere (a judge) ----------------------
+#
+# One query a line (JSONL) or a row (CSV with a header row, as a data frame's
+# to_csv(index=False) writes it): {"query_id": "q1", "faithfulness": 0.83,
+# "refused": false, "answer_relevancy": [0.8, 0.9, 0.85]}.  A list holds
+# repeated judge runs (in CSV: a JSON array in the cell); a query's value is
+# the mean of its runs.  true and false are 1 and 0, so a boolean field is a
+# rate (with repeated runs, each query's value is a fraction).  Each value v
+# is mapped from its field's range [lo, hi] (default [0, 1]) onto [0, 1] as
+# (v - lo) / (hi - lo): hi < lo declares "lower is better".  Which keys are
+# fields: those named (``fields=``, ``--metrics``), else every key whose
+# values are all numbers or booleans (or lists of them).  The id column and
+# "input_sha256" (the hash of what was judged, read by --drift) are never
+# fields.  A missing value (key absent, null, empty cell, empty list) is an
+# error unless allowed, and then the query is listed as unscored for that
+# field: never dropped silently.
+
+SCORE_ID_COLUMN = "query_id"
+SCORE_RANGE = (0.0, 1.0)       # a field's range unless declared
+_RESERVED_SCORE_KEYS = frozenset(("input_sha256",))
+# A field name is carried inside a canonical measure name, score(field=NAME):
+# no parentheses, commas, "=", "@" or spaces.
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+class Scores(NamedTuple):
+    """A score file read by :func:`load_scores`, every value checked and
+    mapped onto [0, 1].
+
+    ``fields``        the score fields: in the order named, else first seen;
+    ``runs``          ``{field: {qid: (run, ...)}}``, each query's judge runs
+                      mapped onto [0, 1] (one run for a plain value), in file
+                      order; a query unscored for a field is absent from it;
+    ``unscored``      ``{field: (qid, ...)}``, the queries without a value for
+                      the field (only with ``allow_missing``), in file order;
+    ``queries``       every query id, in file order;
+    ``kinds``         ``{field: "boolean" | "integer" | "number"}``, what the
+                      values were before mapping (integer: whole numbers only);
+    ``ranges``        ``{field: (lo, hi)}``, each field's range (default (0.0, 1.0));
+    ``input_sha256``  ``{qid: text}``, for the lines that give one;
+    ``info``          ``{"path", "sha256", "format", "fields"}``, as reports
+                      record an input.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "f": [0.5, 1]}\\n'
+    ...                             '{"query_id": "q2", "f": 0.25}\\n'))
+    >>> s.runs, s.values("f")
+    ({'f': {'q1': (0.5, 1.0), 'q2': (0.25,)}}, {'q1': 0.75, 'q2': 0.25})
+    """
+    fields: Tuple[str, ...]
+    runs: Dict[str, Dict[str, Tuple[float, ...]]]
+    unscored: Dict[str, Tuple[str, ...]]
+    queries: Tuple[str, ...]
+    kinds: Dict[str, str]
+    ranges: Dict[str, Tuple[float, float]]
+    input_sha256: Dict[str, str]
+    info: dict
+
+    def values(self, field):
+        """``{qid: value}`` of one field: the mean of each query's runs."""
+        return {qid: _run_mean(runs) for qid, runs in self.runs[field].items()}
+
+
+def _run_mean(runs):
+    """A query's value: the mean of its judge runs.
+
+    >>> _run_mean((0.8, 0.9, 0.85)), _run_mean((1.0, 0.0, 1.0))
+    (0.85, 0.6666666666666666)
+    """
+    return math.fsum(runs) / len(runs)
+
+
+def _score_format(inp):
+    """'jsonl' when the first non-blank character opens an object, else 'csv'."""
+    head = b""
+    for block in inp.blocks():
+        head += block
+        if head.strip() or len(head) >= _DETECT_BYTES:
+            break
+    first = head.lstrip()[:1]
+    if not first:
+        raise EvalError("%s: empty score file" % inp.name)
+    if first == b"[":
+        raise EvalError("%s: a JSON array; a score file is JSONL (one query a line) or CSV "
+                        "with a header row" % inp.name)
+    return "jsonl" if first == b"{" else "csv"
+
+
+def _score_json(text, where):
+    """Parse JSON text of a score file.  NaN and Infinity are read (as the
+    floats) so that the check of the value can name its query and field."""
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        if _SURROGATE_ESCAPE.search(text):
+            _check_encodable(value)
+        return value
+    except EvalError as exc:
+        raise EvalError("%s: %s" % (where, exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise EvalError("%s: invalid JSON: %s" % (where, getattr(exc, "msg", exc))) from None
+
+
+def _jsonl_score_records(inp):
+    """Yield (where, record) per non-blank line of a JSONL score file."""
+    for number, line in _lines(inp):
+        if line.strip():
+            where = "%s:%d" % (inp.name, number)
+            record = _score_json(_decode(line, where), where)
+            if not isinstance(record, dict):
+                raise EvalError("%s: a score line must be a JSON object, got %s"
+                                % (where, type(record).__name__))
+            yield where, record
+
+
+def _csv_cell(text, where):
+    """A CSV cell as a JSONL value: None (empty), a bool (true or false in any
+    case: pandas writes True), a list (a JSON array: repeated runs), a float
+    (ASCII float() text, nan and inf included, refused later with their
+    field), or else the text itself.
+
+    >>> [_csv_cell(t, "x") for t in ("", "True", "0.5", "[1, 0.5]", "nan", "1_0", "n/a")]
+    [None, True, 0.5, [1, 0.5], nan, '1_0', 'n/a']
+    """
+    text = text.strip()
+    if not text:
+        return None
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if text[:1] == "[":
+        return _score_json(text, where)
+    try:
+        return _number(text, float)
+    except ValueError:
+        return text
+
+
+def _csv_score_records(inp, text_columns=()):
+    """Yield (where, record) per data row of a CSV score file with a header
+    row; a column without a name (pandas' index) is not read, and the cells
+    of ``text_columns`` (the id, input_sha256) stay text."""
+    import csv
+    reader = csv.reader(io.StringIO(inp.text(), newline=""), strict=True)
+    header = None
+    try:
+        for row in reader:
+            where = "%s:%d" % (inp.name, reader.line_num)
+            if not any(cell.strip() for cell in row):
+                continue
+            if header is None:
+                header = [cell.strip() for cell in row]
+                named = [h for h in header if h]
+                for h in named:
+                    if named.count(h) > 1:
+                        raise EvalError("%s: the header names the column %r twice" % (where, h))
+                continue
+            if len(row) != len(header):
+                raise EvalError("%s: %d cells, but the header has %d columns"
+                                % (where, len(row), len(header)))
+            yield where, {h: (cell.strip() or None) if h in text_columns
+                          else _csv_cell(cell, where) for h, cell in zip(header, row) if h}
+    except csv.Error as exc:
+        raise EvalError("%s:%d: bad CSV: %s" % (inp.name, reader.line_num, exc)) from None
+
+
+def _is_score_value(value):
+    """A number, a boolean, or a non-empty list of them (NaN and inf included:
+    refused later, with the query and field named)."""
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(v, (int, float)) for v in value)
+    return isinstance(value, (int, float))
+
+
+def _checked_field_name(name, what):
+    """A field name a canonical measure name can carry (see _FIELD_NAME).
+
+    >>> _checked_field_name("factual_correctness(mode=f1)", "x.csv: the column")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x.csv: the column 'factual_correctness(mode=f1)' cannot name a score field: score(field=NAME) carries letters, digits, _ . and - only, starting with a letter or _; rename it
+    """
+    if not isinstance(name, str) or not _FIELD_NAME.match(name):
+        raise EvalError("%s %s cannot name a score field: score(field=NAME) carries letters, "
+                        "digits, _ . and - only, starting with a letter or _; rename it"
+                        % (what, _short_repr(name)))
+    return name
+
+
+def _checked_ranges(ranges):
+    """``{field: (lo, hi)}`` as floats: finite, lo != hi.
+
+    >>> _checked_ranges({"relevance": (1, 5), "harm": ("1", 0)})
+    {'relevance': (1.0, 5.0), 'harm': (1.0, 0.0)}
+    """
+    if ranges is None:
+        return {}
+    if not isinstance(ranges, dict):
+        raise EvalError("ranges must be a dict {field: (lo, hi)}, got %s" % _short_repr(ranges))
+    out = {}
+    for field, pair in ranges.items():
+        _checked_field_name(field, "score range:")
+        try:
+            lo, hi = (_number(v, float) if isinstance(v, str) else float(v) for v in pair
+                      if not isinstance(v, bool))
+        except (TypeError, ValueError):
+            lo = hi = math.nan
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
+            raise EvalError("the score range of %s must be two different finite numbers "
+                            "LO:HI, got %s" % (field, _short_repr(pair)))
+        out[field] = (lo + 0.0, hi + 0.0)
+    return out
+
+
+def _score_fields(records, id_column, fields, name):
+    """The score fields of a file's records: ``fields`` checked (each a key of
+    some record), else every key whose values are all numbers or booleans (or
+    lists of them), in order of first sight.  A key with scores on some lines
+    and other values on others is a field: its other values are refused by
+    _query_runs, naming the line."""
+    keys = {}
+    for _, record in records:
+        for key, value in record.items():
+            if key != id_column and key not in _RESERVED_SCORE_KEYS:
+                keys.setdefault(key, False)
+                keys[key] = keys[key] or _is_score_value(value)
+    if fields is not None:
+        for field in fields:
+            if field == id_column or field in _RESERVED_SCORE_KEYS:
+                raise EvalError("%s: %r is the id column or reserved, not a score field"
+                                % (name, field))
+            if field not in keys:
+                raise EvalError("%s: no field %r (fields: %s)"
+                                % (name, field, ", ".join(map(repr, keys)) or "none"))
+        return tuple(fields)
+    found = tuple(key for key, scored in keys.items() if scored)
+    for field in found:
+        _checked_field_name(field, "%s: the field" % name)
+    return found
+
+
+def _number_text(x):
+    """A number as a range is written: ``1``, ``0.5``."""
+    return "%d" % x if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+def _query_runs(value, field, lo, hi, where):
+    """The runs of one query's value for ``field``, mapped from [lo, hi] onto
+    [0, 1]; () when missing (null or an empty list).  ``where`` names the
+    line and query.
+
+    >>> _query_runs([2, 5, 4], "f", 1.0, 5.0, "x"), _query_runs(True, "f", 1.0, 0.0, "x")
+    ((0.25, 1.0, 0.75), (0.0,))
+    >>> _query_runs(1.5, "f", 0.0, 1.0, "x.jsonl:3: query 'q2'")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x.jsonl:3: query 'q2', field f: 1.5 is outside the range [0, 1] (declare another with --score-range f=LO:HI)
+    """
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    runs = []
+    for i, item in enumerate(items):
+        at = "%s, field %s%s" % (where, field, ", run %d" % (i + 1) if value is items else "")
+        if not isinstance(item, (int, float)):
+            raise EvalError("%s: %s is not a score (a number, true/false, or a list of them)"
+                            % (at, _short_repr(item, 40)))
+        try:
+            v = float(item)
+        except OverflowError:
+            v = math.inf if item > 0 else -math.inf
+        if math.isnan(v):
+            raise EvalError("%s: NaN is not a score" % at)
+        if math.isinf(v):
+            raise EvalError("%s: %s is not a finite score" % (at, "inf" if v > 0 else "-inf"))
+        if not min(lo, hi) <= v <= max(lo, hi):
+            raise EvalError("%s: %s is outside the range [%s, %s] (declare another with "
+                            "--score-range %s=LO:HI)" % (at, _number_text(v), _number_text(lo),
+                                                        _number_text(hi), field))
+        runs.append((v - lo) / (hi - lo) + 0.0)
+    return tuple(runs)
+
+
+def _value_kind(value):
+    """"boolean", "integer" or "number": what a present value is made of."""
+    items = value if isinstance(value, list) else [value]
+    if all(isinstance(v, bool) for v in items):
+        return "boolean"
+    if all(not isinstance(v, bool) and float(v).is_integer() for v in items):
+        return "integer"
+    return "number"
+
+
+_KIND_ORDER = ("boolean", "integer", "number")   # a field is the widest kind it holds
+
+
+def _score_id(record, id_column, where):
+    value = record.get(id_column)
+    if value is None:
+        raise EvalError("%s: no %r (the query id; --id-column names another column)"
+                        % (where, id_column))
+    return _as_id(value, "%s: %r" % (where, id_column))
+
+
+def load_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
+                allow_missing=False, *, format=None):
+    """Read a score file (JSONL or CSV, gzip or not; see above) into a
+    :class:`Scores`: per query and field, the judge runs mapped onto [0, 1].
+
+    ``id_column`` names the query id (default ``query_id``); ``fields`` the
+    score fields to read (default: every field of numbers or booleans);
+    ``ranges`` maps a field to its range ``(lo, hi)`` (default (0, 1); hi < lo:
+    lower is better); with ``allow_missing`` a missing value lists the query
+    as unscored for that field instead of raising.  Every bad value raises
+    EvalError naming the file, line, query and field.
+
+    >>> s = load_scores(io.StringIO("id,relevance,refused\\nq1,4,False\\nq2,2,true\\n"),
+    ...                 id_column="id", ranges={"relevance": (1, 5)})
+    >>> s.fields, s.values("relevance"), s.values("refused"), s.kinds["refused"]
+    (('relevance', 'refused'), {'q1': 0.75, 'q2': 0.25}, {'q1': 0.0, 'q2': 1.0}, 'boolean')
+    >>> load_scores(io.StringIO('{"query_id": "q1", "f": 0.5}\\n{"query_id": "q2"}\\n'))
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: <stream>:2: query 'q2' has no f score (--allow-missing-scores lists such queries as unscored)
+    """
+    return _read_scores(source, id_column, fields, ranges, allow_missing, format)
+
+
+def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
+                 allow_missing=False, format=None, present_only=False):
+    """load_scores(); with ``present_only``, the named fields and ranges that
+    the file lacks are left out rather than refused (several --scores files
+    share one --metrics; the command line checks that each is in one)."""
+    if not isinstance(id_column, str) or not id_column:
+        raise EvalError("the id column must be a non-empty string, got %s"
+                        % _short_repr(id_column))
+    if fields is not None:
+        if isinstance(fields, str) or not isinstance(fields, (list, tuple)):
+            raise EvalError("fields must be a list of field names, got %s" % _short_repr(fields))
+        fields = tuple(dict.fromkeys(_checked_field_name(f, "score field") for f in fields))
+    ranges = _checked_ranges(ranges)
+    inp = _input_of(source)
+    fmt = format or _score_format(inp)
+    if fmt not in ("jsonl", "csv"):
+        raise EvalError("%s: unknown score file format %r (choose from jsonl, csv)"
+                        % (inp.name, fmt))
+    if fmt == "jsonl":
+        records = list(_jsonl_score_records(inp))
+    else:
+        records = list(_csv_score_records(inp, (id_column,) + tuple(_RESERVED_SCORE_KEYS)))
+    if not records:
+        raise EvalError("%s: no queries in the score file" % inp.name)
+    if present_only and fields is not None:
+        keys = set().union(*(record.keys() for _, record in records))
+        fields = tuple(f for f in fields if f in keys)
+    found = _score_fields(records, id_column, fields, inp.name)
+    for field in ranges:
+        if field not in found and not present_only:
+            raise EvalError("%s: a score range is given for %r, which is not a score field "
+                            "of the file (fields: %s)"
+                            % (inp.name, field, ", ".join(found) or "none"))
+    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt))
+
+
+def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
+    """The Scores of a file's records (see load_scores)."""
+    runs = {field: {} for field in fields}
+    unscored = {field: [] for field in fields}
+    kinds = dict.fromkeys(fields, "boolean")
+    first_seen, hashes = {}, {}
+    for where, record in records:
+        qid = _score_id(record, id_column, where)
+        if qid in first_seen:
+            raise EvalError("%s: query %r again (first on line %s)"
+                            % (where, qid, first_seen[qid]))
+        first_seen[qid] = where.rpartition(":")[2]
+        if isinstance(record.get("input_sha256"), str):
+            hashes[qid] = record["input_sha256"]
+        for field in fields:
+            lo, hi = ranges.get(field, SCORE_RANGE)
+            value = record.get(field)
+            got = _query_runs(value, field, lo, hi, "%s: query %r" % (where, qid))
+            if got:
+                runs[field][qid] = got
+                kinds[field] = max(kinds[field], _value_kind(value), key=_KIND_ORDER.index)
+            elif allow_missing:
+                unscored[field].append(qid)
+            else:
+                raise EvalError("%s: query %r has no %s score (--allow-missing-scores lists "
+                                "such queries as unscored)" % (where, qid, field))
+    for field in fields:
+        if not runs[field]:
+            kinds[field] = "number"     # nothing seen: no claim
+    return Scores(fields, runs, {f: tuple(ids) for f, ids in unscored.items()},
+                  tuple(first_seen), kinds,
+                  {f: ranges.get(f, SCORE_RANGE) for f in fields}, hashes,
+                  dict(info, fields=list(fields)))
 
 
 # ---------------------------------------------------------------------------

@@ -2025,6 +2025,191 @@ class TrecInputTest(TempDir, unittest.TestCase):
             rag_eval.evaluate_files(self.write("q.json", '{"q1": {"a": 1}}'), r)
 
 
+class ScoreFileTest(TempDir, unittest.TestCase):
+    """Score files (issue 15): JSONL or CSV, one query a line, read by
+    load_scores into runs mapped onto [0, 1]; every bad value is one
+    EvalError naming the file, line, query and field."""
+
+    def scores(self, text, name="s.jsonl", **options):
+        return rag_eval.load_scores(self.write(name, text), **options)
+
+    def assertRefused(self, text, expect, name="s.jsonl", **options):
+        with self.assertRaises(rag_eval.EvalError) as caught:
+            self.scores(text, name, **options)
+        message = str(caught.exception)
+        self.assertEqual(len(message.splitlines()), 1, message)
+        self.assertIn(expect, message)
+        return message
+
+    def test_repeated_runs_mean_hand_worked(self):
+        s = self.scores(jsonl({"query_id": "q1", "faithfulness": [0.8, 0.9, 0.85]},
+                              {"query_id": "q2", "faithfulness": 0.5}))
+        self.assertEqual(s.runs["faithfulness"]["q1"], (0.8, 0.9, 0.85))
+        # q1: (0.8 + 0.9 + 0.85) / 3 = 2.55 / 3 = 0.85; q2: one run, 0.5
+        self.assertAlmostEqual(s.values("faithfulness")["q1"], 0.85, places=15)
+        self.assertEqual(s.values("faithfulness")["q2"], 0.5)
+        self.assertEqual(s.queries, ("q1", "q2"))
+        self.assertEqual(s.kinds, {"faithfulness": "number"})
+        self.assertEqual(s.ranges, {"faithfulness": (0.0, 1.0)})
+
+    def test_range_mapping_hand_worked(self):
+        s = self.scores(jsonl({"query_id": "q1", "relevance": 4, "harm": 2},
+                              {"query_id": "q2", "relevance": [1, 5, 2], "harm": 5}),
+                        ranges={"relevance": (1, 5), "harm": (5, 1)})
+        # relevance on [1, 5]: (4 - 1) / (5 - 1) = 0.75; runs 0, 1, (2 - 1)/4 = 0.25
+        self.assertEqual(s.runs["relevance"], {"q1": (0.75,), "q2": (0.0, 1.0, 0.25)})
+        # q2's mean: (0 + 1 + 0.25) / 3 = 1.25 / 3 = 0.41666...
+        self.assertAlmostEqual(s.values("relevance")["q2"], 1.25 / 3, places=15)
+        # harm declared 5:1, lower is better: (2 - 5) / (1 - 5) = 0.75; (5 - 5) / -4 = 0
+        self.assertEqual(s.runs["harm"], {"q1": (0.75,), "q2": (0.0,)})
+        self.assertEqual(s.kinds, {"relevance": "integer", "harm": "integer"})
+        self.assertEqual(s.ranges, {"relevance": (1.0, 5.0), "harm": (5.0, 1.0)})
+
+    def test_booleans_make_a_rate_hand_worked(self):
+        s = self.scores(jsonl({"query_id": "q1", "refused": False},
+                              {"query_id": "q2", "refused": True},
+                              {"query_id": "q3", "refused": [True, False, True]}))
+        # false = 0, true = 1; q3's runs 1, 0, 1: a fraction 2/3
+        values = s.values("refused")
+        self.assertEqual((values["q1"], values["q2"]), (0.0, 1.0))
+        self.assertAlmostEqual(values["q3"], 2 / 3, places=15)
+        self.assertEqual(s.kinds, {"refused": "boolean"})
+        # declared 1:0 (refusing is bad): true -> (1 - 1)/(0 - 1) = 0, false -> 1
+        flipped = self.scores(jsonl({"query_id": "q1", "refused": True},
+                                    {"query_id": "q2", "refused": False}),
+                              ranges={"refused": (1, 0)})
+        self.assertEqual(flipped.values("refused"), {"q1": 0.0, "q2": 1.0})
+
+    def test_fields_found_or_named(self):
+        text = jsonl({"query_id": "q1", "f": 0.5, "g": 1, "question": "why?",
+                      "input_sha256": "ab12"},
+                     {"query_id": "q2", "f": 0.25, "g": 0, "question": "how?",
+                      "input_sha256": "cd34"})
+        self.assertEqual(self.scores(text).fields, ("f", "g"))
+        self.assertEqual(self.scores(text, fields=["g"]).fields, ("g",))
+        s = self.scores(text)
+        self.assertEqual(s.input_sha256, {"q1": "ab12", "q2": "cd34"})
+        self.assertEqual(s.info["fields"], ["f", "g"])
+        self.assertEqual(s.info["format"], "jsonl")
+        self.assertEqual(s.info["sha256"], hashlib.sha256(text.encode()).hexdigest())
+        self.assertRefused(text, "s.jsonl: no field 'h' (fields: 'f', 'g', 'question')",
+                           fields=["h"])
+        self.assertRefused(text, "'input_sha256' is the id column or reserved",
+                           fields=["input_sha256"])
+        self.assertRefused(text, "score range is given for 'h', which is not a score field",
+                           ranges={"h": (0, 1)})
+
+    def test_id_column(self):
+        text = jsonl({"item": 7, "f": 1}, {"item": "x", "f": 0})
+        self.assertEqual(self.scores(text, id_column="item").queries, ("7", "x"))
+        self.assertRefused(text, "s.jsonl:1: no 'query_id' (the query id; --id-column names "
+                                 "another column)")
+
+    def test_csv_export(self):
+        # pandas' to_csv() without index=False: an unnamed index column, True/False
+        text = (",query_id,user_input,faithfulness,refused,relevance\n"
+                "0,q1,\"Why, then?\",0.83,False,\"[4, 5]\"\n"
+                "1,q2,How?,0.5,True,3\n")
+        s = self.scores(text, "s.csv", ranges={"relevance": (1, 5)})
+        self.assertEqual(s.fields, ("faithfulness", "refused", "relevance"))
+        self.assertEqual(s.values("faithfulness"), {"q1": 0.83, "q2": 0.5})
+        self.assertEqual(s.values("refused"), {"q1": 0.0, "q2": 1.0})
+        # relevance [4, 5] on [1, 5]: runs 3/4 and 4/4, mean 0.875; 3 -> 2/4
+        self.assertEqual(s.values("relevance"), {"q1": 0.875, "q2": 0.5})
+        self.assertEqual(s.info["format"], "csv")
+        ids = self.scores("query_id,f\n001,1\n1,0\n", "t.csv")
+        self.assertEqual(ids.queries, ("001", "1"))   # ids stay text
+
+    def test_missing_scores(self):
+        text = jsonl({"query_id": "q1", "f": 0.5, "g": 1}, {"query_id": "q2", "g": None},
+                     {"query_id": "q3", "f": [], "g": 0})
+        self.assertRefused(text, "s.jsonl:2: query 'q2' has no f score (--allow-missing-scores "
+                                 "lists such queries as unscored)")
+        s = self.scores(text, allow_missing=True)
+        self.assertEqual(s.unscored, {"f": ("q2", "q3"), "g": ("q2",)})
+        self.assertEqual(s.runs["f"], {"q1": (0.5,)})
+        self.assertEqual(s.queries, ("q1", "q2", "q3"))
+        csv_text = "query_id,f\nq1,0.5\nq2,\n"
+        self.assertRefused(csv_text, "s.csv:3: query 'q2' has no f score", "s.csv")
+        self.assertEqual(self.scores(csv_text, "s.csv", allow_missing=True).unscored,
+                         {"f": ("q2",)})
+
+    def test_bad_values_name_line_query_and_field(self):
+        good = '{"query_id": "q1", "f": 0.5}\n'
+        for line, expect in [
+                ('{"query_id": "q2", "f": NaN}', "s.jsonl:2: query 'q2', field f: NaN is not a "
+                                                 "score"),
+                ('{"query_id": "q2", "f": Infinity}', "s.jsonl:2: query 'q2', field f: inf is "
+                                                      "not a finite score"),
+                ('{"query_id": "q2", "f": 1e400}', "query 'q2', field f: inf is not a finite"),
+                ('{"query_id": "q2", "f": -0.1}', "s.jsonl:2: query 'q2', field f: -0.1 is "
+                                                  "outside the range [0, 1] (declare another "
+                                                  "with --score-range f=LO:HI)"),
+                ('{"query_id": "q2", "f": [0.5, 2]}', "query 'q2', field f, run 2: 2 is outside"),
+                ('{"query_id": "q2", "f": [0.5, null]}', "query 'q2', field f, run 2: None is "
+                                                         "not a score"),
+                ('{"query_id": "q2", "f": "0.5"}', "query 'q2', field f: '0.5' is not a score"),
+                ('{"query_id": "q2", "f": [[0.5]]}', "field f, run 1: [0.5] is not a score"),
+                ('{"query_id": "q1", "f": 0.5}', "s.jsonl:2: query 'q1' again (first on "
+                                                 "line 1)"),
+                ('{"query_id": null, "f": 0.5}', "s.jsonl:2: no 'query_id'"),
+                ('{"query_id": "q2", "f": 0.5, "f": 0.6}', "s.jsonl:2: duplicate key 'f'"),
+                ('{"query_id": "q2", "f": 0.5', "s.jsonl:2: invalid JSON"),
+                ('["q2", 0.5]', "s.jsonl:2: a score line must be a JSON object, got list")]:
+            with self.subTest(line=line):
+                self.assertRefused(good + line + "\n", expect)
+
+    def test_bad_csv_cells(self):
+        header = "query_id,f,question\nq1,0.5,why\n"
+        for row, expect in [
+                ("q2,nan,x", "s.csv:3: query 'q2', field f: NaN is not a score"),
+                ("q2,inf,x", "s.csv:3: query 'q2', field f: inf is not a finite score"),
+                ("q2,1.5,x", "s.csv:3: query 'q2', field f: 1.5 is outside the range [0, 1]"),
+                ("q2,n/a,x", "s.csv:3: query 'q2', field f: 'n/a' is not a score"),
+                ("q2,1_0,x", "s.csv:3: query 'q2', field f: '1_0' is not a score"),
+                ("q2,[0.5,x", "s.csv:3: invalid JSON"),
+                ("q2,0.5", "s.csv:3: 2 cells, but the header has 3 columns"),
+                ("q1,0.5,x", "s.csv:3: query 'q1' again (first on line 2)"),
+                (",0.5,x", "s.csv:3: no 'query_id'")]:
+            with self.subTest(row=row):
+                self.assertRefused(header + row + "\n", expect, "s.csv")
+        self.assertRefused("query_id,f,f\nq1,1,1\n", "s.csv:1: the header names the column "
+                                                      "'f' twice", "s.csv")
+        self.assertRefused('query_id,f\nq1,"0.5\n', "s.csv:2: bad CSV: unexpected end", "s.csv")
+
+    def test_field_names_a_measure_name_can_carry(self):
+        text = "query_id,factual_correctness(mode=f1)\nq1,0.5\n"
+        self.assertRefused(text, "s.csv: the field 'factual_correctness(mode=f1)' cannot name a "
+                                 "score field", "s.csv")
+        # a text column with such a name is not a field, so not refused
+        self.assertEqual(self.scores("query_id,a b,f\nq1,text,1\n", "s.csv").fields, ("f",))
+        with self.assertRaisesRegex(rag_eval.EvalError, "score field 'a,b' cannot name"):
+            self.scores(jsonl({"query_id": "q1", "f": 1}), fields=["a,b"])
+
+    def test_string_input_sha256_and_text_fields_are_not_refused(self):
+        s = self.scores(jsonl({"query_id": "q1", "input_sha256": "e3b0", "f": 1,
+                               "answer": "Paris"}))
+        self.assertEqual((s.fields, s.input_sha256), (("f",), {"q1": "e3b0"}))
+
+    def test_ranges_checked(self):
+        text = jsonl({"query_id": "q1", "f": 1})
+        for bad in [(1, 1), (0, math.inf), (0,), ("a", 1), (True, 2)]:
+            with self.subTest(bad=bad):
+                self.assertRefused(text, "the score range of f must be two different finite",
+                                   ranges={"f": bad})
+
+    def test_empty_and_array_files(self):
+        self.assertRefused("\n\n", "s.jsonl: empty score file")
+        self.assertRefused('[{"query_id": "q1"}]', "s.jsonl: a JSON array")
+        self.assertRefused("query_id,f\n", "s.csv: no queries in the score file", "s.csv")
+
+    def test_gzip_and_streams(self):
+        text = jsonl({"query_id": "q1", "f": 0.25})
+        path = self.write("s.jsonl.gz", gzip.compress(text.encode()))
+        self.assertEqual(rag_eval.load_scores(path).values("f"), {"q1": 0.25})
+        self.assertEqual(rag_eval.load_scores(io.StringIO(text)).values("f"), {"q1": 0.25})
+
+
 class StreamingTest(TempDir, unittest.TestCase):
     """Runs are read block by block, one query at a time."""
 
