@@ -2506,6 +2506,88 @@ class ScoreReportTest(TempDir, unittest.TestCase):
             rag_eval.evaluate({"q": {"a": 1}}, {"q": ["a"]}, measures="score(field=f)")
 
 
+class JudgeExampleTest(TempDir, unittest.TestCase):
+    """examples/judge (README, "Judge scores"): the new Ragas export fails the
+    gate on faithfulness; the repeated runs show the judge's noise."""
+
+    HERE = os.path.join(HERE, "examples", "judge")
+    JUDGE = ("--meta", "judge.model=gpt-4o-mini", "--meta", "judge.prompt_sha256=9f2c1e")
+
+    def path(self, name):
+        return os.path.join(self.HERE, name)
+
+    def gate(self, *argv):
+        return run_cli("--scores", self.path("ragas_export_new.csv"), *self.JUDGE,
+                       "--baseline", self.path("baseline.json"), *argv)
+
+    def test_faithfulness_regressed(self):
+        code, out, err = self.gate("--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        gate = json.loads(out)["gate"]
+        changes = {c["measure"]: c for c in gate["changes"]}
+        f, r = changes["score(field=faithfulness)"], changes["score(field=answer_relevancy)"]
+        # (0.95 + 0.88 + 1.0 + 0.75 + 0.90 + 0.67 + 1.0 + 0.83) / 8 = 6.98 / 8; now
+        # q04 0.40 and q06 0.33: 6.29 / 8.  answer_relevancy 7.02 / 8 both times.
+        self.assertAlmostEqual(f["baseline"], 6.98 / 8, places=12)
+        self.assertAlmostEqual(f["current"], 6.29 / 8, places=12)
+        self.assertEqual((f["status"], r["status"]), ("regressed", "unchanged"))
+        self.assertAlmostEqual(r["current"], 7.02 / 8, places=12)
+        self.assertEqual([(d["query"], round(d["delta"], 12)) for d in
+                          gate["per_query"]["regressions"]], [("q04", -0.35), ("q06", -0.34)])
+        code, out, err = run_cli("--scores", self.path("ragas_export.csv"), *self.JUDGE,
+                                 "--baseline", self.path("baseline.json"))
+        self.assertEqual(code, 0, err)
+        code, out, err = run_cli("--scores", self.path("ragas_export_new.csv"), "--meta",
+                                 "judge.model=gpt-4o", "--meta", "judge.prompt_sha256=9f2c1e",
+                                 "--baseline", self.path("baseline.json"))
+        self.assertEqual(code, 2, err)
+        self.assertIn("--drift", err)
+
+    def test_the_bundled_baseline_is_what_the_tool_saves(self):
+        saved = os.path.join(self.tmp, "baseline.json")
+        code, out, err = run_cli("--scores", self.path("ragas_export.csv"), *self.JUDGE,
+                                 "--save-baseline", saved)
+        self.assertEqual(code, 0, err)
+        docs = []
+        for name in (saved, self.path("baseline.json")):
+            with open(name) as handle:
+                doc = json.load(handle)
+            for info in list(doc["inputs"].values()) + doc["scores"]["inputs"]:
+                del info["path"]
+            docs.append(doc)
+        self.assertEqual(docs[0], docs[1])
+
+    def test_repeated_runs(self):
+        code, out, err = run_cli("--scores", self.path("runs.jsonl"), "--pass-threshold",
+                                 "faithfulness=0.7", "--format", "json")
+        self.assertEqual(code, 0, err)
+        scores = json.loads(out)["scores"]
+        noise = scores["noise"]["score(field=faithfulness)"]
+        # s_q^2: q01 0.0025, q02 0.01, q03 0, q04 ((-1/6)^2 + 2 (1/12)^2) / 2 = 1/48
+        self.assertAlmostEqual(noise["noise_floor"],
+                               math.sqrt(2 * (0.0025 + 0.01 + 0 + 1 / 48) / 3) / 4, places=12)
+        self.assertAlmostEqual(noise["within_sd"], math.sqrt((0.0025 + 0.01 + 1 / 48) / 4),
+                               places=12)
+        self.assertEqual(scores["borderline"]["score(field=faithfulness)"]["queries"],
+                         {"q02": {"fail": 1, "pass": 2, "runs": 3},
+                          "q04": {"fail": 1, "pass": 2, "runs": 3}})
+
+    def test_the_readme_shows_it(self):
+        readme = read_text(os.path.join(HERE, "README.md"))
+        section = readme[readme.index("## Judge scores"):readme.index("## Provenance")]
+        code, out, err = self.gate()
+        code, runs, err = run_cli("--scores", self.path("runs.jsonl"), "--pass-threshold",
+                                  "faithfulness=0.7")
+        shown = [line.replace(HERE + os.sep, "") for line in out.splitlines()
+                 if "score(field=" in line or line.startswith(("mean", "gate vs"))]
+        shown += [line for line in runs.splitlines()
+                  if "score(field=" in line or line.startswith("  q0")]
+        self.assertEqual(len(shown), 11)
+        for line in shown:
+            if "too few queries" not in line:
+                self.assertIn(line, section)
+
+
 class StreamingTest(TempDir, unittest.TestCase):
     """Runs are read block by block, one query at a time."""
 
