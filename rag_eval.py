@@ -8236,7 +8236,6 @@ def build_parser():
                         help="relevance judgments: JSON, JSONL or TREC (.gz ok); - for stdin")
     parser.add_argument("run", nargs="?", default=None,
                         help="the retriever's output: JSON, JSONL or TREC (.gz ok); - for stdin")
-    _add_score_options(parser)
     parser.add_argument("--k", default=None, metavar="K[,K...]",
                         help="cutoffs, e.g. 1,5,10 (default %d)" % DEFAULT_K)
     parser.add_argument("--metrics", default=None, metavar="NAME[,NAME...]",
@@ -8304,7 +8303,9 @@ def build_parser():
                         "significant: only on such a drop that is also significant at "
                         "--alpha (needs a baseline from --save-baseline)")
     parser.add_argument("--compare", action="append", default=[], metavar="OTHER_RUN",
-                        help="paired comparison with a reference run (repeatable)")
+                        help="paired comparison with a reference run (repeatable; with "
+                        "--scores alone, a reference score file)")
+    _add_score_options(parser)
     parser.add_argument("--alpha", default=str(DEFAULT_ALPHA), metavar="A",
                         help="significance level (default %g)" % DEFAULT_ALPHA)
     parser.add_argument("--resamples", default=str(DEFAULT_RESAMPLES), metavar="N",
@@ -8934,7 +8935,7 @@ def main(argv=None, *, stdout=None, stderr=None):
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = stdout, stderr   # argparse prints --help and errors there
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_intermixed_args(argv)   # QRELS RUN may sit between options
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     finally:

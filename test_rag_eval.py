@@ -2551,6 +2551,12 @@ class ScoreReportTest(TempDir, unittest.TestCase):
                 self.assertEqual(code, 2, err)
                 self.assertIn(expect, err)
 
+    def test_qrels_and_run_may_sit_between_options(self):
+        # QRELS RUN became optional (--scores alone); options between them still parse.
+        code, out, err = run_cli(EXAMPLE_FILES[0], "--k", "3", EXAMPLE_FILES[1])
+        self.assertEqual(code, 0, err)
+        self.assertIn("recall@3", out)
+
     def test_several_score_files(self):
         a = self.write("a.jsonl", jsonl({"query_id": "q1", "f": 0.5}, {"query_id": "q2", "f": 1}))
         b = self.write("b.csv", "query_id,g\nq1,0\nq2,1\n")
