@@ -5396,12 +5396,14 @@ def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None,
                                        pass_threshold), meta)
 
 
-def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None):
-    """evaluate_scores() with the _TestSet made (None: no query metadata)."""
+def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=()):
+    """evaluate_scores() with the _TestSet made (None: no query metadata);
+    ``queries`` are more members of the test set (the qrels' queries, when
+    both tiers are in one report): each needs a score too."""
     files = _files_by_field(scores)
     measures = _score_measures(measures, files)
     report = _scores_report(files, measures, testset, allow_missing,
-                            _checked_thresholds(thresholds, measures, files))
+                            _checked_thresholds(thresholds, measures, files), queries)
     inputs = {("scores" if i == 0 else "scores.%d" % (i + 1)): {
         key: value for key, value in s.info.items() if key != "fields"}     # as a run's
         for i, s in enumerate(scores)}
@@ -5510,11 +5512,11 @@ def _checked_thresholds(thresholds, measures, files):
     return out
 
 
-def _scores_report(files, measures, testset, allow_missing, thresholds):
+def _scores_report(files, measures, testset, allow_missing, thresholds, queries=()):
     """The Report of the score measures (see evaluate_scores)."""
     names = tuple(str(m) for m in measures)
     fields = {str(m): dict(m.params)["field"] for m in measures}
-    members = {}        # every query of the score files and the test set, first seen
+    members = dict.fromkeys(queries)    # the test set: the score files, metadata, qrels
     used = _files_of(files, fields.values())
     for s in used:
         members.update(dict.fromkeys(s.queries))
@@ -5533,8 +5535,9 @@ def _scores_report(files, measures, testset, allow_missing, thresholds):
         _check_absent(absent, s, field, allow_missing)
         unscored[name] = absent
     hidden = testset.hidden if testset is not None else frozenset()
-    abstention = {q: 0 for q, row in per_query.items() if not row}
-    held = _set_apart(hidden, per_query, abstention, ())
+    nothing = {q: 0 for q, row in per_query.items() if not row}    # no score at all: unscored
+    per_query = {q: row for q, row in per_query.items() if row}
+    held = _set_apart(hidden, per_query, nothing, ())
     for name in names:
         if not any(name in row for row in per_query.values()):
             raise EvalError("%s: no query has a score: nothing to average" % name)
@@ -5551,7 +5554,7 @@ def _scores_report(files, measures, testset, allow_missing, thresholds):
     warnings = ["%s: %s without a score, listed as unscored: %s"
                 % (n, _plural(len(ids), "query", "queries"), _preview(ids))
                 for n, ids in block["unscored"].items() if ids]
-    report = Report(names, mean, per_query, tuple(sorted(abstention)), (), (), abstention, {},
+    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), (), {}, {},
                     tuple(warnings), n=counts, scores=block)
     return report if testset is None else testset.report(report, held)
 
@@ -5575,7 +5578,8 @@ def _check_absent(absent, scores, field, allow_missing):
                             "unscored)" % (scores.info["path"], _plural(
                                 len(missing), "query has", "queries have"), field,
                                            _preview(missing)))
-        raise EvalError("%s: %s of the other score files or of the test set %s no line here, "
+        raise EvalError("%s: %s of the test set (the other score files, the qrels, the query "
+                        "metadata) %s no line here, "
                         "so no %s score: %s (--allow-missing-scores lists them as unscored)"
                         % (scores.info["path"], _plural(len(absent), "query", "queries"),
                            "has" if len(absent) == 1 else "have", field, _preview(absent)))
@@ -8757,7 +8761,7 @@ def _run_cli(args, stdout, stderr):
     if tiers == "both":
         judged = _evaluate_scores(_cli_scores(args.scores, args, _named_fields(score_names),
                                               ranges), score_names, testset,
-                                  args.allow_missing_scores, thresholds)
+                                  args.allow_missing_scores, thresholds, qrels)
 
     def score(run, measures=metrics, min_score=args.min_score, bounds=False):
         report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,

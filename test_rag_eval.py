@@ -2432,6 +2432,11 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q9": ["c"]}')
         scores = self.write("s.jsonl", self.SCORES)
         argv = (qrels, run, "--scores", scores, "--metrics", "mrr@2,score(field=faithfulness)")
+        code, out, err = run_cli(*argv)     # q9 of the qrels has no judge score
+        self.assertEqual(code, 2, err)
+        self.assertIn("s.jsonl: 1 query of the test set (the other score files, the qrels, the "
+                      "query metadata) has no line here, so no faithfulness score: 'q9'", err)
+        argv += ("--allow-missing-scores",)
         code, out, err = run_cli(*argv, "--format", "json", "--per-query")
         self.assertEqual(code, 0, err)
         report = json.loads(out)
@@ -2441,13 +2446,16 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertAlmostEqual(report["mean"][self.F], 2.45 / 3, places=15)
         self.assertEqual(report["n"], {"mrr@2": 2, self.F: 3})
         self.assertEqual(report["per_query"]["q3"], {self.F: 1.0})
+        self.assertEqual(report["scores"]["unscored"], {self.F: ["q9"]})
+        self.assertEqual(report["unscored"], ["q9"])     # no relevant id, no score
         self.assertEqual(set(report["inputs"]), {"qrels", "run", "scores"})
         saved = os.path.join(self.tmp, "base.json")
         self.assertEqual(run_cli(*argv, "--save-baseline", saved)[0], 0)
         self.assertEqual(run_cli(*argv, "--baseline", saved)[0], 0)
         lower = self.write("low.jsonl", self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]"))
         code, out, err = run_cli(qrels, run, "--scores", lower, "--metrics",
-                                 "mrr@2,score(field=faithfulness)", "--baseline", saved)
+                                 "mrr@2,score(field=faithfulness)", "--allow-missing-scores",
+                                 "--baseline", saved)
         self.assertEqual(code, 1, err)
         self.assertIn("FAILED, 1 regression: score(field=faithfulness)", out)
         self.assertEqual(run_cli(qrels, run, "--scores", scores, "--metrics", "mrr@2")[0], 2)
@@ -2488,8 +2496,9 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertIn("faithfulness", out)
         # a test-set member without a line is a missing score
         more = self.write("more.jsonl", read_text(queries) + '{"query_id": "q4"}\n')
-        self.assertBadScores(self.SCORES, "1 query of the other score files or of the test set "
-                             "has no line here, so no faithfulness score: 'q4'",
+        self.assertBadScores(self.SCORES, "1 query of the test set (the other score files, the "
+                             "qrels, the query metadata) has no line here, so no faithfulness "
+                             "score: 'q4'",
                              "--queries", more)
 
     def test_every_format(self):
@@ -2573,8 +2582,8 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         short = self.write("c.csv", "query_id,g\nq1,0\n")
         code, out, err = run_cli("--scores", a, "--scores", short)
         self.assertEqual(code, 2, err)
-        self.assertIn("c.csv: 1 query of the other score files or of the test set has no line "
-                      "here, so no g score: 'q2'", err)
+        self.assertIn("c.csv: 1 query of the test set (the other score files, the qrels, the "
+                      "query metadata) has no line here, so no g score: 'q2'", err)
         self.assertEqual(run_cli("--scores", a, "--scores", short, "--allow-missing-scores")[0],
                          0)
         code, out, err = run_cli("--scores", a, "--scores", b, "--score-range", "h=1:5")
