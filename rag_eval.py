@@ -676,8 +676,8 @@ POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel",
                "answerable": "the answerable queries: those with an id graded >= rel",
                "unanswerable": 'the queries stated unanswerable ("answerable": false)',
                "stated": "the answerable queries and those stated unanswerable",
-               "scores": "the queries the score files give a value for the field (those "
-                         "without one are listed as unscored)"}
+               "scores": "the queries the score files give a value for the field; those "
+                         "without one are listed as unscored"}
 # Populations of queries with no relevant id: only a statement puts a query
 # there (see _answerability), never the lack of a label.
 _UNANSWERABLE_POPULATIONS = frozenset(("unanswerable", "stated"))
@@ -3694,8 +3694,12 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
             raise EvalError("%s: query %r again (first on line %s)"
                             % (where, qid, first_seen[qid]))
         first_seen[qid] = where.rpartition(":")[2]
-        if isinstance(record.get("input_sha256"), str):
-            hashes[qid] = record["input_sha256"]
+        sha = record.get("input_sha256")
+        if sha is not None:
+            if not isinstance(sha, str):
+                raise EvalError("%s: query %r: input_sha256 must be text (the sha256 of what "
+                                "was judged), got %s" % (where, qid, _short_repr(sha, 40)))
+            hashes[qid] = sha
         for field in fields:
             lo, hi = ranges.get(field, SCORE_RANGE)
             value = record.get(field)

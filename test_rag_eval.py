@@ -2215,6 +2215,8 @@ class ScoreFileTest(TempDir, unittest.TestCase):
         s = self.scores(jsonl({"query_id": "q1", "input_sha256": "e3b0", "f": 1,
                                "answer": "Paris"}))
         self.assertEqual((s.fields, s.input_sha256), (("f",), {"q1": "e3b0"}))
+        self.assertRefused(jsonl({"query_id": "q1", "input_sha256": 12, "f": 1}),
+                           "s.jsonl:1: query 'q1': input_sha256 must be text")
 
     def test_ranges_checked(self):
         text = jsonl({"query_id": "q1", "f": 1})
