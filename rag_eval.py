@@ -260,7 +260,10 @@ class Report(NamedTuple):
     that is in any, ``by`` the fields the renderers show, and ``holdout`` the
     held-out slice (a :class:`HeldOut`), whose queries are in no other field
     of the report.  ``unjudged`` holds the unjudged bounds and judged@k when
-    asked for (see :func:`evaluate`), else None.
+    asked for (see :func:`evaluate`), else None.  ``scores`` is None unless
+    the report holds judge scores (:func:`evaluate_scores`): then the score
+    files (``inputs``), each field's ``ranges``, the queries ``unscored`` per
+    measure, the judge ``noise`` and the ``borderline`` queries.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
