@@ -8390,7 +8390,7 @@ _SCORES_ONLY = (("--id-column", "id_column", SCORE_ID_COLUMN),
 def _cli_tiers(args):
     """What is scored: "retrieval" (QRELS RUN), "scores" (--scores alone) or
     "both"; the options of the other tier are refused."""
-    given = [name for name, value in (("QRELS", args.qrels), ("RUN", args.run)) if value is not None]
+    given = [value for value in (args.qrels, args.run) if value is not None]
     if not args.scores:
         if len(given) < 2:
             raise EvalError("give QRELS and RUN (or --scores FILE to gate judge scores)")
