@@ -73,7 +73,7 @@ __all__ = [
     "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Sweep",
     "available_measures", "bootstrap_ci", "compare", "compare_all",
     "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
-    "load_qrels", "load_queries", "load_run", "main", "margin_of_error",
+    "load_qrels", "load_queries", "load_run", "main", "margin_of_error", "mcnemar_p",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_json", "render_markdown", "render_text", "render_trec",
     "resolve_measures", "save_baseline", "sweep_min_score", "t_two_sided_p",
@@ -5243,6 +5243,7 @@ def _unjudged_summary(rows, names, per_query):
 #
 #   paired_ttest(diffs)            -> (t, p)   Student's paired t-test
 #   randomization_p(diffs)         -> p        sign-flip (permutation) test
+#   mcnemar_p(b, c)                -> p        exact McNemar test (sign flips of 0/1)
 #   bootstrap_ci(diffs, rng=...)   -> (lo, hi) percentile CI of the mean diff
 #   holm(pvalues)                  -> [p_adj]  Holm-Bonferroni step-down
 #   min_detectable_difference(sd, n)           paired MDE, normal approximation
@@ -5250,7 +5251,8 @@ def _unjudged_summary(rows, names, per_query):
 #
 # References: scipy.stats.ttest_rel, scipy.stats.permutation_test
 # (permutation_type='samples'), scipy.stats.bootstrap (method='percentile'),
-# statsmodels multipletests(method='holm'); see tests/data/stats/.
+# statsmodels multipletests(method='holm') and mcnemar(exact=True); see
+# tests/data/stats/.
 # ---------------------------------------------------------------------------
 
 _EXACT_MAX_N = 20        # randomization_p enumerates all 2**n sign patterns up to here
@@ -5458,6 +5460,130 @@ def _exact_sign_flip_count(d, threshold):
     return count
 
 
+_BINOMIAL_EXACT_N = 2000   # mcnemar_p sums exact integers up to here, bounds beyond
+_BINOMIAL_BITS = 200     # working precision of those bounds (doubled until the float is certain)
+_FACTOR_BLOCK = 64       # factors of C(n, k) multiplied exactly before one rounding
+
+
+def _one_magnitude(d):
+    """True when the non-zero differences *d* all have one size up to rounding
+    (1e-12 relative): 0/1 outcomes, or any measure whose changed queries all
+    moved by the same step.  The sign-flip test is then McNemar's test.
+
+    >>> _one_magnitude([1.0, -1.0, 1.0]), _one_magnitude([0.25, -0.5])
+    (True, False)
+    >>> _one_magnitude([5 / 9 - 4 / 9, 2 / 9 - 1 / 9])      # 1/9 twice, rounded apart
+    True
+    """
+    big = max(map(abs, d))
+    return big - min(map(abs, d)) <= _ZERO_RTOL * big
+
+
+def _top_binomial_term(k, n, bits):
+    """C(n, k) / 2**n as (m, e, ops): m * 2**e is at most the true value, m
+    has at least *bits* bits, and each of the *ops* floor roundings lost less
+    than 2**-bits of it.  The factors (n-k+i) / i are taken in blocks of 64,
+    multiplied exactly, then divided once: about 8,000 blocks at n = 10**6.
+
+    >>> m, e, ops = _top_binomial_term(2, 4, 60)       # C(4, 2) / 16 = 0.375
+    >>> m * 2.0 ** e, ops
+    (0.375, 2)
+    """
+    m, e, ops = 1 << bits, -bits - n, 0
+    for start in range(1, k + 1, _FACTOR_BLOCK):
+        stop = min(start + _FACTOR_BLOCK, k + 1)
+        num = math.prod(range(n - k + start, n - k + stop))
+        den = math.prod(range(start, stop))
+        shift = max(0, bits + 1 + den.bit_length() - (m * num).bit_length())
+        m, e = ((m * num) << shift) // den, e - shift
+        excess = m.bit_length() - bits - 1
+        if excess > 0:
+            m, e = m >> excess, e + excess
+        ops += 2
+    return m, e, ops
+
+
+def _binomial_half_tail(k, n, bits):
+    """Floats (lo, hi) around 2 * sum_{i<=k} C(n, i) / 2**n, for 2k < n.
+
+    The terms are summed downwards from the largest, C(n, i - 1) =
+    C(n, i) * i / (n - i + 1), as integers in units of 2**e twice: rounded
+    down (lo) and up (hi).  Once the terms left are too small to matter, they
+    are bounded by a geometric series (the ratio i / (n - i + 1) only falls as
+    i does: at most term_i * i / (n - 2i + 1)) and added to hi.  When lo == hi
+    the true value rounds to that float.
+
+    >>> _binomial_half_tail(1, 4, 60)          # 2 * (1 + 4) / 16
+    (0.625, 0.625)
+    """
+    m, e, ops = _top_binomial_term(k, n, bits)
+    low = m
+    high = m + ((m * 2 * ops) >> bits) + 1      # (1 - 2**-bits)**-ops < 1 + 2 * ops * 2**-bits
+    total_low, total_high = low, high
+    unit = 1 << -e
+    for i in range(k, -1, -1):
+        if i == 0 or high.bit_length() + i.bit_length() + 64 < total_low.bit_length():
+            rest = -(-high * i // (n - 2 * i + 1))
+            lo, hi = 2 * total_low / unit, 2 * (total_high + rest) / unit
+            if lo == hi or i == 0:
+                return lo, hi
+        low = low * i // (n - i + 1)
+        high = -(-high * i // (n - i + 1))
+        total_low += low
+        total_high += high
+    raise AssertionError("unreachable: i == 0 returns")   # pragma: no cover
+
+
+def mcnemar_p(b, c):
+    """Exact two-sided McNemar test of *b* and *c* discordant pairs.
+
+    p = min(1, 2 * sum_{i <= min(b, c)} C(n, i) / 2**n), n = b + c: the
+    two-sided binomial test of min(b, c) in n trials at 1/2.  Equals
+    ``statsmodels.stats.contingency_tables.mcnemar([[a, b], [c, d]],
+    exact=True).pvalue`` (tests/data/stats/mcnemar.json).  Exact at any n:
+    up to n = 2,000 the sum is one of exact integers; beyond, it is carried in
+    integers with the rounding bounded both ways, the precision doubling until
+    both bounds give the same float (else exact integers again).  Either way
+    the result is the true p correctly rounded.  b == c (and n = 0) gives 1.0.
+
+    For 0/1 outcomes (b queries a passes and b fails, c the other way) this
+    is the exact sign-flip test of :func:`randomization_p`, which uses it.
+
+    >>> mcnemar_p(5, 0)                  # 2 * 1 / 32
+    0.0625
+    >>> mcnemar_p(2, 8)                  # 2 * (1 + 10 + 45) / 1024
+    0.109375
+    >>> mcnemar_p(3, 3), mcnemar_p(0, 0)
+    (1.0, 1.0)
+    """
+    for count in (b, c):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise EvalError("mcnemar_p needs counts >= 0, got %r" % (count,))
+    k, n = min(b, c), b + c
+    if 2 * k >= n:
+        return 1.0
+    if n > _BINOMIAL_EXACT_N:
+        for bits in (_BINOMIAL_BITS, 2 * _BINOMIAL_BITS, 4 * _BINOMIAL_BITS):
+            lo, hi = _binomial_half_tail(k, n, bits)
+            if lo == hi:
+                return min(1.0, lo)
+    return min(1.0, _exact_half_tail(k, n))     # also a p on a float's rounding boundary
+
+
+def _exact_half_tail(k, n):
+    """2 * sum_{i<=k} C(n, i) / 2**n from exact integers, one division
+    (correctly rounded).  Quadratic in n: mcnemar_p's path up to n = 2,000.
+
+    >>> _exact_half_tail(2, 10)                 # 2 * (1 + 10 + 45) / 1024
+    0.109375
+    """
+    term = total = 1
+    for i in range(1, k + 1):
+        term = term * (n - i + 1) // i
+        total += term
+    return 2 * total / (1 << n)
+
+
 def randomization_p(diffs, *, resamples=10000, rng=None):
     """Two-sided paired randomization (sign-flip) test of the mean difference.
 
@@ -5470,7 +5596,11 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
 
     Zero differences are dropped first: flipping a 0 does not change any sum,
     so every pattern of the others is repeated 2**zeros times and the share is
-    unchanged. With at most 20 nonzero differences the p-value is exact (all
+    unchanged. When the nonzero differences all have one size (0/1 outcomes:
+    success@k, abstained, a boolean judge field; up to 1e-12 relative), the
+    share is the exact McNemar (binomial) test on the b positive and c
+    negative differences, computed exactly at any n by :func:`mcnemar_p`.
+    Otherwise, with at most 20 nonzero differences the p-value is exact (all
     patterns counted, meet-in-the-middle, milliseconds at n = 20) and equals
     ``scipy.stats.permutation_test(..., permutation_type='samples',
     n_resamples=np.inf, alternative='two-sided')``. Beyond that it is a Monte
@@ -5486,6 +5616,8 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     (1.0, 1.0)
     >>> randomization_p([0.5, 1.0, 0.25, 0.0, 1.0])    # 2 of 16 nonzero patterns
     0.125
+    >>> randomization_p([-1.0] * 30 + [1.0] * 2)       # McNemar: 2 * (1 + 32 + 496) / 2**32
+    2.4633482098579407e-07
     """
     d = [x for x in _finite_floats(diffs, "diffs") if x != 0.0]
     n = len(d)
@@ -5494,6 +5626,9 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     observed = abs(math.fsum(d))
     if observed <= _ZERO_RTOL * math.fsum(abs(x) for x in d):
         return 1.0
+    if _one_magnitude(d):
+        wins = sum(1 for x in d if x > 0.0)
+        return mcnemar_p(wins, n - wins)
     threshold = observed * (1.0 - _TIE_RTOL)
     if n <= _EXACT_MAX_N:
         return _exact_sign_flip_count(d, threshold) / 2 ** n
@@ -5733,20 +5868,25 @@ def _paired(values, reference, measure, queries):
 def _attainable_p(diffs, resamples):
     """The smallest randomization p these differences could give: the observed
     sign pattern and its mirror always count, so 2 / 2**n over n non-zero
-    differences when exact, and 1 / (1 + resamples) by Monte Carlo.
+    differences when exact (at most 20 of them, or all of one size: McNemar),
+    and 1 / (1 + resamples) by Monte Carlo.
 
-    >>> _attainable_p([0.5, -1.0, 0.0], 10000)
-    0.5
+    >>> _attainable_p([0.5, -1.0, 0.0], 10000), _attainable_p([1.0] * 30, 10000)
+    (0.5, 1.862645149230957e-09)
     """
-    n = len(diffs) - diffs.count(0.0)
+    nonzero = [d for d in diffs if d != 0.0]
+    n = len(nonzero)
     if n == 0:
         return 1.0
-    return 2.0 / 2 ** n if n <= _EXACT_MAX_N else 1.0 / (1 + resamples)
+    if n <= _EXACT_MAX_N or _one_magnitude(nonzero):
+        return math.ldexp(1.0, 1 - n)
+    return 1.0 / (1 + resamples)
 
 
 def _queries_for_significance(tests, alpha):
     """How many differing queries an exact test needs before ``tests``
-    Holm-adjusted p-values can reach ``alpha``: the least n with tests * 2 / 2**n <= alpha."""
+    Holm-adjusted p-values can reach ``alpha``: the least n with tests * 2 / 2**n <= alpha
+    (the exact sign-flip and McNemar tests alike: n all one way gives 2 / 2**n)."""
     return math.ceil(math.log2(2 * tests / alpha))
 
 
@@ -7452,7 +7592,8 @@ def build_parser():
     parser.add_argument("--gate", choices=GATE_MODES, default="tolerance", dest="gate_mode",
                         help="tolerance (default): fail on any drop beyond --max-drop; "
                         "significant: only on such a drop that is also significant at "
-                        "--alpha (needs a baseline from --save-baseline)")
+                        "--alpha by the paired sign-flip test (for 0/1 outcomes the test "
+                        "is the exact McNemar test; needs a baseline from --save-baseline)")
     parser.add_argument("--compare", action="append", default=[], metavar="OTHER_RUN",
                         help="paired comparison with a reference run (repeatable)")
     parser.add_argument("--alpha", default=str(DEFAULT_ALPHA), metavar="A",

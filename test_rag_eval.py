@@ -3131,7 +3131,7 @@ class StatsHandWorkedTest(unittest.TestCase):
         self.assertEqual(rag_eval.randomization_p([0.1, 0.2, 0.3, -0.6]), 1.0)
 
     def test_randomization_monte_carlo(self):
-        d = [1.0] * 30                       # true p = 2 / 2**30
+        d = [1.0] * 29 + [0.5]               # two sizes: not McNemar; true p = 2 / 2**30
         self.assertEqual(rag_eval.randomization_p(d, resamples=999,
                                                rng=random.Random(5)), 1 / 1000)
         d = [random.Random(i).choice([1.0, -1.0, 0.5]) for i in range(40)]
@@ -3139,10 +3139,14 @@ class StatsHandWorkedTest(unittest.TestCase):
         self.assertEqual(first, rag_eval.randomization_p(d, rng=random.Random(3)))
         self.assertEqual(rag_eval.randomization_p(d), rag_eval.randomization_p(d))
         # 15 wins and 10 losses of 1: exact p = P(|S| >= 5) for 25 fair signs
-        # = 2 * sum(C(25, k) for k <= 10) / 2**25; Monte Carlo must land near it.
+        # = 2 * sum(C(25, k) for k <= 10) / 2**25 (McNemar). With one loss of
+        # 0.999 instead, Monte Carlo must land near the count of all 2**25 patterns.
         exact = 2 * sum(math.comb(25, k) for k in range(11)) / 2 ** 25
-        estimate = rag_eval.randomization_p([1.0] * 15 + [-1.0] * 10, rng=random.Random(2))
-        self.assertAlmostEqual(estimate, exact, delta=0.02)
+        self.assertEqual(rag_eval.randomization_p([1.0] * 15 + [-1.0] * 10), exact)
+        d = [1.0] * 15 + [-1.0] * 9 + [-0.999]
+        counted = rag_eval._exact_sign_flip_count(d, abs(math.fsum(d)) * (1 - 1e-9)) / 2 ** 25
+        estimate = rag_eval.randomization_p(d, rng=random.Random(2))
+        self.assertAlmostEqual(estimate, counted, delta=0.02)
         with self.assertRaises(ValueError):
             rag_eval.randomization_p(d, resamples=0)
 
@@ -3236,6 +3240,139 @@ class StatsHandWorkedTest(unittest.TestCase):
             self.assertGreater(z * sd / math.sqrt(n - 1), tol)
         with self.assertRaises(ValueError):
             rag_eval.queries_needed(0.4, 0.0)
+
+
+def load_mcnemar_reference():
+    with open(os.path.join(DATA, "stats", "mcnemar.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+class McNemarTest(unittest.TestCase):
+    """The exact McNemar test: the sign-flip test of 0/1 outcomes, exact at any
+    number of discordant pairs (tests/peers/gen_mcnemar.py, statsmodels)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = load_mcnemar_reference()
+
+    def assertSameP(self, got, want, what):
+        # abs_tol: a p below 1e-300 underflows to 0 or a subnormal on either side.
+        self.assertTrue(math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-300),
+                        (what, got, want))
+
+    def test_matches_statsmodels_exact_mcnemar(self):
+        tables = self.ref["tables"]
+        self.assertGreater(len(tables), 700)
+        self.assertGreaterEqual(max(t["b"] + t["c"] for t in tables), 10 ** 6)
+        for table in tables:
+            with self.subTest(b=table["b"], c=table["c"]):
+                self.assertSameP(rag_eval.mcnemar_p(table["b"], table["c"]), table["pvalue"],
+                                 table)
+                self.assertEqual(rag_eval.mcnemar_p(table["b"], table["c"]),
+                                 rag_eval.mcnemar_p(table["c"], table["b"]))
+
+    def test_sign_flip_of_01_vectors_is_mcnemar(self):
+        for item in self.ref["vectors"]:
+            with self.subTest(name=item["name"]):
+                diffs = [a - b for a, b in zip(item["a"], item["b"])]
+                (_, gained), (lost, _) = item["table"]
+                self.assertEqual((gained, lost), (diffs.count(1), diffs.count(-1)))
+                got = rag_eval.randomization_p(diffs, rng=random.Random(0))
+                self.assertSameP(got, item["pvalue"], item["name"])
+                self.assertEqual(got, rag_eval.mcnemar_p(gained, lost))
+        self.assertGreater(max(len(item["a"]) for item in self.ref["vectors"]), 1000)
+
+    def test_hand_worked(self):
+        # n = b + c discordant pairs; p = 2 * sum_{i <= min(b, c)} C(n, i) / 2**n.
+        self.assertEqual(rag_eval.mcnemar_p(5, 0), 2 * 1 / 32)                 # 0.0625
+        self.assertEqual(rag_eval.mcnemar_p(2, 8), 2 * (1 + 10 + 45) / 1024)   # 0.109375
+        self.assertEqual(rag_eval.mcnemar_p(1, 3), 2 * (1 + 4) / 16)           # 0.625
+        self.assertEqual(rag_eval.mcnemar_p(2, 3), 2 * (1 + 5 + 10) / 32)      # 1.0
+        self.assertEqual(rag_eval.mcnemar_p(1, 4), 2 * (1 + 5) / 32)           # 0.375
+        self.assertEqual(rag_eval.mcnemar_p(30, 0), 2 / 2 ** 30)
+        for b in (0, 1, 7, 1000, 250000):
+            self.assertEqual(rag_eval.mcnemar_p(b, b), 1.0)
+        for bad in ((-1, 2), (1.0, 2), (True, 3), (2, "3")):
+            with self.subTest(bad=bad):
+                with self.assertRaises(ValueError):
+                    rag_eval.mcnemar_p(*bad)
+
+    def test_equals_the_enumerated_sign_flip_count(self):
+        # The sign-flip count of b values +1 and c values -1 (meet in the middle,
+        # the path randomization_p takes for other differences) over 2**n.
+        for b in range(0, 12):
+            for c in range(0, 21 - b):
+                d = [1.0] * b + [-1.0] * c
+                with self.subTest(b=b, c=c):
+                    if b == c:
+                        want = 1.0
+                    else:
+                        want = rag_eval._exact_sign_flip_count(d, abs(b - c) * (1 - 1e-9)) / 2 ** (b + c)
+                    self.assertEqual(rag_eval.mcnemar_p(b, c), want)
+
+    def test_exact_at_large_n(self):
+        # Beyond 2,000 pairs the sum is carried with bounds both ways; it must
+        # give the correctly rounded p, as exact integers and one division do.
+        rng = random.Random(7)
+        cases = [(2001, 990), (2500, 1249), (4001, 1900), (6000, 2999), (3000, 0)]
+        cases += [(n, rng.randint(n // 2 - 120, n // 2 - 1))
+                  for n in (rng.randint(2001, 8000) for _ in range(12))]
+        for n, k in cases:
+            with self.subTest(n=n, k=k):
+                term = math.comb(n, k)          # C(n, i - 1) = C(n, i) * i / (n - i + 1)
+                total = term
+                for i in range(k, 0, -1):
+                    term = term * i // (n - i + 1)
+                    total += term
+                self.assertEqual(rag_eval.mcnemar_p(k, n - k), 2 * total / 2 ** n)
+        # The bounds, where they decide, agree with exact integers below the limit too.
+        for n in range(3, 300, 7):
+            for k in range(0, (n + 1) // 2):
+                lo, hi = rag_eval._binomial_half_tail(k, n, 200)
+                if lo == hi:
+                    self.assertEqual(lo, rag_eval._exact_half_tail(k, n), (n, k))
+
+    def test_one_size_differences_use_it(self):
+        # Any measure whose changed queries all moved by one step (here 1/9,
+        # rounded apart) is a 0/1 outcome for the sign-flip test.
+        ninth = [5 / 9 - 4 / 9] * 25 + [2 / 9 - 1 / 9] * 3 + [4 / 9 - 5 / 9] * 2 + [0.0] * 9
+        self.assertEqual(rag_eval.randomization_p(ninth), rag_eval.mcnemar_p(28, 2))
+        self.assertEqual(rag_eval._attainable_p(ninth, 10000), 2 / 2 ** 30)
+        # Two sizes: Monte Carlo beyond 20, as before.
+        mixed = [1.0] * 29 + [0.5]
+        self.assertEqual(rag_eval.randomization_p(mixed, resamples=999, rng=random.Random(5)),
+                         1 / 1000)
+        self.assertEqual(rag_eval._attainable_p(mixed, 999), 1 / 1000)
+
+    def test_compare_and_gate_use_it(self):
+        # 40 queries; the run loses 25 and gains 3: more than 20 differ, so
+        # before this the p was Monte Carlo. McNemar: 2 * sum_{i<=3} C(28, i) / 2**28
+        # = 2 * (1 + 28 + 378 + 3276) / 268435456.
+        qrels = {"q%02d" % i: {"a": 1} for i in range(40)}
+        base_run = {q: ["a"] if i < 30 else ["x"] for i, q in enumerate(sorted(qrels))}
+        run = dict(base_run, **{"q%02d" % i: ["x"] for i in range(25)},
+                   **{"q%02d" % i: ["a"] for i in range(30, 33)})
+        before = rag_eval.evaluate(qrels, base_run, k=1, metrics="success")
+        after = rag_eval.evaluate(qrels, run, k=1, metrics="success")
+        want = 2 * (1 + 28 + 378 + 3276) / 2 ** 28
+        row = rag_eval.compare(after, before).measures["success@1"]
+        self.assertEqual((row.wins, row.losses), (3, 25))
+        self.assertEqual(row.p_randomization, want)
+        self.assertEqual(row.min_p, 2 / 2 ** 28)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "b.json")
+            rag_eval.save_baseline(before, path)
+            result = rag_eval.gate(after, rag_eval.load_baseline(path), mode="significant")
+        self.assertFalse(result.passed)
+        self.assertEqual(result.changes[0].p_value, want)
+
+    def test_help_and_readme_say_so(self):
+        code, out, _ = run_cli("--help")
+        self.assertEqual(code, 0)
+        self.assertIn("for 0/1 outcomes the test is the exact McNemar test",
+                      " ".join(out.split()))
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+            self.assertIn("For 0/1 outcomes the test is the exact McNemar test", f.read())
 
 
 # ---------------------------------------------------------------------------
