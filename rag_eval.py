@@ -36,6 +36,9 @@ Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential;
                          their characters (dup=count: their summed lengths)
     span_iou@k           labelled relevant characters in the top k chunks /
                          characters in either
+    score                a per-query score made elsewhere (a judge's), read from a
+                         score file: the mean of its runs, mapped onto [0, 1];
+                         written score(field=NAME) (no cutoff)
 
 Labels that survive re-chunking: a label may name a document or a character
 span of one; with a chunk map (``chunks=``) or ``doc_sep=``, ``unit=doc`` and
@@ -70,10 +73,11 @@ on one line and exits 2.
 __all__ = [
     "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
     "EvalError", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
-    "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Sweep",
+    "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Scores", "Sweep",
     "available_measures", "bootstrap_ci", "compare", "compare_all",
-    "evaluate", "evaluate_files", "gate", "holm", "load_baseline", "load_chunks",
-    "load_qrels", "load_queries", "load_run", "main", "margin_of_error", "mcnemar_p",
+    "evaluate", "evaluate_files", "evaluate_scores", "gate", "holm", "load_baseline", "load_chunks",
+    "load_qrels", "load_queries", "load_run", "load_scores", "main", "margin_of_error",
+    "mcnemar_p",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_json", "render_markdown", "render_text", "render_trec",
     "resolve_measures", "save_baseline", "sweep_min_score", "t_two_sided_p",
@@ -293,6 +297,7 @@ class Report(NamedTuple):
     cells: Optional[Dict[str, dict]] = None
     min_score: Optional[float] = None
     unjudged: Optional[dict] = None
+    scores: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -330,6 +335,8 @@ class Report(NamedTuple):
                              if _slice_field(name) in self.by}
         if self.holdout is not None:
             out["holdout"] = self.holdout.to_dict(per_query)
+        if self.scores is not None:
+            out["scores"] = json.loads(json.dumps(self.scores))    # a deep copy
         if self.unjudged is not None:
             out["unjudged_bounds"] = {"mean": dict(self.unjudged["mean"])}
             if per_query:
@@ -387,6 +394,7 @@ class Baseline(NamedTuple):
     ``rel`` is the relevance threshold the numbers were made with: it decides
     which queries are scored, so a baseline only gates reports of the same rel.
     ``meta`` and ``label_sha256`` are the report's (None: not recorded).
+    ``scores`` holds the score files' inputs and each field's range.
     ``slices`` holds the means of every slice (``{"source=real": {measure:
     mean}}``), ``membership`` the slices of each query in any, ``holdout`` the
     held-out slice's counts and means (see :class:`HeldOut`).
@@ -402,6 +410,7 @@ class Baseline(NamedTuple):
     membership: Optional[Dict[str, Tuple[str, ...]]] = None
     holdout: Optional[HeldOut] = None
     min_score: Optional[float] = None
+    scores: Optional[dict] = None     # {"inputs": [...], "ranges": {field: [lo, hi]}}
 
 
 class MeasureChange(NamedTuple):
@@ -577,6 +586,8 @@ class Param(NamedTuple):
         """
         if self.choices:
             return "one of " + ", ".join(self.choices)
+        if self.kind is str:
+            return "a name"
         noun = "integer" if self.kind is int else "number"
         if self.minimum is None:
             return "a finite " + noun if self.kind is float else "an integer"
@@ -665,7 +676,9 @@ POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel",
                "spans": "the scored queries with a span label graded >= rel",
                "answerable": "the answerable queries: those with an id graded >= rel",
                "unanswerable": 'the queries stated unanswerable ("answerable": false)',
-               "stated": "the answerable queries and those stated unanswerable"}
+               "stated": "the answerable queries and those stated unanswerable",
+               "scores": "the queries the score files give a value for the field (those "
+                         "without one are listed as unscored)"}
 # Populations of queries with no relevant id: only a statement puts a query
 # there (see _answerability), never the lack of a label.
 _UNANSWERABLE_POPULATIONS = frozenset(("unanswerable", "stated"))
@@ -809,7 +822,8 @@ def describe_measures():
         shown = dict(spec.params, **{k: v for k, v in spec.options.items() if k != "budget"})
         for key, param in shown.items():
             aliases = ["%s means %s" % pair for pair in param.peer_values]
-            required = param.choices and param.default not in param.choices
+            required = (param.choices and param.default not in param.choices
+                        or param.kind is str and param.default is None)
             lines.append("  parameter %s: %s, %s, %s%s: %s"
                          % (key, param.kind.__name__, "required" if required else
                             "default %s" % _value_text(param.default), param.rule(),
@@ -1290,6 +1304,27 @@ def span_iou(context, labels, k, rel=1, dup="merge"):
     return parts.shared / (retrieved + parts.evidence - parts.shared)
 
 
+# --- scores made elsewhere: a judge's, read from a score file ----------------------
+#
+# score(field=faithfulness) is not computed from a run: its per-query values
+# are a score file's (see load_scores and evaluate_scores), each query's mean
+# of its judge runs mapped onto [0, 1] by the field's range.  It is declared
+# here so that its name parses, lists and gates like every other measure.
+
+FIELD = Param(str, None, "the score field (a JSONL key, a CSV column) of the score files "
+              "(--scores); letters, digits, _ . and -")
+
+
+@measure("score", params={"field": FIELD}, population="scores", cutoff=False, unjudged=False,
+         view="scores",
+         summary="a per-query score made elsewhere (an LLM judge's), read from --scores: the "
+                 "mean of the query's runs, mapped onto [0, 1] by --score-range")
+def score_field(ranked, grades, field=None):
+    """Never called on a ranking: the values come from a score file."""
+    raise EvalError("score(field=%s) is read from a score file (--scores, evaluate_scores()), "
+                    "not computed from a run" % field)
+
+
 # --- units: documents, evidence spans, characters ------------------------------
 #
 # The run ranks chunks; a label may name a document, or a span of one:
@@ -1597,6 +1632,8 @@ def _param_value(spec, key, raw, what):
     """The value of parameter ``key`` of measure ``spec`` from text (or from a
     library value), checked against its declaration."""
     param = spec.accepts[key]
+    if param.kind is str and not param.choices:     # a name: score(field=NAME)
+        return _checked_field_name(raw, what)
     if param.choices:
         reason = spec.refused.get("%s=%s" % (key, raw))
         if reason:
@@ -1651,6 +1688,10 @@ def _check_options(spec, params, text):
     """The options that only make sense together: a unit the measure counts
     (its default included: diversity counts documents only), cover only for
     evidence."""
+    for key, param in spec.params.items():
+        if param.default is None and key not in params:
+            raise EvalError("measure %r: %s needs %s=...: e.g. %s(%s=faithfulness)"
+                            % (text, spec.name, key, spec.name, key))
     unit = params.get("unit", "id")
     if "unit" in spec.options and unit not in spec.options["unit"].choices:
         raise EvalError("measure %r: %s counts %s only: write %s(unit=%s)"
@@ -3281,6 +3322,402 @@ def load_run(source, *, format=None):
     return run
 
 
+# --- score files: per-query scores made elsewhere (a judge) ----------------------
+#
+# One query a line (JSONL) or a row (CSV with a header row, as a data frame's
+# to_csv(index=False) writes it): {"query_id": "q1", "faithfulness": 0.83,
+# "refused": false, "answer_relevancy": [0.8, 0.9, 0.85]}.  A list holds
+# repeated judge runs (in CSV: a JSON array in the cell); a query's value is
+# the mean of its runs.  true and false are 1 and 0, so a boolean field is a
+# rate (with repeated runs, each query's value is a fraction).  Each value v
+# is mapped from its field's range [lo, hi] (default [0, 1]) onto [0, 1] as
+# (v - lo) / (hi - lo): hi < lo declares "lower is better".  Which keys are
+# fields: those named (``fields=``, ``--metrics``), else every key whose
+# values are all numbers or booleans (or lists of them).  The id column and
+# "input_sha256" (the hash of what was judged, read by --drift) are never
+# fields.  A missing value (key absent, null, empty cell, empty list) is an
+# error unless allowed, and then the query is listed as unscored for that
+# field: never dropped silently.
+
+SCORE_ID_COLUMN = "query_id"
+SCORE_RANGE = (0.0, 1.0)       # a field's range unless declared
+_RESERVED_SCORE_KEYS = frozenset(("input_sha256",))
+# A field name is carried inside a canonical measure name, score(field=NAME):
+# no parentheses, commas, "=", "@" or spaces.
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+class Scores(NamedTuple):
+    """A score file read by :func:`load_scores`, every value checked and
+    mapped onto [0, 1].
+
+    ``fields``        the score fields: in the order named, else first seen;
+    ``runs``          ``{field: {qid: (run, ...)}}``, each query's judge runs
+                      mapped onto [0, 1] (one run for a plain value), in file
+                      order; a query unscored for a field is absent from it;
+    ``unscored``      ``{field: (qid, ...)}``, the queries without a value for
+                      the field (only with ``allow_missing``), in file order;
+    ``queries``       every query id, in file order;
+    ``kinds``         ``{field: "boolean" | "integer" | "number"}``, what the
+                      values were before mapping (integer: whole numbers only);
+    ``ranges``        ``{field: (lo, hi)}``, each field's range (default (0.0, 1.0));
+    ``input_sha256``  ``{qid: text}``, for the lines that give one;
+    ``info``          ``{"path", "sha256", "format", "fields"}``, as reports
+                      record an input.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "f": [0.5, 1]}\\n'
+    ...                             '{"query_id": "q2", "f": 0.25}\\n'))
+    >>> s.runs, s.values("f")
+    ({'f': {'q1': (0.5, 1.0), 'q2': (0.25,)}}, {'q1': 0.75, 'q2': 0.25})
+    """
+    fields: Tuple[str, ...]
+    runs: Dict[str, Dict[str, Tuple[float, ...]]]
+    unscored: Dict[str, Tuple[str, ...]]
+    queries: Tuple[str, ...]
+    kinds: Dict[str, str]
+    ranges: Dict[str, Tuple[float, float]]
+    input_sha256: Dict[str, str]
+    info: dict
+
+    def values(self, field):
+        """``{qid: value}`` of one field: the mean of each query's runs."""
+        return {qid: _run_mean(runs) for qid, runs in self.runs[field].items()}
+
+
+def _run_mean(runs):
+    """A query's value: the mean of its judge runs.
+
+    >>> _run_mean((0.8, 0.9, 0.85)), _run_mean((1.0, 0.0, 1.0))
+    (0.85, 0.6666666666666666)
+    """
+    return math.fsum(runs) / len(runs)
+
+
+def _score_format(inp):
+    """'jsonl' when the first non-blank character opens an object, else 'csv'."""
+    head = b""
+    for block in inp.blocks():
+        head += block
+        if head.strip() or len(head) >= _DETECT_BYTES:
+            break
+    first = head.lstrip()[:1]
+    if not first:
+        raise EvalError("%s: empty score file" % inp.name)
+    if first == b"[":
+        raise EvalError("%s: a JSON array; a score file is JSONL (one query a line) or CSV "
+                        "with a header row" % inp.name)
+    return "jsonl" if first == b"{" else "csv"
+
+
+def _score_json(text, where):
+    """Parse JSON text of a score file.  NaN and Infinity are read (as the
+    floats) so that the check of the value can name its query and field."""
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        if _SURROGATE_ESCAPE.search(text):
+            _check_encodable(value)
+        return value
+    except EvalError as exc:
+        raise EvalError("%s: %s" % (where, exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise EvalError("%s: invalid JSON: %s" % (where, getattr(exc, "msg", exc))) from None
+
+
+def _jsonl_score_records(inp):
+    """Yield (where, record) per non-blank line of a JSONL score file."""
+    for number, line in _lines(inp):
+        if line.strip():
+            where = "%s:%d" % (inp.name, number)
+            record = _score_json(_decode(line, where), where)
+            if not isinstance(record, dict):
+                raise EvalError("%s: a score line must be a JSON object, got %s"
+                                % (where, type(record).__name__))
+            yield where, record
+
+
+def _csv_cell(text, where):
+    """A CSV cell as a JSONL value: None (empty), a bool (true or false in any
+    case: pandas writes True), a list (a JSON array: repeated runs), a float
+    (ASCII float() text, nan and inf included, refused later with their
+    field), or else the text itself.
+
+    >>> [_csv_cell(t, "x") for t in ("", "True", "0.5", "[1, 0.5]", "nan", "1_0", "n/a")]
+    [None, True, 0.5, [1, 0.5], nan, '1_0', 'n/a']
+    """
+    text = text.strip()
+    if not text:
+        return None
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if text[:1] == "[":
+        return _score_json(text, where)
+    try:
+        return _number(text, float)
+    except ValueError:
+        return text
+
+
+def _csv_score_records(inp, text_columns=()):
+    """Yield (where, record) per data row of a CSV score file with a header
+    row; a column without a name (pandas' index) is not read, and the cells
+    of ``text_columns`` (the id, input_sha256) stay text."""
+    import csv
+    reader = csv.reader(io.StringIO(inp.text(), newline=""), strict=True)
+    header = None
+    try:
+        for row in reader:
+            where = "%s:%d" % (inp.name, reader.line_num)
+            if not any(cell.strip() for cell in row):
+                continue
+            if header is None:
+                header = [cell.strip() for cell in row]
+                named = [h for h in header if h]
+                for h in named:
+                    if named.count(h) > 1:
+                        raise EvalError("%s: the header names the column %r twice" % (where, h))
+                continue
+            if len(row) != len(header):
+                raise EvalError("%s: %d cells, but the header has %d columns"
+                                % (where, len(row), len(header)))
+            yield where, {h: (cell.strip() or None) if h in text_columns
+                          else _csv_cell(cell, where) for h, cell in zip(header, row) if h}
+    except csv.Error as exc:
+        raise EvalError("%s:%d: bad CSV: %s" % (inp.name, reader.line_num, exc)) from None
+
+
+def _is_score_value(value):
+    """A number, a boolean, or a non-empty list of them (NaN and inf included:
+    refused later, with the query and field named)."""
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(v, (int, float)) for v in value)
+    return isinstance(value, (int, float))
+
+
+def _checked_field_name(name, what):
+    """A field name a canonical measure name can carry (see _FIELD_NAME).
+
+    >>> _checked_field_name("factual_correctness(mode=f1)", "x.csv: the column")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x.csv: the column 'factual_correctness(mode=f1)' cannot name a score field: score(field=NAME) carries letters, digits, _ . and - only, starting with a letter or _; rename it
+    """
+    if not isinstance(name, str) or not _FIELD_NAME.match(name):
+        raise EvalError("%s %s cannot name a score field: score(field=NAME) carries letters, "
+                        "digits, _ . and - only, starting with a letter or _; rename it"
+                        % (what, _short_repr(name)))
+    return name
+
+
+def _checked_ranges(ranges):
+    """``{field: (lo, hi)}`` as floats: finite, lo != hi.
+
+    >>> _checked_ranges({"relevance": (1, 5), "harm": ("1", 0)})
+    {'relevance': (1.0, 5.0), 'harm': (1.0, 0.0)}
+    """
+    if ranges is None:
+        return {}
+    if not isinstance(ranges, dict):
+        raise EvalError("ranges must be a dict {field: (lo, hi)}, got %s" % _short_repr(ranges))
+    out = {}
+    for field, pair in ranges.items():
+        _checked_field_name(field, "score range:")
+        try:
+            lo, hi = (_number(v, float) if isinstance(v, str) else float(v) for v in pair
+                      if not isinstance(v, bool))
+        except (TypeError, ValueError):
+            lo = hi = math.nan
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
+            raise EvalError("the score range of %s must be two different finite numbers "
+                            "LO:HI, got %s" % (field, _short_repr(pair)))
+        out[field] = (lo + 0.0, hi + 0.0)
+    return out
+
+
+def _score_fields(records, id_column, fields, name):
+    """The score fields of a file's records: ``fields`` checked (each a key of
+    some record), else every key whose values are all numbers or booleans (or
+    lists of them), in order of first sight.  A key with scores on some lines
+    and other values on others is a field: its other values are refused by
+    _query_runs, naming the line."""
+    keys = {}
+    for _, record in records:
+        for key, value in record.items():
+            if key != id_column and key not in _RESERVED_SCORE_KEYS:
+                keys.setdefault(key, False)
+                keys[key] = keys[key] or _is_score_value(value)
+    if fields is not None:
+        for field in fields:
+            if field == id_column or field in _RESERVED_SCORE_KEYS:
+                raise EvalError("%s: %r is the id column or reserved, not a score field"
+                                % (name, field))
+            if field not in keys:
+                raise EvalError("%s: no field %r (fields: %s)"
+                                % (name, field, ", ".join(map(repr, keys)) or "none"))
+        return tuple(fields)
+    found = tuple(key for key, scored in keys.items() if scored)
+    for field in found:
+        _checked_field_name(field, "%s: the field" % name)
+    return found
+
+
+def _number_text(x):
+    """A number as a range is written: ``1``, ``0.5``."""
+    return "%d" % x if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+def _query_runs(value, field, lo, hi, where):
+    """The runs of one query's value for ``field``, mapped from [lo, hi] onto
+    [0, 1]; () when missing (null or an empty list).  ``where`` names the
+    line and query.
+
+    >>> _query_runs([2, 5, 4], "f", 1.0, 5.0, "x"), _query_runs(True, "f", 1.0, 0.0, "x")
+    ((0.25, 1.0, 0.75), (0.0,))
+    >>> _query_runs(1.5, "f", 0.0, 1.0, "x.jsonl:3: query 'q2'")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x.jsonl:3: query 'q2', field f: 1.5 is outside the range [0, 1] (declare another with --score-range f=LO:HI)
+    """
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    runs = []
+    for i, item in enumerate(items):
+        at = "%s, field %s%s" % (where, field, ", run %d" % (i + 1) if value is items else "")
+        if not isinstance(item, (int, float)):
+            raise EvalError("%s: %s is not a score (a number, true/false, or a list of them)"
+                            % (at, _short_repr(item, 40)))
+        try:
+            v = float(item)
+        except OverflowError:
+            v = math.inf if item > 0 else -math.inf
+        if math.isnan(v):
+            raise EvalError("%s: NaN is not a score" % at)
+        if math.isinf(v):
+            raise EvalError("%s: %s is not a finite score" % (at, "inf" if v > 0 else "-inf"))
+        if not min(lo, hi) <= v <= max(lo, hi):
+            raise EvalError("%s: %s is outside the range [%s, %s] (declare another with "
+                            "--score-range %s=LO:HI)" % (at, _number_text(v), _number_text(lo),
+                                                        _number_text(hi), field))
+        runs.append((v - lo) / (hi - lo) + 0.0)
+    return tuple(runs)
+
+
+def _value_kind(value):
+    """"boolean", "integer" or "number": what a present value is made of."""
+    items = value if isinstance(value, list) else [value]
+    if all(isinstance(v, bool) for v in items):
+        return "boolean"
+    if all(not isinstance(v, bool) and float(v).is_integer() for v in items):
+        return "integer"
+    return "number"
+
+
+_KIND_ORDER = ("boolean", "integer", "number")   # a field is the widest kind it holds
+
+
+def _score_id(record, id_column, where):
+    value = record.get(id_column)
+    if value is None:
+        raise EvalError("%s: no %r (the query id; --id-column names another column)"
+                        % (where, id_column))
+    return _as_id(value, "%s: %r" % (where, id_column))
+
+
+def load_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
+                allow_missing=False, *, format=None):
+    """Read a score file (JSONL or CSV, gzip or not; see above) into a
+    :class:`Scores`: per query and field, the judge runs mapped onto [0, 1].
+
+    ``id_column`` names the query id (default ``query_id``); ``fields`` the
+    score fields to read (default: every field of numbers or booleans);
+    ``ranges`` maps a field to its range ``(lo, hi)`` (default (0, 1); hi < lo:
+    lower is better); with ``allow_missing`` a missing value lists the query
+    as unscored for that field instead of raising.  Every bad value raises
+    EvalError naming the file, line, query and field.
+
+    >>> s = load_scores(io.StringIO("id,relevance,refused\\nq1,4,False\\nq2,2,true\\n"),
+    ...                 id_column="id", ranges={"relevance": (1, 5)})
+    >>> s.fields, s.values("relevance"), s.values("refused"), s.kinds["refused"]
+    (('relevance', 'refused'), {'q1': 0.75, 'q2': 0.25}, {'q1': 0.0, 'q2': 1.0}, 'boolean')
+    >>> load_scores(io.StringIO('{"query_id": "q1", "f": 0.5}\\n{"query_id": "q2"}\\n'))
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: <stream>:2: query 'q2' has no f score (--allow-missing-scores lists such queries as unscored)
+    """
+    return _read_scores(source, id_column, fields, ranges, allow_missing, format)
+
+
+def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
+                 allow_missing=False, format=None, present_only=False):
+    """load_scores(); with ``present_only``, the named fields and ranges that
+    the file lacks are left out rather than refused (several --scores files
+    share one --metrics; the command line checks that each is in one)."""
+    if not isinstance(id_column, str) or not id_column:
+        raise EvalError("the id column must be a non-empty string, got %s"
+                        % _short_repr(id_column))
+    if fields is not None:
+        if isinstance(fields, str) or not isinstance(fields, (list, tuple)):
+            raise EvalError("fields must be a list of field names, got %s" % _short_repr(fields))
+        fields = tuple(dict.fromkeys(_checked_field_name(f, "score field") for f in fields))
+    ranges = _checked_ranges(ranges)
+    inp = _input_of(source)
+    fmt = format or _score_format(inp)
+    if fmt not in ("jsonl", "csv"):
+        raise EvalError("%s: unknown score file format %r (choose from jsonl, csv)"
+                        % (inp.name, fmt))
+    if fmt == "jsonl":
+        records = list(_jsonl_score_records(inp))
+    else:
+        records = list(_csv_score_records(inp, (id_column,) + tuple(_RESERVED_SCORE_KEYS)))
+    if not records:
+        raise EvalError("%s: no queries in the score file" % inp.name)
+    if present_only and fields is not None:
+        keys = set().union(*(record.keys() for _, record in records))
+        fields = tuple(f for f in fields if f in keys)
+    found = _score_fields(records, id_column, fields, inp.name)
+    for field in ranges:
+        if field not in found and not present_only:
+            raise EvalError("%s: a score range is given for %r, which is not a score field "
+                            "of the file (fields: %s)"
+                            % (inp.name, field, ", ".join(found) or "none"))
+    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt))
+
+
+def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
+    """The Scores of a file's records (see load_scores)."""
+    runs = {field: {} for field in fields}
+    unscored = {field: [] for field in fields}
+    kinds = dict.fromkeys(fields, "boolean")
+    first_seen, hashes = {}, {}
+    for where, record in records:
+        qid = _score_id(record, id_column, where)
+        if qid in first_seen:
+            raise EvalError("%s: query %r again (first on line %s)"
+                            % (where, qid, first_seen[qid]))
+        first_seen[qid] = where.rpartition(":")[2]
+        if isinstance(record.get("input_sha256"), str):
+            hashes[qid] = record["input_sha256"]
+        for field in fields:
+            lo, hi = ranges.get(field, SCORE_RANGE)
+            value = record.get(field)
+            got = _query_runs(value, field, lo, hi, "%s: query %r" % (where, qid))
+            if got:
+                runs[field][qid] = got
+                kinds[field] = max(kinds[field], _value_kind(value), key=_KIND_ORDER.index)
+            elif allow_missing:
+                unscored[field].append(qid)
+            else:
+                raise EvalError("%s: query %r has no %s score (--allow-missing-scores lists "
+                                "such queries as unscored)" % (where, qid, field))
+    for field in fields:
+        if not runs[field]:
+            kinds[field] = "number"     # nothing seen: no claim
+    return Scores(fields, runs, {f: tuple(ids) for f, ids in unscored.items()},
+                  tuple(first_seen), kinds,
+                  {f: ranges.get(f, SCORE_RANGE) for f in fields}, hashes,
+                  dict(info, fields=list(fields)))
+
+
 # ---------------------------------------------------------------------------
 # Evaluation
 #
@@ -3994,6 +4431,10 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
     mapping given (a _ChunkMap, a separator, or neither) and of the queries
     the test set states unanswerable; ``bounds``: it scores the unjudged
     bounds too (see _QueryScorer.ask_bounds)."""
+    for m in measures:
+        if m.name == "score":
+            raise EvalError("%s is read from a score file: evaluate_scores() (--scores FILE "
+                            "on the command line); evaluate() scores runs" % (m,))
     grades, spans, versions = _split_qrels(qrels)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
@@ -4904,6 +5345,284 @@ def _held_out(name, held, measures, reveal, ids, cells=None):
     return HeldOut(name, mean, counts, len(per_query), len(unscored), len(missing),
                    _members_sha256(list(per_query) + list(unscored)), reveal, per_query,
                    {"unscored": unscored, "missing": missing, "all": tuple(sorted(ids))})
+
+
+# ---------------------------------------------------------------------------
+# Scores made elsewhere: a judge's per-query scores as a Report
+#
+# A score file's per-query values become a Report's (evaluate_scores): each
+# measure score(field=F) over the queries that have a value for F (its own
+# population and n, as a character measure's), so the gate, comparisons,
+# slices, the hold-out, baselines and every renderer read them as they read
+# retrieval measures.  Queries with no value for a field are listed per
+# measure in ``Report.scores["unscored"]`` (only with allow_missing).  With
+# repeated judge runs, ``Report.scores["noise"]`` gives the judge's noise:
+#   within_sd    sqrt(mean of s_q^2) over the queries with 2 or more runs,
+#                s_q the sample standard deviation (ddof 1) of query q's runs;
+#   noise_floor  SE = sqrt(2 * sum_q s_q^2 / r_q) / n: the standard error of a
+#                difference of two means of n queries (r_q runs each) from
+#                judge noise alone; the gate notes a tolerance below 2 * SE.
+# With a pass threshold (--pass-threshold F=X, in F's own units), the
+# queries whose runs fall on both sides of X ("borderline") are listed with
+# the share of their runs on each side.
+# ---------------------------------------------------------------------------
+
+def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None, as_of=None,
+                    reveal_holdout=False, meta=None, allow_missing=False, pass_threshold=None):
+    """A :class:`Report` of judge scores: ``scores`` is one :class:`Scores`
+    (see :func:`load_scores`) or a list of them (each field in one file).
+
+    ``measures`` names the fields: ``score(field=faithfulness)`` or the field
+    name alone (default: every field).  A query with no value for a field,
+    in its file or in another file or ``queries`` (the test set), is an error
+    unless ``allow_missing``: then it is listed as unscored for that field.
+    ``pass_threshold`` maps a field to a threshold in its own units: the
+    queries whose runs fall on both sides are listed (``scores["borderline"]``).
+    ``queries``, ``by``, ``holdout``, ``as_of``, ``reveal_holdout`` and
+    ``meta`` are as for :func:`evaluate`.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "f": [0.8, 0.9, 0.85]}\\n'
+    ...                             '{"query_id": "q2", "f": 0.5}\\n'))
+    >>> r = evaluate_scores(s)
+    >>> r.measures, r.mean, r.per_query["q1"]
+    (('score(field=f)',), {'score(field=f)': 0.675}, {'score(field=f)': 0.85})
+    """
+    scores = [scores] if isinstance(scores, Scores) else scores
+    if not isinstance(scores, (list, tuple)) or not scores or not all(
+            isinstance(s, Scores) for s in scores):
+        raise EvalError("scores must be a Scores (see load_scores) or a list of them")
+    meta = _checked_meta(meta)
+    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
+    return _with_meta(_evaluate_scores(scores, measures, testset, allow_missing,
+                                       pass_threshold), meta)
+
+
+def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None):
+    """evaluate_scores() with the _TestSet made (None: no query metadata)."""
+    files = _files_by_field(scores)
+    measures = _score_measures(measures, files)
+    report = _scores_report(files, measures, testset, allow_missing,
+                            _checked_thresholds(thresholds, measures, files))
+    inputs = {("scores" if i == 0 else "scores.%d" % (i + 1)): {
+        key: value for key, value in s.info.items() if key != "fields"}     # as a run's
+        for i, s in enumerate(scores)}
+    if testset is not None and testset.info is not None:
+        inputs["queries"] = testset.info
+    return report._replace(inputs=inputs)
+
+
+def _with_scores(report, scored):
+    """Both tiers in one report: the retrieval ``report`` and the judge scores'
+    (``scored``), measures side by side, each over its own population (n);
+    slices and the hold-out made again over both."""
+    names = report.measures + scored.measures
+    per_query = {q: dict(report.per_query.get(q, {}), **scored.per_query.get(q, {}))
+                 for q in sorted(set(report.per_query) | set(scored.per_query))}
+    counts = dict(report.n or dict.fromkeys(report.measures, len(report.per_query)),
+                  **(scored.n or dict.fromkeys(scored.measures, len(scored.per_query))))
+    same = all(n == len(per_query) for n in counts.values())
+    merged = report._replace(
+        measures=names, per_query=per_query, mean=dict(report.mean, **scored.mean),
+        n=None if same else counts, scores=scored.scores,
+        unscored=tuple(sorted((set(report.unscored) | set(scored.unscored)) - set(per_query))),
+        inputs=dict(report.inputs or {}, **(scored.inputs or {})),
+        warnings=report.warnings + tuple(w for w in scored.warnings if w not in report.warnings))
+    if report.membership is None:
+        return merged
+    membership = dict(sorted(dict(report.membership, **scored.membership).items()))
+    merged = merged._replace(membership=membership, slices=_slice_stats(merged, membership))
+    ours, theirs = report.holdout, scored.holdout
+    if ours is None:
+        return merged
+    held_rows = {q: dict((ours.per_query or {}).get(q, {}), **(theirs.per_query or {}).get(q, {}))
+                 for q in sorted(set(ours.per_query or ()) | set(theirs.per_query or ()))}
+    unscored = tuple(q for q in sorted(set(ours.ids["unscored"]) | set(theirs.ids["unscored"]))
+                     if q not in held_rows)
+    return merged._replace(holdout=_held_out(ours.slice, (held_rows, unscored,
+                                                          ours.ids["missing"]),
+                                             names, ours.revealed, ours.ids["all"],
+                                             report.cells))
+
+
+def _files_by_field(scores):
+    """{field: Scores}: each field read from one file."""
+    files = {}
+    for s in scores:
+        for field in s.fields:
+            if field in files:
+                raise EvalError("the score field %r is in two files, %s and %s: give it once"
+                                % (field, files[field].info["path"], s.info["path"]))
+            files[field] = s
+    return files
+
+
+def _field_of(measure):
+    """The field of a score(field=...) measure name, else None.
+
+    >>> _field_of("score(field=faithfulness)"), _field_of("recall@5")
+    ('faithfulness', None)
+    """
+    m = parse_measure(measure)
+    return dict(m.params)["field"] if m.name == "score" else None
+
+
+def _score_measures(measures, files):
+    """The score measures asked for: names (a list, or one comma-separated
+    string), each score(field=F) or F alone; default every field."""
+    if measures is None:
+        return tuple(parse_measure("score(field=%s)" % f) for f in files)
+    if isinstance(measures, str):
+        measures = _split_top_level(measures)
+    out = []
+    for item in measures:
+        m = item if isinstance(item, Measure) else None
+        if m is None and isinstance(item, str) and _FIELD_NAME.match(item.strip()):
+            m = parse_measure("score(field=%s)" % item.strip())
+        m = m or parse_measure(item)
+        if m.name != "score":
+            raise EvalError("%s is a retrieval measure: it needs QRELS and a RUN, not a score "
+                            "file" % (m,))
+        field = dict(m.params)["field"]
+        if field not in files:
+            raise EvalError("%s: no score file has the field %r (fields: %s)"
+                            % (m, field, ", ".join(files) or "none"))
+        if m not in out:
+            out.append(m)
+    if not out:
+        raise EvalError("no measures requested")
+    return tuple(out)
+
+
+def _checked_thresholds(thresholds, measures, files):
+    """{measure name: (threshold mapped onto [0, 1], as given)} of
+    ``pass_threshold`` ({field: X}, X in the field's own units)."""
+    out = {}
+    named = {dict(m.params)["field"]: str(m) for m in measures}
+    for field, value in sorted((thresholds or {}).items()):
+        if field not in named:
+            raise EvalError("pass threshold: %r is not a measured score field (fields: %s)"
+                            % (field, ", ".join(named)))
+        lo, hi = files[field].ranges[field]
+        x = _as_score(value, "the pass threshold of %s" % field)
+        if not min(lo, hi) <= x <= max(lo, hi):
+            raise EvalError("the pass threshold of %s, %s, is outside its range [%s, %s]"
+                            % (field, _number_text(x), _number_text(lo), _number_text(hi)))
+        out[named[field]] = ((x - lo) / (hi - lo) + 0.0, x)
+    return out
+
+
+def _scores_report(files, measures, testset, allow_missing, thresholds):
+    """The Report of the score measures (see evaluate_scores)."""
+    names = tuple(str(m) for m in measures)
+    fields = {str(m): dict(m.params)["field"] for m in measures}
+    members = {}        # every query of the score files and the test set, first seen
+    used = _files_of(files, fields.values())
+    for s in used:
+        members.update(dict.fromkeys(s.queries))
+    if testset is not None:
+        members.update(dict.fromkeys(q for q in testset.queries))
+        members = {q: None for q in members if q not in testset.expired}
+    per_query = {q: {} for q in sorted(members)}
+    runs, unscored = {}, {}
+    for name, field in fields.items():
+        s = files[field]
+        runs[name] = s.runs[field]
+        for qid, query_runs in s.runs[field].items():
+            if qid in per_query:
+                per_query[qid][name] = _run_mean(query_runs)
+        absent = [q for q in per_query if q not in s.runs[field]]
+        _check_absent(absent, s, field, allow_missing)
+        unscored[name] = absent
+    hidden = testset.hidden if testset is not None else frozenset()
+    abstention = {q: 0 for q, row in per_query.items() if not row}
+    held = _set_apart(hidden, per_query, abstention, ())
+    for name in names:
+        if not any(name in row for row in per_query.values()):
+            raise EvalError("%s: no query has a score: nothing to average" % name)
+    mean, counts = _population_means(per_query, names)
+    block = {"inputs": [s.info for s in used],
+             "ranges": {f: list(files[f].ranges[f]) for f in fields.values()},
+             "unscored": {n: [q for q in ids if q not in hidden] for n, ids in unscored.items()},
+             "noise": _judge_noise({n: {q: r for q, r in runs[n].items() if q in per_query
+                                        and n in per_query[q]} for n in names}, counts,
+                                   len(per_query)),
+             "borderline": {n: _borderline({q: r for q, r in runs[n].items()
+                                            if q in per_query}, *thresholds[n])
+                            for n in names if n in thresholds}}
+    warnings = ["%s: %s without a score, listed as unscored: %s"
+                % (n, _plural(len(ids), "query", "queries"), _preview(ids))
+                for n, ids in block["unscored"].items() if ids]
+    report = Report(names, mean, per_query, tuple(sorted(abstention)), (), (), abstention, {},
+                    tuple(warnings), n=counts, scores=block)
+    return report if testset is None else testset.report(report, held)
+
+
+def _files_of(files, fields):
+    """The distinct Scores holding these fields, in order."""
+    out = []
+    for field in fields:
+        if not any(files[field] is s for s in out):
+            out.append(files[field])
+    return out
+
+
+def _check_absent(absent, scores, field, allow_missing):
+    """Queries of the report with no value for a field: listed (allowed), or
+    an error naming them."""
+    if absent and not allow_missing:
+        missing = [q for q in absent if q in scores.unscored[field]]
+        if missing:     # load_scores was allowed to keep them, the report is not
+            raise EvalError("%s: %s no %s score: %s (--allow-missing-scores lists them as "
+                            "unscored)" % (scores.info["path"], _plural(
+                                len(missing), "query has", "queries have"), field,
+                                           _preview(missing)))
+        raise EvalError("%s: %s of the other score files or of the test set %s no line here, "
+                        "so no %s score: %s (--allow-missing-scores lists them as unscored)"
+                        % (scores.info["path"], _plural(len(absent), "query", "queries"),
+                           "has" if len(absent) == 1 else "have", field, _preview(absent)))
+
+
+def _judge_noise(runs, counts, scored):
+    """{measure: {"queries", "runs", "within_sd", "noise_floor"}} of the
+    measures with repeated runs (see the section's comment); ``runs`` maps
+    each measure to {qid: runs} of the queries its mean is over, ``counts``
+    its n when populations differ (else every one of ``scored`` queries).
+
+    >>> noise = _judge_noise({"m": {"a": (0.8, 0.9, 0.85), "b": (0.5,)}}, None, 2)["m"]
+    >>> sorted((key, round(v, 6) if isinstance(v, float) else v) for key, v in noise.items())
+    [('noise_floor', 0.020412), ('queries', 1), ('runs', [1, 3]), ('within_sd', 0.05)]
+    """
+    out = {}
+    for name, by_query in runs.items():
+        repeated = {q: r for q, r in by_query.items() if len(r) > 1}
+        if not repeated:
+            continue
+        variances = {q: _statistics().variance(r) for q, r in repeated.items()}
+        n = counts[name] if counts is not None else scored
+        sizes = [len(r) for r in by_query.values()]
+        out[name] = {
+            "queries": len(repeated), "runs": [min(sizes), max(sizes)],
+            "within_sd": math.sqrt(math.fsum(variances.values()) / len(variances)),
+            "noise_floor": math.sqrt(2 * math.fsum(v / len(repeated[q])
+                                                   for q, v in variances.items())) / n}
+    return out
+
+
+def _borderline(runs, threshold, given):
+    """{"threshold": X as given, "queries": {qid: {"runs", "pass", "fail"}}}
+    of the queries whose runs fall on both sides of the threshold (a run at
+    the threshold passes).
+
+    >>> _borderline({"q1": (0.62, 0.58, 0.61), "q2": (0.7, 0.9)}, 0.6, 0.6)
+    {'threshold': 0.6, 'queries': {'q1': {'fail': 1, 'pass': 2, 'runs': 3}}}
+    """
+    queries = {}
+    for qid, query_runs in sorted(runs.items()):
+        passed = sum(1 for r in query_runs if r >= threshold)
+        if 0 < passed < len(query_runs):
+            queries[qid] = {"fail": len(query_runs) - passed, "pass": passed,
+                            "runs": len(query_runs)}
+    return {"threshold": given, "queries": queries}
 
 
 # ---------------------------------------------------------------------------
@@ -6197,6 +6916,32 @@ def _check_same(meta, baseline, same):
             % key for key in same if key not in now]
 
 
+JUDGE_KEYS = ("judge.model", "judge.prompt_sha256")   # what makes judge scores comparable
+
+
+def _check_same_judge(report, baseline):
+    """Judge scores (score(...) measures) are gated only against a baseline
+    made by the same judge: ``judge.model`` and ``judge.prompt_sha256`` equal,
+    absent on both sides counting as equal (with a note); else refused, and
+    --drift tells whether the judge moved.  Returns the notes."""
+    if not any(_field_of(m) for m in set(baseline.mean) & set(report.mean)):
+        return []
+    before, now = baseline.meta or {}, report.meta or {}
+    for key in JUDGE_KEYS:
+        if before.get(key) != now.get(key):
+            raise EvalError("not gated: %s is not the baseline's (%s in %s, %s in this "
+                            "run): scores from another judge or prompt are not comparable; "
+                            "check the judge with --drift FROZEN.jsonl, then save a new "
+                            "baseline" % (key, _meta_text(before.get(key)), baseline.source,
+                                          _meta_text(now.get(key))))
+    absent = [key for key in JUDGE_KEYS if key not in now]
+    if not absent:
+        return []
+    return ["%s recorded neither in the baseline nor in this run: the judge scores are gated "
+            "as if the judge were the same (record it: --meta %s=...)"
+            % (" and ".join(absent), absent[0])]
+
+
 # --- label hashes ---------------------------------------------------------------
 
 def _label_sha256(labels):
@@ -6489,7 +7234,45 @@ def load_baseline(source):
     return _checked_slices(Baseline(mean, per_query, inputs, name, rel,
                                     _checked_baseline_meta(loaded.get("meta"), name),
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
-                                    slices, loaded.get("membership"), holdout, min_score))
+                                    slices, loaded.get("membership"), holdout, min_score,
+                                    _checked_saved_scores(loaded.get("scores"), name)))
+
+
+def _checked_saved_scores(saved, name):
+    """A baseline's "scores" object: its ranges read back as (lo, hi) pairs."""
+    if saved is None:
+        return None
+    ranges = saved.get("ranges") if isinstance(saved, dict) else None
+    if not isinstance(ranges, dict):
+        raise EvalError('%s: scores must be an object {"inputs": [...], "ranges": {field: '
+                        '[lo, hi]}}, got %s' % (name, _short_repr(saved)))
+    try:
+        ranges = _checked_ranges({f: tuple(pair) for f, pair in ranges.items()})
+    except (EvalError, TypeError) as exc:
+        raise EvalError("%s: scores: %s" % (name, exc)) from None
+    return dict(saved, ranges=ranges)
+
+
+def _check_same_ranges(report, baseline):
+    """A score measure gated against a baseline made with another range for
+    its field is refused: the range decides what every value means (a
+    baseline that records none made its values on [0, 1])."""
+    ours = {f: tuple(pair) for f, pair in ((report.scores or {}).get("ranges") or {}).items()}
+    theirs = (baseline.scores or {}).get("ranges") or {}
+    for measure in sorted(set(baseline.mean) & set(report.mean)):
+        field = _field_of(measure)
+        if field is None:
+            continue
+        now, then = ours.get(field, SCORE_RANGE), theirs.get(field, SCORE_RANGE)
+        if now != then:
+            raise EvalError("%s was made with the range %s of %s and this report with %s: the "
+                            "numbers are not comparable (give the baseline's --score-range, or "
+                            "save a new baseline)" % (baseline.source, _range_text(then), field,
+                                                      _range_text(now)))
+
+
+def _range_text(pair):
+    return "%s:%s" % (_number_text(pair[0]), _number_text(pair[1]))
 
 
 def _check_same_min_score(report, baseline):
@@ -6543,6 +7326,8 @@ def baseline_dict(report):
         "mean": dict(report.mean),
         "per_query": {q: dict(v) for q, v in report.per_query.items()},
         "unscored": list(report.unscored),
+        **({} if report.scores is None else {"scores": {
+            key: json.loads(json.dumps(report.scores[key])) for key in ("inputs", "ranges")}}),
         **_saved_slices(report),
     }
 
@@ -6783,6 +7568,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                         "queries differ, so the numbers are not comparable"
                         % (baseline.source, baseline.rel, report.rel))
     _check_same_min_score(report, baseline)
+    _check_same_ranges(report, baseline)
+    same_notes += _check_same_judge(report, baseline)
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
     _check_same_holdout(report, baseline)
@@ -6818,6 +7605,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                     for change in _subset_changes(subset, paired, pvalues, alpha,
                                                   report.unjudged))
     notes += _slice_notes(report, baseline, subsets, mode)
+    notes += _judge_noise_notes(report, baseline, subsets[0].allowed)
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
         [(s.name, s.rows, s.allowed) for s in subsets if s.listed])] if n]
     passed = not any(c.status in ("regressed", "missing") for c in changes)
@@ -7032,6 +7820,21 @@ def _slice_notes(report, baseline, subsets, mode):
                          % (_plural(now_held, "query", "queries"),
                             "is" if now_held == 1 else "are"))
     return notes
+def _judge_noise_notes(report, baseline, allowed):
+    """A note for each gated score measure whose tolerated drop is below
+    twice its judge noise floor (see _judge_noise): a gate that would fail
+    on judge noise alone now and then."""
+    notes = []
+    for name, noise in sorted(((report.scores or {}).get("noise") or {}).items()):
+        band = 2 * noise["noise_floor"]
+        if name in allowed and allowed[name] < band - FLOAT_SLACK:
+            low, high = noise["runs"]
+            notes.append("%s: tolerance is inside judge noise (+/-%.3f at %s runs): expect "
+                         "flaky gates" % (name, band, low if low == high else "%d-%d"
+                                          % (low, high)))
+    return notes
+
+
 def _unscored_note(report, baseline):
     """What to ask for when baseline measures are missing from the report (a
     baseline written at another k, or with other measures)."""
@@ -7166,8 +7969,9 @@ def _fmt(value):
 def _summary_line(report):
     parts = ["%s scored" % _plural(len(report.per_query), "query", "queries")]
     if report.unscored:
-        parts.append("%d unscored (no relevant id): %s"
-                     % (len(report.unscored), ", ".join(report.unscored[:10])
+        parts.append("%d unscored (%s): %s"
+                     % (len(report.unscored), _unscored_reason(report),
+                        ", ".join(report.unscored[:10])
                         + (" ..." if len(report.unscored) > 10 else "")))
     if report.missing:
         parts.append("%d missing from the run (%s)" % (len(report.missing), "scored 0"
@@ -7177,6 +7981,17 @@ def _summary_line(report):
         parts.append("%d held out (%s, reported apart)"
                      % (held.queries + held.unscored, held.slice))
     return "rag_eval %s: %s" % (__version__, "; ".join(parts))
+
+
+def _unscored_reason(report):
+    if report.scores is None:
+        return "no relevant id"
+    return "no score" if all(map(_field_of, report.measures)) else "no relevant id, no score"
+
+
+def _label(measure):
+    """A measure as a table heads its column: a score field by its name."""
+    return _field_of(measure) or measure
 
 
 def _gate_verdict(gate_result, baseline_name):
@@ -7203,9 +8018,10 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
                             for m in report.measures])
     if report.n is not None:    # the measures average over different queries
         rows.append(["n"] + [str(report.n[m]) for m in report.measures])
-    yield _summary_line(report), ["query"] + list(report.measures), rows, []
+    yield _summary_line(report), ["query"] + [_label(m) for m in report.measures], rows, []
     yield from _answerability_section(report)
     yield from _meta_section(report)
+    yield from _judge_sections(report, per_query)
     if report.unjudged is not None:
         yield _bounds_section(report, per_query)
     for field in report.by:
@@ -7291,6 +8107,36 @@ def _status_text(change):
     return text
 
 
+def _judge_sections(report, per_query):
+    """The judge noise of score measures with repeated runs, and the
+    borderline queries of each --pass-threshold (see evaluate_scores)."""
+    block = report.scores or {}
+    noise = block.get("noise") or {}
+    if noise:
+        rows = [[name, str(n["queries"]), "%d-%d" % tuple(n["runs"]) if n["runs"][0] !=
+                 n["runs"][1] else str(n["runs"][0]), _fmt(n["within_sd"]),
+                 _fmt(n["noise_floor"]), _fmt(2 * n["noise_floor"])]
+                for name, n in noise.items()]
+        yield ("judge noise (repeated runs of each query)",
+               ["measure", "queries", "runs", "within-query sd", "noise floor (SE)", "2 SE"],
+               rows, ["noise floor: the standard error of a difference of two means from judge "
+                      "noise alone, sqrt(2 * sum s_q^2 / r_q) / n; a --max-drop below 2 SE "
+                      "makes a flaky gate"])
+    for name, found in (block.get("borderline") or {}).items():
+        queries = found["queries"]
+        shown = list(queries.items()) if per_query else list(queries.items())[:_SHOWN_QUERY_DROPS]
+        rows = [[q, "%d/%d (%s)" % (c["pass"], c["runs"], _fmt(c["pass"] / c["runs"])),
+                 "%d/%d (%s)" % (c["fail"], c["runs"], _fmt(c["fail"] / c["runs"]))]
+                for q, c in shown]
+        notes = ["no query has runs on both sides" if not queries else
+                 "%d more in the JSON output" % (len(queries) - len(shown))
+                 if len(shown) < len(queries) else
+                 "a run at the threshold passes; every other query's runs agree"]
+        yield ("borderline queries of %s: runs on both sides of %s (%d)"
+               % (name, _number_text(found["threshold"]), len(queries)),
+               ["query", "runs >= threshold", "runs below"], rows, notes)
+
+
 def _answerability_section(report):
     """The answerability block: how many queries are answerable (a relevant
     id), stated unanswerable, or neither (unscored)."""
@@ -7343,7 +8189,7 @@ def _slice_section(report, field):
                 notes.append("%s: %s averages over %d of its %d scored queries"
                              % (name, m, n, report.slices[name]["queries"]))
     return ("by %s (means over each slice's scored queries)" % field,
-            [field, "queries", "unscored"] + list(report.measures), rows, notes)
+            [field, "queries", "unscored"] + [_label(m) for m in report.measures], rows, notes)
 
 
 def _holdout_section(held, measures, per_query):
@@ -7361,7 +8207,7 @@ def _holdout_section(held, measures, per_query):
     else:
         notes.append("its query ids and per-query values are not shown (--reveal-holdout "
                      "shows them)")
-    return ("held out: %s" % held.slice, ["query"] + list(measures), rows, notes)
+    return ("held out: %s" % held.slice, ["query"] + [_label(m) for m in measures], rows, notes)
 
 
 def _table(header, rows):
@@ -7503,6 +8349,8 @@ examples:
   rag-eval qrels.json run.json --save-baseline baseline.json
   rag-eval qrels.json run.json --baseline --gate significant   fail only on significant drops
   rag-eval qrels.json run.json --compare main_run.json         is the difference real?
+  rag-eval --scores ragas.csv --id-column query_id --baseline   gate judge scores
+  rag-eval qrels.json run.json --scores judge.jsonl --baseline   both tiers in one gate
 
 exit codes: 0 ok, 1 the gate found a regression, 2 usage or input error.
 measures: %s
@@ -7525,8 +8373,11 @@ def build_parser():
         epilog=EXAMPLES % ", ".join(available_measures()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False)     # --qrels must never mean --qrels-format
-    parser.add_argument("qrels", help="relevance judgments: JSON, JSONL or TREC (.gz ok); - for stdin")
-    parser.add_argument("run", help="the retriever's output: JSON, JSONL or TREC (.gz ok); - for stdin")
+    parser.add_argument("qrels", nargs="?", default=None,
+                        help="relevance judgments: JSON, JSONL or TREC (.gz ok); - for stdin")
+    parser.add_argument("run", nargs="?", default=None,
+                        help="the retriever's output: JSON, JSONL or TREC (.gz ok); - for stdin")
+    _add_score_options(parser)
     parser.add_argument("--k", default=None, metavar="K[,K...]",
                         help="cutoffs, e.g. 1,5,10 (default %d)" % DEFAULT_K)
     parser.add_argument("--metrics", default=None, metavar="NAME[,NAME...]",
@@ -7620,6 +8471,164 @@ def build_parser():
                         help="list every measure (cutoff, parameters, peer names) and exit")
     parser.add_argument("--version", action="version", version="rag_eval " + __version__)
     return parser
+
+
+def _add_score_options(parser):
+    parser.add_argument("--scores", action="append", default=[], metavar="FILE",
+                        help="per-query scores made elsewhere (an LLM judge's): JSONL one query "
+                        "a line or CSV with a header; in place of QRELS RUN, or beside them to "
+                        "gate both in one report (repeatable: each field in one file). A list "
+                        "value holds repeated judge runs (the query's value is their mean); "
+                        "true/false make a rate (repeated runs: a fraction). Measures "
+                        "score(field=NAME); --metrics names the fields")
+    parser.add_argument("--id-column", default=SCORE_ID_COLUMN, metavar="NAME",
+                        help="the query id of every score file (default %s)" % SCORE_ID_COLUMN)
+    parser.add_argument("--score-range", action="append", default=[], metavar="FIELD=LO:HI",
+                        help="the range of a score field (default 0:1; repeatable), e.g. "
+                        "relevance=1:5; values are mapped onto [0, 1] as (v-LO)/(HI-LO), so "
+                        "HI<LO declares lower is better; recorded in the baseline")
+    parser.add_argument("--allow-missing-scores", action="store_true",
+                        help="list a query without a score for a field as unscored for that "
+                        "field (default: error)")
+    parser.add_argument("--pass-threshold", action="append", default=[], metavar="FIELD=X",
+                        help="show, for the queries whose judge runs fall on both sides of X "
+                        "(in the field's own units), the share of runs on each side")
+    parser.add_argument("--compare-scores", action="append", default=[], metavar="FILE",
+                        help="with QRELS RUN and --scores: paired comparison with a reference "
+                        "score file (repeatable); --compare then takes runs")
+
+
+# Options of QRELS RUN that mean nothing for score files alone: (option, dest, default).
+_RETRIEVAL_ONLY = (("--k", "k", None), ("--min-score", "min_score", None),
+                   ("--sweep-min-score", "sweep_min_score", None), ("--rel", "rel", "1"),
+                   ("--gain", "gain", "exponential"), ("--chunks", "chunks", None),
+                   ("--doc-sep", "doc_sep", None), ("--unit", "unit", "id"),
+                   ("--qrels", "extra_qrels", []), ("--to-label", "to_label", None),
+                   ("--unjudged-bounds", "unjudged_bounds", False),
+                   ("--pool-depth", "pool_depth", None), ("--qrels-format", "qrels_format", None),
+                   ("--run-format", "run_format", None),
+                   ("--skip-extra-queries", "skip_extra_queries", False),
+                   ("--allow-unlabelled-run", "allow_unlabelled_run", False),
+                   ("--average", "average", "scored"))
+_SCORES_ONLY = (("--id-column", "id_column", SCORE_ID_COLUMN),
+                ("--score-range", "score_range", []),
+                ("--allow-missing-scores", "allow_missing_scores", False),
+                ("--pass-threshold", "pass_threshold", []),
+                ("--compare-scores", "compare_scores", []))
+
+
+def _cli_tiers(args):
+    """What is scored: "retrieval" (QRELS RUN), "scores" (--scores alone) or
+    "both"; the options of the other tier are refused."""
+    given = [name for name, value in (("QRELS", args.qrels), ("RUN", args.run)) if value is not None]
+    if not args.scores:
+        if len(given) < 2:
+            raise EvalError("give QRELS and RUN (or --scores FILE to gate judge scores)")
+        for option, dest, default in _SCORES_ONLY:
+            if getattr(args, dest) != default:
+                raise EvalError("%s only applies with --scores FILE" % option)
+        return "retrieval"
+    if len(given) == 1:
+        raise EvalError("beside --scores give both QRELS and RUN (both tiers in one report), or "
+                        "neither (the scores alone)")
+    if given:
+        return "both"
+    for option, dest, default in _RETRIEVAL_ONLY:
+        if getattr(args, dest) != default:
+            raise EvalError("%s applies to QRELS and a RUN, not to --scores alone" % option)
+    if args.compare_scores:
+        raise EvalError("--compare-scores is for both tiers in one report; with --scores alone, "
+                        "--compare takes the reference score file")
+    return "scores"
+
+
+def _split_metrics(text, tiers):
+    """(retrieval names, score names) of --metrics (None: not given).  With
+    --scores alone every name is a field (or score(field=...)); beside QRELS
+    RUN, the judge scores are the names written score(field=NAME)."""
+    if text is None:
+        return None, None
+    items = _split_top_level(text)
+    if tiers == "retrieval":
+        return text, None
+    if tiers == "scores":
+        return None, items
+    scored = [item for item in items if re.match(r"score\s*\(", item)]
+    rest = [item for item in items if item not in scored]
+    if not rest:
+        raise EvalError("--metrics names no retrieval measure for QRELS RUN (name one, e.g. "
+                        "recall@5, or give --scores alone)")
+    if not scored:
+        raise EvalError("--metrics names no judge score for --scores: add score(field=NAME) "
+                        "for each field to gate")
+    return ",".join(rest), scored
+
+
+def _named_fields(items):
+    """The fields --metrics names (None: every field of the files)."""
+    if items is None:
+        return None
+    fields = []
+    for item in items:
+        item = item.strip()
+        m = parse_measure("score(field=%s)" % item if _FIELD_NAME.match(item) else item)
+        if m.name != "score":
+            raise EvalError("--metrics: %s is a retrieval measure; it needs QRELS and a RUN "
+                            "beside --scores" % (m,))
+        fields.append(dict(m.params)["field"])
+    return fields
+
+
+def _field_options(texts, option, parse):
+    """{field: parse(value)} of repeated FIELD=VALUE options."""
+    out = {}
+    for text in texts:
+        field, sep, value = text.partition("=")
+        if not sep:
+            raise EvalError("%s %s: expected FIELD=%s" % (option, text, parse.__doc__))
+        field = _checked_field_name(field.strip(), option)
+        if field in out:
+            raise EvalError("%s %s: the field is given twice" % (option, field))
+        out[field] = parse(value.strip(), "%s %s" % (option, text))
+    return out
+
+
+def _range_option(text, what):
+    """LO:HI"""
+    lo, sep, hi = text.partition(":")
+    if not sep:
+        raise EvalError("%s: expected FIELD=LO:HI, e.g. relevance=1:5" % what)
+    try:
+        return _checked_ranges({"f": (lo.strip(), hi.strip())})["f"]
+    except EvalError:
+        raise EvalError("%s: LO and HI must be two different finite numbers" % what) from None
+
+
+def _threshold_option(text, what):
+    """X"""
+    try:
+        return _number(text, float)
+    except ValueError:
+        raise EvalError("%s: X must be a number" % what) from None
+
+
+def _cli_scores(paths, args, fields, ranges):
+    """The Scores of each score file; with several, each field named (and
+    each range) must be in one of them."""
+    several = len(paths) > 1
+    loaded = [_read_scores(path, args.id_column, fields, ranges, args.allow_missing_scores,
+                           present_only=several) for path in paths]
+    if several:
+        have = [f for s in loaded for f in s.fields]
+        for s in loaded:
+            if not s.fields:
+                raise EvalError("%s: holds none of the score fields asked for (%s)"
+                                % (s.info["path"], ", ".join(fields or ())))
+        for field in list(fields or ()) + list(ranges):
+            if field not in have:
+                raise EvalError("no score file has the field %r (fields: %s)"
+                                % (field, ", ".join(have)))
+    return loaded
 
 
 def _add_unjudged_options(parser):
@@ -7775,12 +8784,14 @@ def _check_paths(args):
              ("--to-label", args.to_label)]
     named += [("--compare", path) for path in args.compare]
     named += [("--qrels", path) for path in args.extra_qrels]
+    named += [("--scores", path) for path in args.scores]
+    named += [("--compare-scores", path) for path in args.compare_scores]
     for option, path in named:
         if path == "":
             # An unset CI variable must not turn the gate (or a save) into a no-op.
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
     sources = ([args.qrels, args.run, args.baseline, args.chunks, args.queries] + args.compare
-               + args.extra_qrels)
+               + args.extra_qrels + args.scores + args.compare_scores)
     if args.to_label is not None and "-" in [args.run] + args.compare + [args.to_label]:
         raise EvalError("--to-label reads the runs a second time and writes a file: give "
                         "file names, not -")
@@ -7822,6 +8833,7 @@ def _check_outputs(args):
               ("--chunks", args.chunks), ("--queries", args.queries)]
     inputs += [("--compare", path) for path in args.compare]
     inputs += [("--qrels", path) for path in args.extra_qrels]
+    inputs += [("--scores", path) for path in args.scores + args.compare_scores]
     outputs = (("-o", args.output), ("--save-baseline", args.save_baseline),
                ("--to-label", args.to_label))
     for output, path in outputs:
@@ -7838,6 +8850,7 @@ def _check_outputs(args):
 @_gc_paused
 def _run_cli(args, stdout, stderr):
     _check_paths(args)
+    tiers = _cli_tiers(args)
     if args.average == "trec_eval":
         if args.format != "trec":
             raise EvalError("--average trec_eval reproduces trec_eval's 'all' lines: use it "
@@ -7857,11 +8870,19 @@ def _run_cli(args, stdout, stderr):
         _check_date(args.as_of, "--as-of")
     baseline = load_baseline(args.baseline) if args.baseline else None
     meta = _cli_meta(args, baseline)
-    metrics = list(resolve_measures(args.metrics, args.k or DEFAULT_K, rel=args.rel,
+    retrieval_names, score_names = _split_metrics(args.metrics, tiers)
+    ranges = _field_options(args.score_range, "--score-range", _range_option)
+    thresholds = _field_options(args.pass_threshold, "--pass-threshold", _threshold_option)
+    if tiers == "scores":
+        report, references = _cli_score_report(args, score_names, ranges, thresholds, meta)
+        return _cli_output(args, stdout, stderr, report, None, references, options,
+                           slice_max_drop, baseline)
+    metrics = list(resolve_measures(retrieval_names, args.k or DEFAULT_K, rel=args.rel,
                                     gain=args.gain, unit=args.unit))
     if baseline is not None and args.metrics is None and args.k is None:
         # With no --metrics/--k, the baseline decides what is gated as well.
-        metrics += [m for m in map(parse_measure, baseline.mean) if m not in metrics]
+        metrics += [m for m in map(parse_measure, baseline.mean) if m not in metrics
+                    and m.name != "score"]
 
     rel = _positive_int(args.rel, "rel")
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
@@ -7873,6 +8894,11 @@ def _run_cli(args, stdout, stderr):
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
                         args.average, queries_info, notes)
+    judged = None
+    if tiers == "both":
+        judged = _evaluate_scores(_cli_scores(args.scores, args, _named_fields(score_names),
+                                              ranges), score_names, testset,
+                                  args.allow_missing_scores, thresholds)
 
     def score(run, measures=metrics, min_score=args.min_score, bounds=False):
         report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,
@@ -7883,18 +8909,55 @@ def _run_cli(args, stdout, stderr):
                             % (report.inputs["run"]["path"], report.unlabelled_run))
         return report._replace(inputs=dict(report.inputs, **more_inputs))
     def scored(bounds):
-        report = _with_meta(score(args.run, bounds=bounds), meta)
+        report = score(args.run, bounds=bounds)
+        if judged is not None:
+            report = _with_scores(report, judged)
+        report = _with_meta(report, meta)
         if label_notes:
             report = report._replace(warnings=tuple(label_notes) + report.warnings)
         return report
     report = scored(args.unjudged_bounds)
     references = [(path, score(path)) for path in args.compare]
+    references += [(path, _cli_reference_scores(path, args, judged, ranges, testset))
+                   for path in args.compare_scores]
+    return _cli_output(args, stdout, stderr, report, scored, references, options,
+                       slice_max_drop, baseline, qrels, testset, chunks, metrics, score)
+
+
+def _cli_score_report(args, names, ranges, thresholds, meta):
+    """(report, --compare references) of --scores alone (with --queries for
+    slices)."""
+    metadata, queries_info, notes = _metadata(None, None, args.queries)
+    testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
+                        "scored", queries_info, notes)
+    loaded = _cli_scores(args.scores, args, _named_fields(names), ranges)
+    report = _with_meta(_evaluate_scores(loaded, names, testset, args.allow_missing_scores,
+                                         thresholds), meta)
+    return report, [(path, _cli_reference_scores(path, args, report, ranges, testset))
+                    for path in args.compare]
+
+
+def _cli_reference_scores(path, args, report, ranges, testset):
+    """The report of a reference score file (--compare, --compare-scores):
+    the fields and ranges of the report's score measures."""
+    fields = [_field_of(m) for m in report.measures if _field_of(m)]
+    loaded = _read_scores(path, args.id_column, fields,
+                          {f: r for f, r in ranges.items() if f in fields},
+                          args.allow_missing_scores)
+    return _evaluate_scores([loaded], ["score(field=%s)" % f for f in fields], testset,
+                            args.allow_missing_scores)
+
+
+def _cli_output(args, stdout, stderr, report, scored, references, options, slice_max_drop,
+                baseline, qrels=None, testset=None, chunks=None, metrics=(), score=None):
+    """Gate, compare, render and write: the rest of _run_cli, for every tier."""
     comparisons = compare_all(report, references, **options) if references else ()
     result = None
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
                       same=args.same, slice_max_drop=slice_max_drop, **options)
-        if result.regressions and report.unjudged is None and args.run != "-":
+        if (result.regressions and report.unjudged is None and args.run not in ("-", None)
+                and scored is not None):
             # Only a failed gate needs the bounds, to tell an undecided regression (and
             # judged@k): a second pass, so a passing gate costs what it did.
             result = gate(scored(True), baseline, max_drop=args.max_drop, mode=args.gate_mode,
@@ -7928,7 +8991,9 @@ def _run_cli(args, stdout, stderr):
     stderr.write(side)
     for _, other in references:
         for warning in other.warnings:
-            stderr.write("rag-eval: warning: %s: %s\n" % (other.inputs["run"]["path"], warning))
+            stderr.write("rag-eval: warning: %s: %s\n"
+                         % ((other.inputs.get("run") or other.inputs["scores"])["path"],
+                            warning))
     for warning in report.warnings:
         stderr.write("rag-eval: warning: %s\n" % warning)
     if refused:

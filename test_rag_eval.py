@@ -323,6 +323,9 @@ class HandWorkedMeasuresTest(unittest.TestCase):
         # a set-level measure (no per-query values) is checked on the mean.
         partner = {"doc": "~partner", "start": 0, "end": 1, "grade": 9}
         for case in self.cases:
+            if "scores" in case:
+                self.check_score_case(case)
+                continue
             for name, expected in case["expected"].items():
                 with self.subTest(case=case["name"], measure=name):
                     options = dict(metrics=[name], chunks=case.get("chunks"),
@@ -345,6 +348,17 @@ class HandWorkedMeasuresTest(unittest.TestCase):
                                                    **options)
                         value = (report.mean if spec.aggregate else report.per_query["q"])[name]
                         self.assertAlmostEqual(value, expected, places=12)
+
+    def check_score_case(self, case):
+        """A case of judge scores: query 'q''s line of a score file
+        ("scores"), its fields' ranges ("ranges")."""
+        line = json.dumps(dict(case["scores"], query_id="q"))
+        scores = rag_eval.load_scores(io.StringIO(line), ranges={
+            f: tuple(pair) for f, pair in case.get("ranges", {}).items()})
+        for name, expected in case["expected"].items():
+            with self.subTest(case=case["name"], measure=name):
+                report = rag_eval.evaluate_scores(scores, [name])
+                self.assertAlmostEqual(report.per_query["q"][name], expected, places=12)
 
     def test_every_measure_is_covered(self):
         covered = {rag_eval.parse_measure(n).name for c in self.cases for n in c["expected"]}
@@ -402,6 +416,8 @@ class MeasureInvariantsTest(unittest.TestCase):
         take one, @all and a budget."""
         for name in rag_eval.available_measures():
             spec = rag_eval._REGISTRY[name]
+            if spec.view == "scores":
+                continue    # read from a score file, not computed from a run (ScoreReportTest)
             variants = [name]
             if "unit" in spec.options:
                 variants = ["%s(unit=%s)" % (name, u) if u != "id" else name
@@ -846,8 +862,12 @@ class MeasureNamesTest(unittest.TestCase):
             cutoffs = ("@1", "@10", "@all") if spec.cutoff else ("",)
             units = spec.options["unit"].choices if "unit" in spec.options else ("id",)
             base = "" if "id" in units else "unit=%s" % units[0]
+            if spec.view == "scores":
+                base = "field=faithfulness"     # a required name
             others = {"": base}
             for key, param in spec.params.items():
+                if param.kind is str and not param.choices:
+                    continue    # the required name, in base
                 value = next((c for c in param.choices if c != param.default),
                              param.default + 2 if not param.choices else None)
                 others[key] = ",".join(sorted(filter(None, [
@@ -929,6 +949,9 @@ class MeasureNamesTest(unittest.TestCase):
                 self.assertTrue(spec.summary)
                 for key, param in spec.params.items():
                     self.assertTrue(param.meaning, key)
+                    if param.kind is str and not param.choices:     # a required name
+                        self.assertIsNone(param.default)
+                        continue
                     self.assertIsInstance(param.default, param.kind)
         self.assertFalse(hasattr(rag_eval, "_TREC_NAMES") or hasattr(rag_eval, "_PARAM_CHOICES"))
 
@@ -952,7 +975,9 @@ class MeasureNamesTest(unittest.TestCase):
             for spelling in spec.peers:
                 self.assertIn("%s %s" % (spelling.tool, spelling.text), out)
             for key, param in spec.params.items():
-                self.assertIn("%s: %s, default %s" % (key, param.kind.__name__, param.default), out)
+                self.assertIn("%s: %s, %s" % (key, param.kind.__name__, "required" if
+                                              param.default is None else
+                                              "default %s" % param.default), out)
         self.assertIn("recip_rank (= mrr@all)", out)
 
     def test_readme_and_docstring_list_every_measure(self):
@@ -2023,6 +2048,544 @@ class TrecInputTest(TempDir, unittest.TestCase):
         r = self.write("r.trec", "q1 Q0 a 1 1_0 t\n")
         with self.assertRaisesRegex(rag_eval.EvalError, "r.trec:1: score must be a finite"):
             rag_eval.evaluate_files(self.write("q.json", '{"q1": {"a": 1}}'), r)
+
+
+class ScoreFileTest(TempDir, unittest.TestCase):
+    """Score files (issue 15): JSONL or CSV, one query a line, read by
+    load_scores into runs mapped onto [0, 1]; every bad value is one
+    EvalError naming the file, line, query and field."""
+
+    def scores(self, text, name="s.jsonl", **options):
+        return rag_eval.load_scores(self.write(name, text), **options)
+
+    def assertRefused(self, text, expect, name="s.jsonl", **options):
+        with self.assertRaises(rag_eval.EvalError) as caught:
+            self.scores(text, name, **options)
+        message = str(caught.exception)
+        self.assertEqual(len(message.splitlines()), 1, message)
+        self.assertIn(expect, message)
+        return message
+
+    def test_repeated_runs_mean_hand_worked(self):
+        s = self.scores(jsonl({"query_id": "q1", "faithfulness": [0.8, 0.9, 0.85]},
+                              {"query_id": "q2", "faithfulness": 0.5}))
+        self.assertEqual(s.runs["faithfulness"]["q1"], (0.8, 0.9, 0.85))
+        # q1: (0.8 + 0.9 + 0.85) / 3 = 2.55 / 3 = 0.85; q2: one run, 0.5
+        self.assertAlmostEqual(s.values("faithfulness")["q1"], 0.85, places=15)
+        self.assertEqual(s.values("faithfulness")["q2"], 0.5)
+        self.assertEqual(s.queries, ("q1", "q2"))
+        self.assertEqual(s.kinds, {"faithfulness": "number"})
+        self.assertEqual(s.ranges, {"faithfulness": (0.0, 1.0)})
+
+    def test_range_mapping_hand_worked(self):
+        s = self.scores(jsonl({"query_id": "q1", "relevance": 4, "harm": 2},
+                              {"query_id": "q2", "relevance": [1, 5, 2], "harm": 5}),
+                        ranges={"relevance": (1, 5), "harm": (5, 1)})
+        # relevance on [1, 5]: (4 - 1) / (5 - 1) = 0.75; runs 0, 1, (2 - 1)/4 = 0.25
+        self.assertEqual(s.runs["relevance"], {"q1": (0.75,), "q2": (0.0, 1.0, 0.25)})
+        # q2's mean: (0 + 1 + 0.25) / 3 = 1.25 / 3 = 0.41666...
+        self.assertAlmostEqual(s.values("relevance")["q2"], 1.25 / 3, places=15)
+        # harm declared 5:1, lower is better: (2 - 5) / (1 - 5) = 0.75; (5 - 5) / -4 = 0
+        self.assertEqual(s.runs["harm"], {"q1": (0.75,), "q2": (0.0,)})
+        self.assertEqual(s.kinds, {"relevance": "integer", "harm": "integer"})
+        self.assertEqual(s.ranges, {"relevance": (1.0, 5.0), "harm": (5.0, 1.0)})
+
+    def test_booleans_make_a_rate_hand_worked(self):
+        s = self.scores(jsonl({"query_id": "q1", "refused": False},
+                              {"query_id": "q2", "refused": True},
+                              {"query_id": "q3", "refused": [True, False, True]}))
+        # false = 0, true = 1; q3's runs 1, 0, 1: a fraction 2/3
+        values = s.values("refused")
+        self.assertEqual((values["q1"], values["q2"]), (0.0, 1.0))
+        self.assertAlmostEqual(values["q3"], 2 / 3, places=15)
+        self.assertEqual(s.kinds, {"refused": "boolean"})
+        # declared 1:0 (refusing is bad): true -> (1 - 1)/(0 - 1) = 0, false -> 1
+        flipped = self.scores(jsonl({"query_id": "q1", "refused": True},
+                                    {"query_id": "q2", "refused": False}),
+                              ranges={"refused": (1, 0)})
+        self.assertEqual(flipped.values("refused"), {"q1": 0.0, "q2": 1.0})
+
+    def test_fields_found_or_named(self):
+        text = jsonl({"query_id": "q1", "f": 0.5, "g": 1, "question": "why?",
+                      "input_sha256": "ab12"},
+                     {"query_id": "q2", "f": 0.25, "g": 0, "question": "how?",
+                      "input_sha256": "cd34"})
+        self.assertEqual(self.scores(text).fields, ("f", "g"))
+        self.assertEqual(self.scores(text, fields=["g"]).fields, ("g",))
+        s = self.scores(text)
+        self.assertEqual(s.input_sha256, {"q1": "ab12", "q2": "cd34"})
+        self.assertEqual(s.info["fields"], ["f", "g"])
+        self.assertEqual(s.info["format"], "jsonl")
+        self.assertEqual(s.info["sha256"], hashlib.sha256(text.encode()).hexdigest())
+        self.assertRefused(text, "s.jsonl: no field 'h' (fields: 'f', 'g', 'question')",
+                           fields=["h"])
+        self.assertRefused(text, "'input_sha256' is the id column or reserved",
+                           fields=["input_sha256"])
+        self.assertRefused(text, "score range is given for 'h', which is not a score field",
+                           ranges={"h": (0, 1)})
+
+    def test_id_column(self):
+        text = jsonl({"item": 7, "f": 1}, {"item": "x", "f": 0})
+        self.assertEqual(self.scores(text, id_column="item").queries, ("7", "x"))
+        self.assertRefused(text, "s.jsonl:1: no 'query_id' (the query id; --id-column names "
+                                 "another column)")
+
+    def test_csv_export(self):
+        # pandas' to_csv() without index=False: an unnamed index column, True/False
+        text = (",query_id,user_input,faithfulness,refused,relevance\n"
+                "0,q1,\"Why, then?\",0.83,False,\"[4, 5]\"\n"
+                "1,q2,How?,0.5,True,3\n")
+        s = self.scores(text, "s.csv", ranges={"relevance": (1, 5)})
+        self.assertEqual(s.fields, ("faithfulness", "refused", "relevance"))
+        self.assertEqual(s.values("faithfulness"), {"q1": 0.83, "q2": 0.5})
+        self.assertEqual(s.values("refused"), {"q1": 0.0, "q2": 1.0})
+        # relevance [4, 5] on [1, 5]: runs 3/4 and 4/4, mean 0.875; 3 -> 2/4
+        self.assertEqual(s.values("relevance"), {"q1": 0.875, "q2": 0.5})
+        self.assertEqual(s.info["format"], "csv")
+        ids = self.scores("query_id,f\n001,1\n1,0\n", "t.csv")
+        self.assertEqual(ids.queries, ("001", "1"))   # ids stay text
+
+    def test_missing_scores(self):
+        text = jsonl({"query_id": "q1", "f": 0.5, "g": 1}, {"query_id": "q2", "g": None},
+                     {"query_id": "q3", "f": [], "g": 0})
+        self.assertRefused(text, "s.jsonl:2: query 'q2' has no f score (--allow-missing-scores "
+                                 "lists such queries as unscored)")
+        s = self.scores(text, allow_missing=True)
+        self.assertEqual(s.unscored, {"f": ("q2", "q3"), "g": ("q2",)})
+        self.assertEqual(s.runs["f"], {"q1": (0.5,)})
+        self.assertEqual(s.queries, ("q1", "q2", "q3"))
+        csv_text = "query_id,f\nq1,0.5\nq2,\n"
+        self.assertRefused(csv_text, "s.csv:3: query 'q2' has no f score", "s.csv")
+        self.assertEqual(self.scores(csv_text, "s.csv", allow_missing=True).unscored,
+                         {"f": ("q2",)})
+
+    def test_bad_values_name_line_query_and_field(self):
+        good = '{"query_id": "q1", "f": 0.5}\n'
+        for line, expect in [
+                ('{"query_id": "q2", "f": NaN}', "s.jsonl:2: query 'q2', field f: NaN is not a "
+                                                 "score"),
+                ('{"query_id": "q2", "f": Infinity}', "s.jsonl:2: query 'q2', field f: inf is "
+                                                      "not a finite score"),
+                ('{"query_id": "q2", "f": 1e400}', "query 'q2', field f: inf is not a finite"),
+                ('{"query_id": "q2", "f": -0.1}', "s.jsonl:2: query 'q2', field f: -0.1 is "
+                                                  "outside the range [0, 1] (declare another "
+                                                  "with --score-range f=LO:HI)"),
+                ('{"query_id": "q2", "f": [0.5, 2]}', "query 'q2', field f, run 2: 2 is outside"),
+                ('{"query_id": "q2", "f": [0.5, null]}', "query 'q2', field f, run 2: None is "
+                                                         "not a score"),
+                ('{"query_id": "q2", "f": "0.5"}', "query 'q2', field f: '0.5' is not a score"),
+                ('{"query_id": "q2", "f": [[0.5]]}', "field f, run 1: [0.5] is not a score"),
+                ('{"query_id": "q1", "f": 0.5}', "s.jsonl:2: query 'q1' again (first on "
+                                                 "line 1)"),
+                ('{"query_id": null, "f": 0.5}', "s.jsonl:2: no 'query_id'"),
+                ('{"query_id": "q2", "f": 0.5, "f": 0.6}', "s.jsonl:2: duplicate key 'f'"),
+                ('{"query_id": "q2", "f": 0.5', "s.jsonl:2: invalid JSON"),
+                ('["q2", 0.5]', "s.jsonl:2: a score line must be a JSON object, got list")]:
+            with self.subTest(line=line):
+                self.assertRefused(good + line + "\n", expect)
+
+    def test_bad_csv_cells(self):
+        header = "query_id,f,question\nq1,0.5,why\n"
+        for row, expect in [
+                ("q2,nan,x", "s.csv:3: query 'q2', field f: NaN is not a score"),
+                ("q2,inf,x", "s.csv:3: query 'q2', field f: inf is not a finite score"),
+                ("q2,1.5,x", "s.csv:3: query 'q2', field f: 1.5 is outside the range [0, 1]"),
+                ("q2,n/a,x", "s.csv:3: query 'q2', field f: 'n/a' is not a score"),
+                ("q2,1_0,x", "s.csv:3: query 'q2', field f: '1_0' is not a score"),
+                ("q2,[0.5,x", "s.csv:3: invalid JSON"),
+                ("q2,0.5", "s.csv:3: 2 cells, but the header has 3 columns"),
+                ("q1,0.5,x", "s.csv:3: query 'q1' again (first on line 2)"),
+                (",0.5,x", "s.csv:3: no 'query_id'")]:
+            with self.subTest(row=row):
+                self.assertRefused(header + row + "\n", expect, "s.csv")
+        self.assertRefused("query_id,f,f\nq1,1,1\n", "s.csv:1: the header names the column "
+                                                      "'f' twice", "s.csv")
+        self.assertRefused('query_id,f\nq1,"0.5\n', "s.csv:2: bad CSV: unexpected end", "s.csv")
+
+    def test_field_names_a_measure_name_can_carry(self):
+        text = "query_id,factual_correctness(mode=f1)\nq1,0.5\n"
+        self.assertRefused(text, "s.csv: the field 'factual_correctness(mode=f1)' cannot name a "
+                                 "score field", "s.csv")
+        # a text column with such a name is not a field, so not refused
+        self.assertEqual(self.scores("query_id,a b,f\nq1,text,1\n", "s.csv").fields, ("f",))
+        with self.assertRaisesRegex(rag_eval.EvalError, "score field 'a,b' cannot name"):
+            self.scores(jsonl({"query_id": "q1", "f": 1}), fields=["a,b"])
+
+    def test_string_input_sha256_and_text_fields_are_not_refused(self):
+        s = self.scores(jsonl({"query_id": "q1", "input_sha256": "e3b0", "f": 1,
+                               "answer": "Paris"}))
+        self.assertEqual((s.fields, s.input_sha256), (("f",), {"q1": "e3b0"}))
+
+    def test_ranges_checked(self):
+        text = jsonl({"query_id": "q1", "f": 1})
+        for bad in [(1, 1), (0, math.inf), (0,), ("a", 1), (True, 2)]:
+            with self.subTest(bad=bad):
+                self.assertRefused(text, "the score range of f must be two different finite",
+                                   ranges={"f": bad})
+
+    def test_empty_and_array_files(self):
+        self.assertRefused("\n\n", "s.jsonl: empty score file")
+        self.assertRefused('[{"query_id": "q1"}]', "s.jsonl: a JSON array")
+        self.assertRefused("query_id,f\n", "s.csv: no queries in the score file", "s.csv")
+
+    def test_gzip_and_streams(self):
+        text = jsonl({"query_id": "q1", "f": 0.25})
+        path = self.write("s.jsonl.gz", gzip.compress(text.encode()))
+        self.assertEqual(rag_eval.load_scores(path).values("f"), {"q1": 0.25})
+        self.assertEqual(rag_eval.load_scores(io.StringIO(text)).values("f"), {"q1": 0.25})
+
+
+class ScoreReportTest(TempDir, unittest.TestCase):
+    """Judge scores as a Report (evaluate_scores, --scores): each field its own
+    measure score(field=F) and population, through the gate, comparisons,
+    slices, baselines and every format; the judge noise and borderline queries
+    of repeated runs; the judge provenance and range refusals."""
+
+    SCORES = ('{"query_id": "q1", "faithfulness": [0.8, 0.9, 0.85], "refused": false}\n'
+              '{"query_id": "q2", "faithfulness": [0.5, 0.7], "refused": true}\n'
+              '{"query_id": "q3", "faithfulness": 1, "refused": false}\n')
+    F, R = "score(field=faithfulness)", "score(field=refused)"
+
+    def cli(self, *argv, scores=None, name="s.jsonl"):
+        return run_cli("--scores", self.write(name, scores or self.SCORES), *argv)
+
+    def assertBadScores(self, scores, expect, *argv, name="s.jsonl"):
+        """exit 2, one line naming ``expect``, nothing written."""
+        out_path, saved = os.path.join(self.tmp, "out.json"), os.path.join(self.tmp, "b.json")
+        code, out, err = self.cli(*argv, "-o", out_path, "--save-baseline", saved,
+                                  scores=scores, name=name)
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertNotIn("Traceback", err)
+        self.assertIn(expect, err)
+        self.assertEqual(out, "")
+        self.assertFalse(os.path.exists(out_path) or os.path.exists(saved))
+
+    def test_report_of_a_score_file_hand_worked(self):
+        report = rag_eval.evaluate_scores(rag_eval.load_scores(io.StringIO(self.SCORES)))
+        self.assertEqual(report.measures, (self.F, self.R))
+        # q1 (0.8 + 0.9 + 0.85)/3 = 0.85, q2 (0.5 + 0.7)/2 = 0.6, q3 1; mean 2.45/3
+        self.assertAlmostEqual(report.mean[self.F], 2.45 / 3, places=15)
+        self.assertEqual(report.mean[self.R], 1 / 3)     # one refusal in three
+        self.assertEqual(report.per_query["q2"], {self.F: 0.6, self.R: 1.0})
+        self.assertIsNone(report.n)
+
+    def test_noise_floor_hand_worked(self):
+        report = rag_eval.evaluate_scores(rag_eval.load_scores(io.StringIO(self.SCORES)))
+        noise = report.scores["noise"]
+        self.assertEqual(set(noise), {self.F})     # refused has one run a query
+        # s_q^2 (ddof 1): q1 ((-0.05)^2 + 0.05^2 + 0) / 2 = 0.0025, r 3;
+        # q2 (0.1^2 + 0.1^2) / 1 = 0.02, r 2; q3 one run: no spread known.
+        # within sd = sqrt((0.0025 + 0.02) / 2) = sqrt(0.01125) = 0.10606601717798213
+        # SE = sqrt(2 * (0.0025/3 + 0.02/2)) / n, n = 3 scored queries
+        #    = sqrt(0.021666...) / 3 = 0.14719601443879746 / 3 = 0.04906533814626582
+        self.assertEqual((noise[self.F]["queries"], noise[self.F]["runs"]), (2, [1, 3]))
+        self.assertAlmostEqual(noise[self.F]["within_sd"], 0.10606601717798213, places=12)
+        self.assertAlmostEqual(noise[self.F]["noise_floor"], 0.04906533814626582, places=12)
+        self.assertAlmostEqual(noise[self.F]["noise_floor"],
+                               math.sqrt(2 * (0.0025 / 3 + 0.02 / 2)) / 3, places=12)
+
+    def test_borderline_shares_hand_worked(self):
+        scores = jsonl({"query_id": "a", "f": [0.62, 0.58, 0.61]},   # deepeval #3110's case
+                       {"query_id": "b", "f": [0.7, 0.9]}, {"query_id": "c", "f": [0.6, 0.1]},
+                       {"query_id": "d", "f": [0.3, 0.4, 0.5, 0.2]})
+        report = rag_eval.evaluate_scores(rag_eval.load_scores(io.StringIO(scores)),
+                                          pass_threshold={"f": 0.6})
+        # a: 0.62 and 0.61 pass, 0.58 fails: 2/3 and 1/3; c: 0.6 passes (at the threshold),
+        # 0.1 fails: 1/2 each; b (all pass) and d (all fail) are not borderline.
+        self.assertEqual(report.scores["borderline"], {"score(field=f)": {
+            "threshold": 0.6, "queries": {"a": {"fail": 1, "pass": 2, "runs": 3},
+                                          "c": {"fail": 1, "pass": 1, "runs": 2}}}})
+        code, out, err = self.cli("--pass-threshold", "f=0.6", scores=scores)
+        self.assertEqual(code, 0, err)
+        self.assertIn("borderline queries of score(field=f): runs on both sides of 0.6 (2)", out)
+        self.assertRegex(out, r"a\s+2/3 \(0\.6667\)\s+1/3 \(0\.3333\)")
+        # in the field's own units: relevance 1:5, threshold 4 -> runs 4 and 5 pass
+        code, out, err = self.cli("--score-range", "f=1:5", "--pass-threshold", "f=4",
+                                  "--format", "json", scores=scores.replace(
+                                      "0.62, 0.58, 0.61", "4, 3, 5").replace(
+                                      "0.7, 0.9", "1, 2").replace("0.6, 0.1", "5, 5").replace(
+                                      "0.3, 0.4, 0.5, 0.2", "3, 4, 5, 2"))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["scores"]["borderline"]["score(field=f)"]["queries"],
+                         {"a": {"fail": 1, "pass": 2, "runs": 3},
+                          "d": {"fail": 2, "pass": 2, "runs": 4}})
+        self.assertBadScores(scores, "pass threshold: 'g' is not a measured score field",
+                             "--pass-threshold", "g=0.5")
+
+    def test_every_bad_value_is_exit_2_naming_query_and_field(self):
+        good = '{"query_id": "q1", "f": 0.5}\n'
+        for line, expect in [
+                ('{"query_id": "q2"}', "s.jsonl:2: query 'q2' has no f score"),
+                ('{"query_id": "q2", "f": NaN}', "s.jsonl:2: query 'q2', field f: NaN is not"),
+                ('{"query_id": "q2", "f": -Infinity}', "query 'q2', field f: -inf is not a "
+                                                       "finite score"),
+                ('{"query_id": "q2", "f": 1.01}', "query 'q2', field f: 1.01 is outside the "
+                                                  "range [0, 1]"),
+                ('{"query_id": "q1", "f": 0.5}', "s.jsonl:2: query 'q1' again")]:
+            with self.subTest(line=line):
+                self.assertBadScores(good + line + "\n", expect)
+        self.assertBadScores(good, "no field 'g' (fields: 'f')", "--metrics", "g")
+        self.assertBadScores(good, "s.jsonl: no field 'g'", "--metrics", "score(field=g)")
+        self.assertBadScores("query_id,f\nq1,0.5\nq2,abc\n", "s.csv:3: query 'q2', field f: "
+                             "'abc' is not a score", name="s.csv")
+        self.assertBadScores(good, "--metrics: recall@5 is a retrieval measure", "--metrics",
+                             "recall@5")
+        self.assertBadScores(good, "--score-range f=1: expected FIELD=LO:HI", "--score-range",
+                             "f=1")
+        self.assertBadScores(good, "--k applies to QRELS and a RUN", "--k", "5")
+
+    def test_allow_missing_scores_lists_unscored_per_field(self):
+        scores = jsonl({"query_id": "q1", "f": 0.5, "g": 1}, {"query_id": "q2", "g": 0},
+                       {"query_id": "q3", "f": None, "g": None})
+        code, out, err = self.cli("--allow-missing-scores", "--format", "json", scores=scores)
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        self.assertEqual(report["scores"]["unscored"],
+                         {"score(field=f)": ["q2", "q3"], "score(field=g)": ["q3"]})
+        self.assertEqual(report["n"], {"score(field=f)": 1, "score(field=g)": 2})
+        self.assertEqual(report["unscored"], ["q3"])        # no value at all
+        self.assertEqual(report["mean"], {"score(field=f)": 0.5, "score(field=g)": 0.5})
+        self.assertIn("warning: score(field=f): 2 queries without a score, listed as "
+                      "unscored: 'q2', 'q3'", err)
+        self.assertIn("warning: score(field=g): 1 query without a score", err)
+
+    def test_baseline_round_trip(self):
+        saved = os.path.join(self.tmp, "base.json")
+        code, out, err = self.cli("--save-baseline", saved, "--meta", "judge.model=m1")
+        self.assertEqual(code, 0, err)
+        with open(saved) as handle:
+            base = json.load(handle)
+        self.assertEqual(base["scores"]["ranges"], {"faithfulness": [0.0, 1.0],
+                                                    "refused": [0.0, 1.0]})
+        self.assertEqual(base["inputs"]["scores"]["sha256"],
+                         hashlib.sha256(self.SCORES.encode()).hexdigest())
+        code, out, err = self.cli("--baseline", saved, "--meta", "judge.model=m1")
+        self.assertEqual(code, 0, err)
+        self.assertIn("PASSED", out)
+        lower = self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]")    # q2 0.6 -> 0.35
+        code, out, err = self.cli("--baseline", saved, "--meta", "judge.model=m1",
+                                  "--format", "json", scores=lower)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        gate = json.loads(out)["gate"]
+        self.assertEqual([c["measure"] for c in gate["regressions"]], [self.F])
+        self.assertEqual(gate["per_query"]["regressions"][0]["query"], "q2")
+        # the significant gate reads the same per-query values (3 queries: too few)
+        code, out, err = self.cli("--baseline", saved, "--meta", "judge.model=m1",
+                                  "--gate", "significant", scores=lower)
+        self.assertEqual(code, 1, err)
+        self.assertIn("too few queries differ for a significance test", out)
+
+    def test_judge_provenance_refusal(self):
+        saved = os.path.join(self.tmp, "base.json")
+        self.assertEqual(self.cli("--save-baseline", saved, "--meta", "judge.model=m1",
+                                  "--meta", "judge.prompt_sha256=abc")[0], 0)
+        for argv, expect in [
+                (("--meta", "judge.model=m2", "--meta", "judge.prompt_sha256=abc"),
+                 "not gated: judge.model is not the baseline's (m1 in"),
+                (("--meta", "judge.model=m1", "--meta", "judge.prompt_sha256=abd"),
+                 "not gated: judge.prompt_sha256 is not the baseline's (abc in"),
+                (("--meta", "judge.model=m1"), "judge.prompt_sha256 is not the baseline's "
+                                               "(abc in %s, (absent) in this run)" % saved)]:
+            with self.subTest(argv=argv):
+                code, out, err = self.cli("--baseline", saved, *argv)
+                self.assertEqual(code, 2, err)
+                self.assertIn(expect, err)
+                self.assertIn("check the judge with --drift FROZEN.jsonl", err)
+        # absent on both sides: equal, with a note
+        bare = os.path.join(self.tmp, "bare.json")
+        self.assertEqual(self.cli("--save-baseline", bare)[0], 0)
+        code, out, err = self.cli("--baseline", bare)
+        self.assertEqual(code, 0, err)
+        self.assertIn("judge.model and judge.prompt_sha256 recorded neither in the baseline nor "
+                      "in this run", out)
+
+    def test_ranges_recorded_and_checked(self):
+        scores = jsonl({"query_id": "q1", "relevance": 4}, {"query_id": "q2", "relevance": 2})
+        saved = os.path.join(self.tmp, "base.json")
+        code, out, err = self.cli("--score-range", "relevance=1:5", "--save-baseline", saved,
+                                  "--format", "json", scores=scores)
+        self.assertEqual(code, 0, err)
+        # (4 - 1)/4 = 0.75, (2 - 1)/4 = 0.25: mean 0.5
+        self.assertEqual(json.loads(out)["mean"], {"score(field=relevance)": 0.5})
+        code, out, err = self.cli("--baseline", saved, "--score-range", "relevance=0:5",
+                                  scores=scores)
+        self.assertEqual(code, 2, err)
+        self.assertIn("was made with the range 1:5 of relevance and this report with 0:5", err)
+        self.assertBadScores(scores, "query 'q1', field relevance: 4 is outside the range "
+                                     "[0, 1]", "--baseline", saved)
+
+    def test_noise_note_when_the_tolerance_is_inside_judge_noise(self):
+        saved = os.path.join(self.tmp, "base.json")
+        self.assertEqual(self.cli("--save-baseline", saved)[0], 0)
+        # 2 SE = 2 * 0.04906533814626582 = 0.098: a tolerance of 0.05 is inside it
+        code, out, err = self.cli("--baseline", saved, "--max-drop", "0.05")
+        self.assertEqual(code, 0, err)
+        self.assertIn("score(field=faithfulness): tolerance is inside judge noise (+/-0.098 at "
+                      "1-3 runs): expect flaky gates", out)
+        code, out, err = self.cli("--baseline", saved, "--max-drop", "0.1")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("tolerance is inside judge noise", out)
+
+    def test_both_tiers_in_one_report(self):
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q9": {"c": 0}}')
+        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q9": ["c"]}')
+        scores = self.write("s.jsonl", self.SCORES)
+        argv = (qrels, run, "--scores", scores, "--metrics", "mrr@2,score(field=faithfulness)")
+        code, out, err = run_cli(*argv, "--format", "json", "--per-query")
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        self.assertEqual(report["measures"], ["mrr@2", self.F])
+        # mrr over q1, q2 (q9 has no relevant id): (1 + 1/2)/2; faithfulness over q1-q3
+        self.assertEqual(report["mean"]["mrr@2"], 0.75)
+        self.assertAlmostEqual(report["mean"][self.F], 2.45 / 3, places=15)
+        self.assertEqual(report["n"], {"mrr@2": 2, self.F: 3})
+        self.assertEqual(report["per_query"]["q3"], {self.F: 1.0})
+        self.assertEqual(set(report["inputs"]), {"qrels", "run", "scores"})
+        saved = os.path.join(self.tmp, "base.json")
+        self.assertEqual(run_cli(*argv, "--save-baseline", saved)[0], 0)
+        self.assertEqual(run_cli(*argv, "--baseline", saved)[0], 0)
+        lower = self.write("low.jsonl", self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]"))
+        code, out, err = run_cli(qrels, run, "--scores", lower, "--metrics",
+                                 "mrr@2,score(field=faithfulness)", "--baseline", saved)
+        self.assertEqual(code, 1, err)
+        self.assertIn("FAILED, 1 regression: score(field=faithfulness)", out)
+        self.assertEqual(run_cli(qrels, run, "--scores", scores, "--metrics", "mrr@2")[0], 2)
+
+    def test_compare_with_a_score_file(self):
+        other = self.write("other.jsonl", self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]")
+                           .replace('"q3", "faithfulness": 1', '"q3", "faithfulness": 0.9'))
+        code, out, err = self.cli("--compare", other, "--metrics", "faithfulness",
+                                  "--format", "json")
+        self.assertEqual(code, 0, err)
+        row = json.loads(out)["comparison"][0]["measures"][self.F]
+        # run minus reference: q1 0, q2 0.6 - 0.35 = 0.25, q3 1 - 0.9 = 0.1; mean 0.35/3
+        self.assertAlmostEqual(row["delta"], 0.35 / 3, places=12)
+        self.assertEqual((row["wins"], row["losses"], row["ties"]), (2, 0, 1))
+        # beside QRELS RUN, --compare-scores takes the score file
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"a": 1}}')
+        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q3": ["a"]}')
+        code, out, err = run_cli(qrels, run, "--scores", self.write("s.jsonl", self.SCORES),
+                                 "--compare-scores", other, "--format", "json")
+        self.assertEqual(code, 0, err)
+        compared = json.loads(out)["comparison"]
+        self.assertEqual([sorted(c["measures"]) for c in compared], [[self.F, self.R]])
+        self.assertAlmostEqual(compared[0]["measures"][self.F]["delta"], 0.35 / 3, places=12)
+
+    def test_slices_by_query_metadata(self):
+        queries = self.write("meta.jsonl", jsonl(
+            {"query_id": "q1", "slices": {"source": "real"}},
+            {"query_id": "q2", "slices": {"source": "real"}},
+            {"query_id": "q3", "slices": {"source": "synthetic"}}))
+        code, out, err = self.cli("--queries", queries, "--by", "source", "--format", "json")
+        self.assertEqual(code, 0, err)
+        slices = json.loads(out)["slices"]
+        # real: q1 0.85, q2 0.6 -> 0.725; synthetic: q3 1
+        self.assertAlmostEqual(slices["source=real"]["mean"][self.F], 0.725, places=15)
+        self.assertEqual(slices["source=synthetic"]["mean"], {self.F: 1.0, self.R: 0.0})
+        code, out, err = self.cli("--queries", queries, "--by", "source")
+        self.assertIn("by source", out)
+        self.assertIn("faithfulness", out)
+        # a test-set member without a line is a missing score
+        more = self.write("more.jsonl", read_text(queries) + '{"query_id": "q4"}\n')
+        self.assertBadScores(self.SCORES, "1 query of the other score files or of the test set "
+                             "has no line here, so no faithfulness score: 'q4'",
+                             "--queries", more)
+
+    def test_every_format(self):
+        for fmt in ("text", "markdown", "json", "trec"):
+            with self.subTest(fmt=fmt):
+                code, out, err = self.cli("--format", fmt, "--per-query")
+                self.assertEqual(code, 0, err)
+                self.assertIn("0.6000" if fmt != "json" else "0.6", out)
+        code, out, err = self.cli("--format", "trec", "--per-query")
+        self.assertIn("score(field=faithfulness)\tq2\t0.6000", out)
+
+    def test_library_evaluate_refuses_score_measures(self):
+        with self.assertRaisesRegex(rag_eval.EvalError, "read from a score file"):
+            rag_eval.evaluate({"q": {"a": 1}}, {"q": ["a"]}, measures="score(field=f)")
+
+
+class JudgeExampleTest(TempDir, unittest.TestCase):
+    """examples/judge (README, "Judge scores"): the new Ragas export fails the
+    gate on faithfulness; the repeated runs show the judge's noise."""
+
+    HERE = os.path.join(HERE, "examples", "judge")
+    JUDGE = ("--meta", "judge.model=gpt-4o-mini", "--meta", "judge.prompt_sha256=9f2c1e")
+
+    def path(self, name):
+        return os.path.join(self.HERE, name)
+
+    def gate(self, *argv):
+        return run_cli("--scores", self.path("ragas_export_new.csv"), *self.JUDGE,
+                       "--baseline", self.path("baseline.json"), *argv)
+
+    def test_faithfulness_regressed(self):
+        code, out, err = self.gate("--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        gate = json.loads(out)["gate"]
+        changes = {c["measure"]: c for c in gate["changes"]}
+        f, r = changes["score(field=faithfulness)"], changes["score(field=answer_relevancy)"]
+        # (0.95 + 0.88 + 1.0 + 0.75 + 0.90 + 0.67 + 1.0 + 0.83) / 8 = 6.98 / 8; now
+        # q04 0.40 and q06 0.33: 6.29 / 8.  answer_relevancy 7.02 / 8 both times.
+        self.assertAlmostEqual(f["baseline"], 6.98 / 8, places=12)
+        self.assertAlmostEqual(f["current"], 6.29 / 8, places=12)
+        self.assertEqual((f["status"], r["status"]), ("regressed", "unchanged"))
+        self.assertAlmostEqual(r["current"], 7.02 / 8, places=12)
+        self.assertEqual([(d["query"], round(d["delta"], 12)) for d in
+                          gate["per_query"]["regressions"]], [("q04", -0.35), ("q06", -0.34)])
+        code, out, err = run_cli("--scores", self.path("ragas_export.csv"), *self.JUDGE,
+                                 "--baseline", self.path("baseline.json"))
+        self.assertEqual(code, 0, err)
+        code, out, err = run_cli("--scores", self.path("ragas_export_new.csv"), "--meta",
+                                 "judge.model=gpt-4o", "--meta", "judge.prompt_sha256=9f2c1e",
+                                 "--baseline", self.path("baseline.json"))
+        self.assertEqual(code, 2, err)
+        self.assertIn("--drift", err)
+
+    def test_the_bundled_baseline_is_what_the_tool_saves(self):
+        saved = os.path.join(self.tmp, "baseline.json")
+        code, out, err = run_cli("--scores", self.path("ragas_export.csv"), *self.JUDGE,
+                                 "--save-baseline", saved)
+        self.assertEqual(code, 0, err)
+        docs = []
+        for name in (saved, self.path("baseline.json")):
+            with open(name) as handle:
+                doc = json.load(handle)
+            for info in list(doc["inputs"].values()) + doc["scores"]["inputs"]:
+                del info["path"]
+            docs.append(doc)
+        self.assertEqual(docs[0], docs[1])
+
+    def test_repeated_runs(self):
+        code, out, err = run_cli("--scores", self.path("runs.jsonl"), "--pass-threshold",
+                                 "faithfulness=0.7", "--format", "json")
+        self.assertEqual(code, 0, err)
+        scores = json.loads(out)["scores"]
+        noise = scores["noise"]["score(field=faithfulness)"]
+        # s_q^2: q01 0.0025, q02 0.01, q03 0, q04 ((-1/6)^2 + 2 (1/12)^2) / 2 = 1/48
+        self.assertAlmostEqual(noise["noise_floor"],
+                               math.sqrt(2 * (0.0025 + 0.01 + 0 + 1 / 48) / 3) / 4, places=12)
+        self.assertAlmostEqual(noise["within_sd"], math.sqrt((0.0025 + 0.01 + 1 / 48) / 4),
+                               places=12)
+        self.assertEqual(scores["borderline"]["score(field=faithfulness)"]["queries"],
+                         {"q02": {"fail": 1, "pass": 2, "runs": 3},
+                          "q04": {"fail": 1, "pass": 2, "runs": 3}})
+
+    def test_the_readme_shows_it(self):
+        readme = read_text(os.path.join(HERE, "README.md"))
+        section = readme[readme.index("## Judge scores"):readme.index("## Provenance")]
+        code, out, err = self.gate()
+        code, runs, err = run_cli("--scores", self.path("runs.jsonl"), "--pass-threshold",
+                                  "faithfulness=0.7")
+        shown = [line.replace(HERE + os.sep, "") for line in out.splitlines()
+                 if "score(field=" in line or line.startswith(("mean", "gate vs"))]
+        shown += [line for line in runs.splitlines()
+                  if "score(field=" in line or line.startswith("  q0")]
+        self.assertEqual(len(shown), 11)
+        for line in shown:
+            if "too few queries" not in line:
+                self.assertIn(line, section)
 
 
 class StreamingTest(TempDir, unittest.TestCase):
