@@ -3938,6 +3938,112 @@ class McNemarTest(unittest.TestCase):
             self.assertIn("For 0/1 outcomes the test is the exact McNemar test", f.read())
 
 
+def load_drift_reference():
+    with open(os.path.join(DATA, "stats", "drift.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+class JudgeDriftStatsTest(unittest.TestCase):
+    """Judge drift statistics against sklearn, numpy, scipy and statsmodels
+    (tests/peers/gen_drift.py) and by hand."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = load_drift_reference()
+
+    def test_kappa_matches_sklearn(self):
+        self.assertGreaterEqual(len(self.ref["kappa"]), 8)
+        for case in self.ref["kappa"]:
+            with self.subTest(case=case["name"]):
+                agreement, kappa, labels, counts = rag_eval.cohen_kappa(case["stored"],
+                                                                        case["current"])
+                self.assertTrue(math.isclose(kappa, case["kappa"], rel_tol=1e-12,
+                                             abs_tol=1e-15), (kappa, case["kappa"]))
+                self.assertTrue(math.isclose(agreement, case["agreement"], rel_tol=1e-12))
+                self.assertEqual((labels, counts), (case["labels"], case["confusion"]))
+
+    def test_kappa_hand_worked(self):
+        # stored 1 1 1 0 0 1 0 1 1 1, current 1 1 0 0 0 1 1 1 1 1 (n = 10):
+        # table (stored rows, current columns) [[2, 1], [1, 6]]; agreement 8/10;
+        # rows 3, 7 and columns 3, 7: chance p_e = (3*3 + 7*7) / 100 = 0.58;
+        # kappa = (0.8 - 0.58) / (1 - 0.58) = 0.22 / 0.42 = 11/21.
+        agreement, kappa, labels, counts = rag_eval.cohen_kappa(
+            [1, 1, 1, 0, 0, 1, 0, 1, 1, 1], [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
+        self.assertEqual((agreement, kappa, labels, counts), (0.8, 11 / 21, [0, 1],
+                                                              [[2, 1], [1, 6]]))
+        # All on one side flipped: agreement 0, p_e = (5*5 + 5*5)/100 = 0.5, kappa -1.
+        self.assertEqual(rag_eval.cohen_kappa([0] * 5 + [1] * 5, [1] * 5 + [0] * 5)[:2],
+                         (0.0, -1.0))
+        # One and the same label throughout: kappa undefined (sklearn: NaN), never NaN here.
+        self.assertEqual(rag_eval.cohen_kappa([3, 3], [3, 3]), (1.0, None, [3], [[2]]))
+        self.assertEqual(rag_eval.cohen_kappa([], []), (None, None, [], []))
+        with self.assertRaises(ValueError):
+            rag_eval.cohen_kappa([1], [1, 0])
+
+    def test_numeric_drift_matches_numpy_scipy_statsmodels(self):
+        checked_p = 0
+        for case in self.ref["numeric"]:
+            with self.subTest(case=case["name"]):
+                ids = ["i%03d" % i for i in range(len(case["stored"]))]
+                d = rag_eval.field_drift("f", dict(zip(ids, case["stored"])),
+                                         dict(zip(ids, case["current"])))
+                for ours, want in ((d.mean_difference, case["mean_difference"]),
+                                   (d.mean_absolute_difference,
+                                    case["mean_absolute_difference"])):
+                    self.assertTrue(math.isclose(ours, want, rel_tol=1e-12, abs_tol=1e-15),
+                                    (ours, want))
+                big = case["largest_change"]
+                self.assertEqual(d.largest_change,
+                                 (ids[big["index"]], big["from"], big["to"]))
+                if "p" in case:
+                    self.assertTrue(math.isclose(d.p, case["p"], rel_tol=1e-9), (d.p, case["p"]))
+                    checked_p += 1
+                if "bootstrap_percentile_95" in case:     # another generator: loose
+                    for ours, want in zip(d.ci95, case["bootstrap_percentile_95"]):
+                        self.assertLess(abs(ours - want), 0.005, (d.ci95, case))
+                self.assertEqual(d.n, len(ids))
+                self.assertIsNone(d.kappa)
+        self.assertGreaterEqual(checked_p, 3)
+
+    def test_field_drift_hand_worked(self):
+        # Four items, stored 0.8 0.6 1.0 0.5, current 0.7 0.6 0.9 0.8:
+        # differences -0.1, 0, -0.1, +0.3; mean +0.1 / 4 = 0.025; mean absolute
+        # 0.5 / 4 = 0.125; largest change f4 0.5 -> 0.8. Sign flips of the three
+        # non-zero differences: every one of the 8 patterns has |sum| >= 0.1
+        # (0.5, 0.3, 0.3, 0.1 and their mirrors), so p = 1.
+        d = rag_eval.field_drift("faithfulness", {"f1": 0.8, "f2": 0.6, "f3": 1.0, "f4": 0.5},
+                                 {"f1": 0.7, "f2": 0.6, "f3": 0.9, "f4": 0.8})
+        self.assertAlmostEqual(d.mean_difference, 0.025, places=15)
+        self.assertAlmostEqual(d.mean_absolute_difference, 0.125, places=15)
+        self.assertEqual(d.largest_change, ("f4", 0.5, 0.8))
+        self.assertEqual(d.p, 1.0)
+        self.assertEqual((d.stored_mean, d.current_mean), (0.725, 0.75))
+        # A boolean field, 10 items as in the kappa case: McNemar on 1 up, 1 down: p = 1;
+        # mean absolute difference 2/10 = 1 - agreement.
+        stored = dict(zip("abcdefghij", [1, 1, 1, 0, 0, 1, 0, 1, 1, 1]))
+        current = dict(zip("abcdefghij", [1, 1, 0, 0, 0, 1, 1, 1, 1, 1]))
+        b = rag_eval.field_drift("refused", stored, current, labels=bool)
+        self.assertEqual((b.agreement, b.kappa, b.labels, b.confusion),
+                         (0.8, 11 / 21, (False, True), ((2, 1), (1, 6))))
+        self.assertEqual((b.mean_absolute_difference, b.mean_difference, b.p), (0.2, 0.0, 1.0))
+        self.assertEqual(b.largest_change, ("c", 1.0, 0.0))
+        self.assertEqual(b.to_dict()["largest_change"], {"item": "c", "stored": 1.0,
+                                                        "current": 0.0})
+        self.assertTrue(b.to_dict()["categorical"])
+        # 12 items all lost: McNemar 2 / 2**12.
+        lost = rag_eval.field_drift("x", dict.fromkeys("abcdefghijkl", 1.0),
+                                    dict.fromkeys("abcdefghijkl", 0.0))
+        self.assertEqual(lost.p, 2 / 2 ** 12)
+        self.assertEqual(lost.ci95, (-1.0, -1.0))
+        same = rag_eval.field_drift("x", {"a": 0.5}, {"a": 0.5})
+        self.assertEqual((same.largest_change, same.p, same.mean_absolute_difference),
+                         (None, 1.0, 0.0))
+        for bad in (({"a": 0.5}, {"b": 0.5}), ({}, {}), ({"a": math.nan}, {"a": 0.5})):
+            with self.subTest(bad=bad):
+                with self.assertRaises(ValueError):
+                    rag_eval.field_drift("x", *bad)
+
+
 # ---------------------------------------------------------------------------
 # Slices, the hold-out and valid_until dates (issue 12)
 # ---------------------------------------------------------------------------
