@@ -75,7 +75,7 @@ __all__ = [
     "EvalError", "FieldDrift", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
     "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Scores", "Sweep",
     "available_measures", "bootstrap_ci", "cohen_kappa", "compare", "compare_all",
-    "evaluate", "evaluate_files", "evaluate_scores", "field_drift", "gate", "holm", "load_baseline", "load_chunks",
+    "evaluate", "evaluate_files", "evaluate_scores", "field_drift", "gate", "holm", "judge_drift", "load_baseline", "load_chunks",
     "load_qrels", "load_queries", "load_run", "load_scores", "main", "margin_of_error",
     "mcnemar_p",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
@@ -298,6 +298,7 @@ class Report(NamedTuple):
     min_score: Optional[float] = None
     unjudged: Optional[dict] = None
     scores: Optional[dict] = None
+    drift: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -337,6 +338,8 @@ class Report(NamedTuple):
             out["holdout"] = self.holdout.to_dict(per_query)
         if self.scores is not None:
             out["scores"] = json.loads(json.dumps(self.scores))    # a deep copy
+        if self.drift is not None:
+            out["drift"] = json.loads(json.dumps(self.drift))
         if self.unjudged is not None:
             out["unjudged_bounds"] = {"mean": dict(self.unjudged["mean"])}
             if per_query:
@@ -430,6 +433,10 @@ class MeasureChange(NamedTuple):
     ids in the top k over those queries, "upper": that bound, "named":
     ["query:id", ...] when N <= 5, else []}``.  It stays a regression: the
     gate fails until the ids are labelled.
+
+    ``suspect`` is ``"judge drift"`` on a regression of a judge score
+    (``score(...)``) when the same run's --drift check failed: the judge
+    itself moved, so the drop may be the judge's.  It stays a regression.
     """
     measure: str
     baseline: float
@@ -440,6 +447,7 @@ class MeasureChange(NamedTuple):
     slice: Optional[str] = None
     judged: Optional[float] = None
     undecided: Optional[dict] = None
+    suspect: Optional[str] = None
 
     @property
     def name(self):
@@ -3340,6 +3348,7 @@ def load_run(source, *, format=None):
 # field: never dropped silently.
 
 SCORE_ID_COLUMN = "query_id"
+DEFAULT_MAX_DRIFT = 0.02       # --max-drift: the judge moved when a mean |change| exceeds it
 SCORE_RANGE = (0.0, 1.0)       # a field's range unless declared
 _RESERVED_SCORE_KEYS = frozenset(("input_sha256",))
 # A field name is carried inside a canonical measure name, score(field=NAME):
@@ -5411,6 +5420,105 @@ def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None):
     return report._replace(inputs=inputs)
 
 
+def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0):
+    """Did the judge move?  ``frozen`` is the :class:`Scores` of a frozen
+    sample (scores stored then), ``current`` a list of :class:`Scores` with
+    the same items scored now; returns the ``"drift"`` block of a report.
+
+    Every item of the frozen sample must carry ``input_sha256`` (the hash of
+    the question, context and answer judged), be in the current scores of
+    each field with a value, and carry the same hash there: otherwise the
+    answers were not frozen and this is no drift check (EvalError naming the
+    item).  Each field of the frozen sample gets :func:`field_drift` over its
+    items, categorical when its values are booleans or integers on an integer
+    range with one judge run each (labels on the field's own scale; repeated
+    runs make fractions, compared as numbers).  ``passed`` is False when the
+    mean absolute difference of a field exceeds ``max_drift``.
+
+    >>> then = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...                                '{"query_id": "f2", "input_sha256": "cd", "ok": true}\\n'))
+    >>> now = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...                               '{"query_id": "f2", "input_sha256": "cd", "ok": false}\\n'))
+    >>> d = judge_drift(then, [now])
+    >>> d["passed"], d["fields"]["ok"]["mean_absolute_difference"], d["fields"]["ok"]["confusion"]
+    (False, 0.5, [[0, 0], [1, 1]])
+    >>> judge_drift(then, [load_scores(io.StringIO(
+    ...     '{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...     '{"query_id": "f2", "input_sha256": "ef", "ok": true}\\n'))])
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: <stream>: answer changed for f2: not a drift check (input_sha256 cd... in the frozen sample, ef... in <stream>)
+    """
+    name = frozen.info["path"]
+    if not frozen.fields:
+        raise EvalError("%s: the frozen sample holds none of the score fields checked"
+                        % name)
+    for qid in frozen.queries:
+        if not frozen.input_sha256.get(qid):
+            raise EvalError("%s: item %r has no input_sha256 as text (the sha256 of the "
+                            "question, context and answer judged): a drift check needs it"
+                            % (name, qid))
+    fields, notes = {}, []
+    for field in frozen.fields:
+        now = _drift_current(frozen, current, field)
+        stored = frozen.values(field)
+        values = now.values(field)
+        labels = _drift_labels(field, frozen, now, notes)
+        fields[field] = field_drift(field, stored, {q: values[q] for q in stored},
+                                    labels=labels, resamples=resamples,
+                                    seed=seed).to_dict()
+        fields[field]["drifted"] = (fields[field]["mean_absolute_difference"]
+                                    > max_drift + FLOAT_SLACK)
+        del fields[field]["field"]
+    return {"passed": not any(f["drifted"] for f in fields.values()), "max_drift": max_drift,
+            "frozen": {"path": name, "sha256": frozen.info.get("sha256")},
+            "items": len(frozen.queries), "fields": fields, "notes": notes}
+
+
+def _drift_current(frozen, current, field):
+    """The current Scores of ``field``, checked against the frozen sample:
+    each frozen item there, with a value and the same input_sha256."""
+    now = next((s for s in current if field in s.fields), None)
+    if now is None:
+        raise EvalError("%s: the frozen sample's field %r is in no current --scores file"
+                        % (frozen.info["path"], field))
+    where = now.info["path"]
+    for qid in frozen.runs[field]:
+        if qid not in now.queries:
+            raise EvalError("%s: item %r of the frozen sample is not in the current scores "
+                            "(%s)" % (frozen.info["path"], qid, where))
+        if qid not in now.runs[field]:
+            raise EvalError("%s: item %r has no %s score now: the drift check needs one"
+                            % (where, qid, field))
+        then_hash, now_hash = frozen.input_sha256[qid], now.input_sha256.get(qid)
+        if not now_hash:
+            raise EvalError("%s: item %r has no input_sha256 as text: the drift check cannot "
+                            "tell that it judged the frozen answer" % (where, qid))
+        if now_hash != then_hash:
+            raise EvalError("%s: answer changed for %s: not a drift check (input_sha256 %s... "
+                            "in the frozen sample, %s... in %s)" % (
+                                frozen.info["path"], qid, then_hash[:12], now_hash[:12], where))
+    return now
+
+
+def _drift_labels(field, frozen, now, notes):
+    """The label of a value of a categorical field on its own scale (a
+    boolean, or an integer of its integer range), else None."""
+    kinds = {frozen.kinds[field], now.kinds[field]}
+    lo, hi = frozen.ranges[field]
+    if not (kinds <= {"boolean"} or (kinds <= {"boolean", "integer"}
+                                     and lo.is_integer() and hi.is_integer())):
+        return None
+    if any(len(runs) > 1 for scores in (frozen, now)
+           for runs in scores.runs[field].values()):
+        notes.append("%s: repeated judge runs make each item's value a fraction: compared as "
+                     "numbers (no agreement or kappa; the p is no McNemar test)" % field)
+        return None
+    if kinds == {"boolean"}:
+        return lambda v: v == 1.0
+    return lambda v: int(round(lo + v * (hi - lo)))
+
+
 def _with_scores(report, scored):
     """Both tiers in one report: the retrieval ``report`` and the judge scores'
     (``scored``), measures side by side, each over its own population (n);
@@ -5423,7 +5531,7 @@ def _with_scores(report, scored):
     same = all(n == len(per_query) for n in counts.values())
     merged = report._replace(
         measures=names, per_query=per_query, mean=dict(report.mean, **scored.mean),
-        n=None if same else counts, scores=scored.scores,
+        n=None if same else counts, scores=scored.scores, drift=scored.drift,
         unscored=tuple(sorted((set(report.unscored) | set(scored.unscored)) - set(per_query))),
         inputs=dict(report.inputs or {}, **(scored.inputs or {})),
         warnings=report.warnings + tuple(w for w in scored.warnings if w not in report.warnings))
@@ -8149,6 +8257,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name):
     yield from _answerability_section(report)
     yield from _meta_section(report)
     yield from _judge_sections(report, per_query)
+    yield from _drift_sections(report.drift)
     if report.unjudged is not None:
         yield _bounds_section(report, per_query)
     for field in report.by:
@@ -8231,7 +8340,39 @@ def _status_text(change):
         text += " (undecided: %s could explain it%s; label them: --to-label FILE)" % (
             _plural(undecided["ids"], "unjudged id", "unjudged ids"),
             ": " + ", ".join(undecided["named"]) if undecided["named"] else "")
+    if change.suspect:
+        text += " (suspect: %s)" % change.suspect
     return text
+
+
+def _drift_sections(drift):
+    """The --drift check: one row per field, then each categorical field's
+    confusion table (stored rows, current columns)."""
+    if drift is None:
+        return
+    rows = []
+    for name, f in drift["fields"].items():
+        change = f["largest_change"]
+        rows.append([name, str(f["n"]), _fmt(f["stored_mean"]), _fmt(f["current_mean"]),
+                     "%+.4f" % f["mean_difference"], "[%+.4f, %+.4f]" % tuple(f["ci95"]),
+                     "%.4f" % f["p"], _fmt(f["mean_absolute_difference"])
+                     + (" > %g" % drift["max_drift"] if f["drifted"] else ""),
+                     "-" if change is None else "%s %.4f -> %.4f" % (
+                         change["item"], change["stored"], change["current"]),
+                     _fmt(f["agreement"]), _fmt(f["kappa"]) if f["categorical"] else "-"])
+    yield ("judge drift vs %s (%s, max drift %g): %s" % (
+        drift["frozen"]["path"], _plural(drift["items"], "item", "items"), drift["max_drift"],
+        "PASSED" if drift["passed"] else "FAILED, the judge moved: " + ", ".join(
+            name for name, f in drift["fields"].items() if f["drifted"])),
+        ["field", "n", "stored", "current", "delta", "95% CI", "p", "mean |delta|",
+         "largest change", "agreement", "kappa"], rows, list(drift["notes"]))
+    for name, f in drift["fields"].items():
+        if f["categorical"]:
+            labels = [json.dumps(label) for label in f["labels"]]
+            yield ("%s: stored (rows) against current (columns)" % name,
+                   ["stored \\ current"] + labels,
+                   [[label] + [str(c) for c in row] for label, row in zip(labels, f["confusion"])],
+                   [])
 
 
 def _judge_sections(report, per_query):
@@ -8620,6 +8761,19 @@ def _add_score_options(parser):
     parser.add_argument("--pass-threshold", action="append", default=[], metavar="FIELD=X",
                         help="show, for the queries whose judge runs fall on both sides of X "
                         "(in the field's own units), the share of runs on each side")
+    parser.add_argument("--drift", default=None, metavar="FROZEN",
+                        help="judge drift: a frozen sample (a score file whose items carry "
+                        "input_sha256, the hash of the question, context and answer judged, and "
+                        "the scores stored then) against the same items in --scores now; each "
+                        "item's hash must be the same. Reports per field the paired mean "
+                        "difference (95%% CI, p), the mean absolute difference, the largest "
+                        "change, and for booleans and integer ranges agreement, Cohen's kappa "
+                        "and the confusion table; --id-column applies")
+    parser.add_argument("--max-drift", default=None, metavar="X",
+                        help="with --drift: fail (exit 1) when the mean absolute difference of "
+                        "a field exceeds X on its [0, 1] scale (default %g); the judge score "
+                        "regressions of the gate are then marked suspect: judge drift"
+                        % DEFAULT_MAX_DRIFT)
     parser.add_argument("--compare-scores", action="append", default=[], metavar="FILE",
                         help="with QRELS RUN and --scores: paired comparison with a reference "
                         "score file (repeatable); --compare then takes runs")
@@ -8641,7 +8795,8 @@ _SCORES_ONLY = (("--id-column", "id_column", SCORE_ID_COLUMN),
                 ("--score-range", "score_range", []),
                 ("--allow-missing-scores", "allow_missing_scores", False),
                 ("--pass-threshold", "pass_threshold", []),
-                ("--compare-scores", "compare_scores", []))
+                ("--compare-scores", "compare_scores", []),
+                ("--drift", "drift", None), ("--max-drift", "max_drift", None))
 
 
 def _cli_tiers(args):
@@ -9023,9 +9178,10 @@ def _run_cli(args, stdout, stderr):
                         args.average, queries_info, notes)
     judged = None
     if tiers == "both":
-        judged = _evaluate_scores(_cli_scores(args.scores, args, _named_fields(score_names),
-                                              ranges), score_names, testset,
-                                  args.allow_missing_scores, thresholds)
+        loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
+        judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
+                                              args.allow_missing_scores, thresholds),
+                             args, loaded, ranges)
 
     def score(run, measures=metrics, min_score=args.min_score, bounds=False):
         report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,
@@ -9060,8 +9216,37 @@ def _cli_score_report(args, names, ranges, thresholds, meta):
     loaded = _cli_scores(args.scores, args, _named_fields(names), ranges)
     report = _with_meta(_evaluate_scores(loaded, names, testset, args.allow_missing_scores,
                                          thresholds), meta)
+    report = _with_drift(report, args, loaded, ranges)
     return report, [(path, _cli_reference_scores(path, args, report, ranges, testset))
                     for path in args.compare]
+
+
+def _with_drift(report, args, loaded, ranges):
+    """The report with its --drift check (the report unchanged without)."""
+    if args.drift is None:
+        if args.max_drift is not None:
+            raise EvalError("--max-drift applies with --drift FROZEN (the frozen sample)")
+        return report
+    fields = [_field_of(m) for m in report.measures if _field_of(m)]
+    max_drift = _max_drift_option(args.max_drift)
+    options = {"resamples": _checked_resamples(args.resamples), "seed": _parse_seed(args.seed)}
+    return report._replace(drift=judge_drift(
+        _read_scores(args.drift, args.id_column, fields,
+                     {f: r for f, r in ranges.items() if f in fields}, present_only=True),
+        loaded, max_drift=max_drift, **options))
+
+
+def _max_drift_option(text):
+    if text is None:
+        return DEFAULT_MAX_DRIFT
+    try:
+        value = _number(text, float)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise EvalError("--max-drift %s: X must be a number from 0 to 1 (a mean absolute "
+                        "difference on the fields' [0, 1] scale)" % text)
+    return value
 
 
 def _cli_reference_scores(path, args, report, ranges, testset):
@@ -9091,6 +9276,8 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
                           same=args.same, slice_max_drop=slice_max_drop, **options)
         if not args.unjudged_bounds:
             report = report._replace(unjudged=None)
+        result = _suspect_judge_drift(result, report.drift)
+    drifted = report.drift is not None and not report.drift["passed"]
     baseline_name = baseline.source if baseline else "baseline"
     text = _RENDERERS[args.format](report, result, comparisons, per_query=args.per_query,
                                    baseline_name=baseline_name)
@@ -9100,7 +9287,9 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     side = (_side_text(report, result, comparisons, baseline_name=baseline_name)
             if args.format == "trec" else "")
     # A failed gate never rewrites a baseline by itself: the rerun would pass.
-    refused = args.save_baseline and result is not None and not result.passed and not args.accept
+    # Nor does a judge that moved: its scores are not the measure they were.
+    refused = (args.save_baseline and (result is not None and not result.passed or drifted)
+               and not args.accept)
     outputs = []
     if args.save_baseline and not refused:
         outputs.append((args.save_baseline, _dumps(baseline_dict(report))))
@@ -9124,10 +9313,32 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     for warning in report.warnings:
         stderr.write("rag-eval: warning: %s\n" % warning)
     if refused:
-        stderr.write("rag-eval: the gate failed, so %s was not written (it keeps the numbers "
+        stderr.write("rag-eval: the %s, so %s was not written (it keeps the numbers "
                      "it had); rerun with --accept to save the new numbers anyway\n"
-                     % args.save_baseline)
+                     % ("gate failed" if result is not None and not result.passed
+                        else "judge drifted (--drift)", args.save_baseline))
+    if drifted:
+        return EXIT_REGRESSION
     return EXIT_OK if result is None or result.passed else EXIT_REGRESSION
+
+
+def _suspect_judge_drift(result, drift):
+    """The gate result with its judge score regressions marked ``suspect:
+    judge drift`` when the --drift check failed, and a note saying why.  The
+    verdict is left as it is: drift only ever fails a run more."""
+    if drift is None or drift["passed"]:
+        return result
+    moved = ", ".join("%s %.4f > %g" % (name, f["mean_absolute_difference"], drift["max_drift"])
+                      for name, f in drift["fields"].items() if f["drifted"])
+    changes = tuple(c._replace(suspect="judge drift")
+                    if c.status in ("regressed", "missing") and _field_of(c.measure) else c
+                    for c in result.changes)
+    if changes == result.changes:
+        return result
+    return result._replace(changes=changes, notes=result.notes + (
+        "suspect: judge drift: on the frozen sample %s the judge moved (mean absolute "
+        "difference %s): a judge score regression may be the judge's, not the system's"
+        % (drift["frozen"]["path"], moved),))
 
 
 def _check_sweep_options(args):

@@ -4044,6 +4044,271 @@ class JudgeDriftStatsTest(unittest.TestCase):
                     rag_eval.field_drift("x", *bad)
 
 
+def drift_rows(rows, id_column="query_id"):
+    """JSONL of (item, input_sha256, {field: value}) rows."""
+    return "".join(json.dumps(dict({id_column: item, "input_sha256": sha}, **values)) + "\n"
+                   for item, sha, values in rows)
+
+
+class JudgeDriftCliTest(TempDir, unittest.TestCase):
+    """--drift FROZEN and --max-drift: a frozen sample re-judged, in every format."""
+
+    # Six items; faithfulness 0.90 0.80 1.00 0.60 0.70 0.50 then, 0.85 0.80 0.90
+    # 0.50 0.70 0.45 now; grounded T T T F T F then, T T F F T F now.
+    THEN = [("f1", "a1", {"faithfulness": 0.90, "grounded": True}),
+            ("f2", "a2", {"faithfulness": 0.80, "grounded": True}),
+            ("f3", "a3", {"faithfulness": 1.00, "grounded": True}),
+            ("f4", "a4", {"faithfulness": 0.60, "grounded": False}),
+            ("f5", "a5", {"faithfulness": 0.70, "grounded": True}),
+            ("f6", "a6", {"faithfulness": 0.50, "grounded": False})]
+    NOW = [("f1", "a1", {"faithfulness": 0.85, "grounded": True}),
+           ("f2", "a2", {"faithfulness": 0.80, "grounded": True}),
+           ("f3", "a3", {"faithfulness": 0.90, "grounded": False}),
+           ("f4", "a4", {"faithfulness": 0.50, "grounded": False}),
+           ("f5", "a5", {"faithfulness": 0.70, "grounded": True}),
+           ("f6", "a6", {"faithfulness": 0.45, "grounded": False})]
+
+    def drift(self, *argv, then=None, now=None, id_column="query_id"):
+        frozen = self.write("frozen.jsonl", drift_rows(self.THEN if then is None else then,
+                                                       id_column))
+        current = self.write("now.jsonl", drift_rows(self.NOW if now is None else now,
+                                                     id_column))
+        return run_cli("--scores", current, "--drift", frozen, *argv)
+
+    def assertRefused(self, expect, *argv, **files):
+        out_path = os.path.join(self.tmp, "out.json")
+        code, out, err = self.drift("-o", out_path, *argv, **files)
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn(expect, err)
+        self.assertEqual(out, "")
+        self.assertFalse(os.path.exists(out_path))
+        return err
+
+    def test_hand_worked_drift_fails_the_run(self):
+        code, out, err = self.drift("--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        drift = json.loads(out)["drift"]
+        self.assertEqual((drift["passed"], drift["max_drift"], drift["items"]), (False, 0.02, 6))
+        self.assertTrue(drift["frozen"]["path"].endswith("frozen.jsonl"))
+        f, g = drift["fields"]["faithfulness"], drift["fields"]["grounded"]
+        # faithfulness: differences -0.05 0 -0.10 -0.10 0 -0.05: mean -0.30 / 6 = -0.05,
+        # mean absolute 0.30 / 6 = 0.05 > 0.02; largest f3 (first of the two -0.10)
+        # 1.0 -> 0.9; the four non-zero differences all negative: 2 of 16 sign
+        # patterns are as extreme, p = 0.125. Means 4.5 / 6 = 0.75 then, 4.2 / 6 = 0.70 now.
+        self.assertAlmostEqual(f["mean_difference"], -0.05, places=15)
+        self.assertAlmostEqual(f["mean_absolute_difference"], 0.05, places=15)
+        self.assertEqual(f["largest_change"], {"item": "f3", "stored": 1.0, "current": 0.9})
+        self.assertEqual((f["p"], f["n"], f["categorical"], f["drifted"]), (0.125, 6, False, True))
+        self.assertAlmostEqual(f["stored_mean"], 0.75, places=15)
+        self.assertAlmostEqual(f["current_mean"], 0.70, places=15)
+        self.assertIsNone(f["kappa"])
+        # grounded: f3 true -> false, the rest equal: agreement 5/6; table (rows then:
+        # false, true) [[2, 0], [1, 3]]; rows 2, 4 and columns 3, 3: kappa =
+        # (6 * 5 - (2 * 3 + 4 * 3)) / (36 - 18) = 12 / 18 = 2/3; mean absolute 1/6;
+        # McNemar on 0 up, 1 down: 2 * 1 / 2 = 1.
+        self.assertEqual((g["agreement"], g["kappa"], g["labels"], g["confusion"]),
+                         (5 / 6, 2 / 3, [False, True], [[2, 0], [1, 3]]))
+        self.assertEqual((g["mean_absolute_difference"], g["p"], g["categorical"]),
+                         (1 / 6, 1.0, True))
+        self.assertEqual(g["largest_change"], {"item": "f3", "stored": 1.0, "current": 0.0})
+        code, text, _ = self.drift()
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertIn("FAILED, the judge moved: faithfulness, grounded", text)
+        self.assertIn("0.0500 > 0.02", text)
+        self.assertIn("f3 1.0000 -> 0.9000", text)
+        self.assertIn("grounded: stored (rows) against current (columns)", text)
+        code, md, _ = self.drift("--format", "markdown")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertIn("**judge drift vs ", md)
+        self.assertIn("| grounded | 6 | 0.6667 | 0.5000 | -0.1667 |", md)
+
+    def test_below_max_drift_passes(self):
+        # 0.1667 (grounded) is the largest mean absolute difference.
+        code, out, err = self.drift("--format", "json", "--max-drift", "0.2")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(json.loads(out)["drift"]["passed"])
+        code, out, err = self.drift("--format", "json", "--max-drift", str(1 / 6))
+        self.assertEqual(code, 0, err)        # at the limit is not above it
+        # Only faithfulness checked (--metrics), 0.05 at --max-drift 0.05: passes.
+        code, out, err = self.drift("--format", "json", "--metrics", "faithfulness",
+                                    "--max-drift", "0.05")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(list(json.loads(out)["drift"]["fields"]), ["faithfulness"])
+        # The default 0.02: one item of 50 moving 0.5 is 0.01 on average.
+        then = [("i%02d" % i, "h%d" % i, {"s": 0.5}) for i in range(50)]
+        now = [(i, h, {"s": 1.0 if i == "i07" else 0.5}) for i, h, _ in then]
+        code, out, err = self.drift("--format", "json", then=then, now=now)
+        self.assertEqual(code, 0, err)
+        drift = json.loads(out)["drift"]
+        self.assertEqual((drift["passed"], drift["fields"]["s"]["mean_absolute_difference"]),
+                         (True, 0.01))
+        now[8] = ("i08", "h8", {"s": 0.0})       # 1.0 / 50 = 0.02: still not above
+        self.assertEqual(self.drift(then=then, now=now)[0], 0)
+        now[9] = ("i09", "h9", {"s": 0.55})      # 1.05 / 50 = 0.021 > 0.02
+        self.assertEqual(self.drift(then=then, now=now)[0], rag_eval.EXIT_REGRESSION)
+
+    def test_not_a_drift_check(self):
+        now = [row if row[0] != "f3" else ("f3", "changed", row[2]) for row in self.NOW]
+        err = self.assertRefused("answer changed for f3: not a drift check", now=now)
+        self.assertIn("frozen.jsonl", err)
+        # An item of the frozen sample the current scores lack.
+        then = self.THEN + [("f7", "a7", {"faithfulness": 0.5, "grounded": True})]
+        err = self.assertRefused("item 'f7' of the frozen sample is not in the current scores",
+                                 then=then)
+        # input_sha256 missing, or not text, on either side.
+        for bad in (123, None, "", ["a1"]):
+            with self.subTest(bad=bad):
+                then = [(i, bad if i == "f2" else h, v) for i, h, v in self.THEN]
+                self.assertRefused("item 'f2' has no input_sha256 as text", then=then)
+                now = [(i, bad if i == "f2" else h, v) for i, h, v in self.NOW]
+                self.assertRefused("item 'f2' has no input_sha256 as text", now=now)
+        # A frozen item without a score now (--allow-missing-scores lists it unscored).
+        now = [(i, h, {"faithfulness": v["faithfulness"]} if i == "f5" else v)
+               for i, h, v in self.NOW]
+        self.assertRefused("item 'f5' has no grounded score now", "--allow-missing-scores",
+                           now=now)
+        self.assertRefused("--max-drift", "--max-drift", "1.5")
+        self.assertRefused("--max-drift", "--max-drift", "nan")
+        code, _, err = run_cli("--scores", self.write("s.jsonl", drift_rows(self.NOW)),
+                               "--max-drift", "0.1")
+        self.assertEqual(code, 2)
+        self.assertIn("--max-drift applies with --drift", err)
+        code, _, err = self.report_of("--drift", self.write("d.jsonl", drift_rows(self.THEN)),
+                                      qrels=self.GOOD_QRELS, run=self.GOOD_RUN)
+        self.assertEqual(code, 2)
+        self.assertIn("--drift only applies with --scores", err)
+        other = [(i, h, {"relevance": 0.5}) for i, h, _ in self.THEN]
+        self.assertRefused("holds none of the score fields", then=other)
+
+    def test_id_column_applies_to_the_drift_file(self):
+        code, out, err = self.drift("--format", "json", "--id-column", "item",
+                                    id_column="item")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual(json.loads(out)["drift"]["fields"]["grounded"]["kappa"], 2 / 3)
+        frozen = self.write("f.jsonl", drift_rows(self.THEN))       # query_id, not item
+        current = self.write("c.jsonl", drift_rows(self.NOW, "item"))
+        code, out, err = run_cli("--scores", current, "--id-column", "item", "--drift", frozen)
+        self.assertEqual(code, 2)
+        self.assertIn("'item'", err)
+
+    def test_judge_regressions_are_suspect(self):
+        baseline = os.path.join(self.tmp, "base.json")
+        then = self.write("then.jsonl", drift_rows(self.THEN))
+        self.assertEqual(run_cli("--scores", then, "--save-baseline", baseline)[0], 0)
+        code, out, err = self.drift("--format", "json", "--baseline", baseline)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        doc = json.loads(out)
+        changes = {c["measure"]: c for c in doc["gate"]["changes"]}
+        self.assertEqual({m: (c["status"], c["suspect"]) for m, c in changes.items()},
+                         {"score(field=faithfulness)": ("regressed", "judge drift"),
+                          "score(field=grounded)": ("regressed", "judge drift")})
+        self.assertTrue(any(n.startswith("suspect: judge drift") for n in doc["gate"]["notes"]))
+        for fmt, marker in (("text", "REGRESSED (suspect: judge drift)"),
+                            ("markdown", "REGRESSED (suspect: judge drift)")):
+            code, out, _ = self.drift("--format", fmt, "--baseline", baseline)
+            self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+            self.assertIn(marker, out)
+        # The judge within --max-drift: the same regressions, not suspect.
+        code, out, _ = self.drift("--format", "json", "--baseline", baseline, "--max-drift", "0.5")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertEqual({c["suspect"] for c in json.loads(out)["gate"]["changes"]}, {None})
+        # A gate that passes still fails the run when the judge moved, and no
+        # baseline is rewritten from its scores.
+        code, out, err = self.drift("--format", "json", "--baseline", baseline,
+                                    "--max-drop", "0.5", "--save-baseline", baseline + "2")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        doc = json.loads(out)
+        self.assertEqual((doc["gate"]["passed"], doc["drift"]["passed"]), (True, False))
+        self.assertFalse(os.path.exists(baseline + "2"))
+        self.assertIn("judge drifted (--drift)", err)
+
+    def test_both_tiers_integer_range_and_repeated_runs(self):
+        # relevance on 1:5 (integers): categorical on its own scale. 1 -> 2 on one
+        # item of four: agreement 3/4; table over labels 1, 2, 4, 5 (rows then)
+        # [[0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 2]]; rows 1, 0, 1, 2 and
+        # columns 0, 1, 1, 2: kappa = (4 * 3 - (0 + 0 + 1 + 4)) / (16 - 5) = 7 / 11;
+        # mean absolute difference (2 - 1) / 4 / 4 = 0.0625.
+        then = [("q1", "h1", {"relevance": 1}), ("q2", "h2", {"relevance": 4}),
+                ("q3", "h3", {"relevance": 5}), ("q4", "h4", {"relevance": 5})]
+        now = [("q1", "h1", {"relevance": 2})] + then[1:]
+        qrels = {"q%d" % i: {"a": 1} for i in range(1, 5)}
+        run = {q: ["a"] for q in qrels}
+        frozen = self.write("frozen.jsonl", drift_rows(then))
+        current = self.write("now.jsonl", drift_rows(now))
+        code, out, err = self.report_of("--scores", current, "--drift", frozen,
+                                        "--score-range", "relevance=1:5", "--metrics",
+                                        "recall@1,score(field=relevance)", "--format", "json",
+                                        qrels=qrels, run=run)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        r = json.loads(out)["drift"]["fields"]["relevance"]
+        self.assertEqual((r["labels"], r["confusion"], r["agreement"], r["kappa"]),
+                         ([1, 2, 4, 5], [[0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0],
+                                         [0, 0, 0, 2]], 0.75, 7 / 11))
+        self.assertEqual(r["mean_absolute_difference"], 0.0625)
+        # Without a range that says integers, a number field: no kappa.
+        then = [(i, h, {"relevance": v["relevance"] / 5}) for i, h, v in then]
+        now = [(i, h, {"relevance": v["relevance"] / 5}) for i, h, v in now]
+        code, out, err = self.drift("--format", "json", then=then, now=now)
+        self.assertIsNone(json.loads(out)["drift"]["fields"]["relevance"]["kappa"])
+        # Repeated runs of a boolean: fractions, compared as numbers, and said so.
+        then = [("q1", "h1", {"ok": [True, True]}), ("q2", "h2", {"ok": [False, True]})]
+        now = [("q1", "h1", {"ok": [True, False]}), ("q2", "h2", {"ok": [False, True]})]
+        code, out, err = self.drift("--format", "json", then=then, now=now)
+        drift = json.loads(out)["drift"]
+        self.assertFalse(drift["fields"]["ok"]["categorical"])
+        self.assertEqual(drift["fields"]["ok"]["mean_absolute_difference"], 0.25)
+        self.assertIn("repeated judge runs", drift["notes"][0])
+
+    def test_same_bytes_every_time(self):
+        first = self.drift("--format", "json")
+        self.assertEqual(first, self.drift("--format", "json"))
+        self.assertEqual(self.drift("--seed", "3")[1], self.drift("--seed", "3")[1])
+
+
+class JudgeDriftExampleTest(unittest.TestCase):
+    """examples/judge/frozen.jsonl against rejudged.jsonl (the example README
+    works every number by hand; the README shows the text output)."""
+
+    HERE = os.path.join(HERE, "examples", "judge")
+
+    def drift(self, *argv):
+        return run_cli("--scores", os.path.join(self.HERE, "rejudged.jsonl"), "--drift",
+                       os.path.join(self.HERE, "frozen.jsonl"), *argv)
+
+    def test_the_judge_moved(self):
+        code, out, err = self.drift("--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        drift = json.loads(out)["drift"]
+        f, g = drift["fields"]["faithfulness"], drift["fields"]["grounded"]
+        self.assertAlmostEqual(f["mean_difference"], -0.30 / 6, places=15)
+        self.assertAlmostEqual(f["mean_absolute_difference"], 0.30 / 6, places=15)
+        self.assertEqual((f["p"], f["largest_change"]),
+                         (2 / 2 ** 4, {"item": "f3", "stored": 1.0, "current": 0.9}))
+        self.assertEqual((g["agreement"], g["kappa"], g["confusion"], g["p"]),
+                         (5 / 6, 12 / 18, [[2, 0], [1, 3]], 1.0))
+        self.assertEqual(g["mean_absolute_difference"], 1 / 6)
+        self.assertEqual(self.drift("--max-drift", "0.2")[0], 0)
+        # The hashes are those the example README says: sha256 of [question, context, answer].
+        with open(os.path.join(self.HERE, "frozen.jsonl"), encoding="utf-8") as handle:
+            for line in handle:
+                item = json.loads(line)
+                text = json.dumps([item["question"], item["context"], item["answer"]])
+                self.assertEqual(item["input_sha256"],
+                                 hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+    def test_readme_shows_the_output(self):
+        code, out, _ = self.drift()
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
+            readme = handle.read()
+        out = out.replace(self.HERE + os.sep, "examples/judge/")
+        shown = out[out.index("judge drift vs"):].strip().splitlines()
+        self.assertGreater(len(shown), 6)
+        for line in shown:
+            self.assertIn(line, readme)
+
+
 # ---------------------------------------------------------------------------
 # Slices, the hold-out and valid_until dates (issue 12)
 # ---------------------------------------------------------------------------
@@ -6233,8 +6498,10 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         self.assertEqual(doc["gate"]["slice_max_drop"], {})
         for entry in doc["gate"]["changes"]:
             self.assertEqual(set(entry), {"measure", "baseline", "current", "delta", "status",
-                                          "p_value", "slice", "judged", "undecided"})
+                                          "p_value", "slice", "judged", "undecided",
+                                          "suspect"})
             self.assertIsNone(entry["slice"])
+            self.assertIsNone(entry["suspect"])
 
     def test_json_schema(self):
         code, out, err = run_cli(*EXAMPLE_FILES, "--format", "json", "--per-query",
