@@ -685,8 +685,8 @@ POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel",
                "answerable": "the answerable queries: those with an id graded >= rel",
                "unanswerable": 'the queries stated unanswerable ("answerable": false)',
                "stated": "the answerable queries and those stated unanswerable",
-               "scores": "the queries the score files give a value for the field (those "
-                         "without one are listed as unscored)"}
+               "scores": "the queries the score files give a value for the field; those "
+                         "without one are listed as unscored"}
 # Populations of queries with no relevant id: only a statement puts a query
 # there (see _answerability), never the lack of a label.
 _UNANSWERABLE_POPULATIONS = frozenset(("unanswerable", "stated"))
@@ -3704,8 +3704,12 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
             raise EvalError("%s: query %r again (first on line %s)"
                             % (where, qid, first_seen[qid]))
         first_seen[qid] = where.rpartition(":")[2]
-        if isinstance(record.get("input_sha256"), str):
-            hashes[qid] = record["input_sha256"]
+        sha = record.get("input_sha256")
+        if sha is not None:
+            if not isinstance(sha, str):
+                raise EvalError("%s: query %r: input_sha256 must be text (the sha256 of what "
+                                "was judged), got %s" % (where, qid, _short_repr(sha, 40)))
+            hashes[qid] = sha
         for field in fields:
             lo, hi = ranges.get(field, SCORE_RANGE)
             value = record.get(field)
@@ -5406,12 +5410,14 @@ def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None,
                                        pass_threshold), meta)
 
 
-def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None):
-    """evaluate_scores() with the _TestSet made (None: no query metadata)."""
+def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=()):
+    """evaluate_scores() with the _TestSet made (None: no query metadata);
+    ``queries`` are more members of the test set (the qrels' queries, when
+    both tiers are in one report): each needs a score too."""
     files = _files_by_field(scores)
     measures = _score_measures(measures, files)
     report = _scores_report(files, measures, testset, allow_missing,
-                            _checked_thresholds(thresholds, measures, files))
+                            _checked_thresholds(thresholds, measures, files), queries)
     inputs = {("scores" if i == 0 else "scores.%d" % (i + 1)): {
         key: value for key, value in s.info.items() if key != "fields"}     # as a run's
         for i, s in enumerate(scores)}
@@ -5619,11 +5625,11 @@ def _checked_thresholds(thresholds, measures, files):
     return out
 
 
-def _scores_report(files, measures, testset, allow_missing, thresholds):
+def _scores_report(files, measures, testset, allow_missing, thresholds, queries=()):
     """The Report of the score measures (see evaluate_scores)."""
     names = tuple(str(m) for m in measures)
     fields = {str(m): dict(m.params)["field"] for m in measures}
-    members = {}        # every query of the score files and the test set, first seen
+    members = dict.fromkeys(queries)    # the test set: the score files, metadata, qrels
     used = _files_of(files, fields.values())
     for s in used:
         members.update(dict.fromkeys(s.queries))
@@ -5642,8 +5648,9 @@ def _scores_report(files, measures, testset, allow_missing, thresholds):
         _check_absent(absent, s, field, allow_missing)
         unscored[name] = absent
     hidden = testset.hidden if testset is not None else frozenset()
-    abstention = {q: 0 for q, row in per_query.items() if not row}
-    held = _set_apart(hidden, per_query, abstention, ())
+    nothing = {q: 0 for q, row in per_query.items() if not row}    # no score at all: unscored
+    per_query = {q: row for q, row in per_query.items() if row}
+    held = _set_apart(hidden, per_query, nothing, ())
     for name in names:
         if not any(name in row for row in per_query.values()):
             raise EvalError("%s: no query has a score: nothing to average" % name)
@@ -5660,7 +5667,7 @@ def _scores_report(files, measures, testset, allow_missing, thresholds):
     warnings = ["%s: %s without a score, listed as unscored: %s"
                 % (n, _plural(len(ids), "query", "queries"), _preview(ids))
                 for n, ids in block["unscored"].items() if ids]
-    report = Report(names, mean, per_query, tuple(sorted(abstention)), (), (), abstention, {},
+    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), (), {}, {},
                     tuple(warnings), n=counts, scores=block)
     return report if testset is None else testset.report(report, held)
 
@@ -5684,7 +5691,8 @@ def _check_absent(absent, scores, field, allow_missing):
                             "unscored)" % (scores.info["path"], _plural(
                                 len(missing), "query has", "queries have"), field,
                                            _preview(missing)))
-        raise EvalError("%s: %s of the other score files or of the test set %s no line here, "
+        raise EvalError("%s: %s of the test set (the other score files, the qrels, the query "
+                        "metadata) %s no line here, "
                         "so no %s score: %s (--allow-missing-scores lists them as unscored)"
                         % (scores.info["path"], _plural(len(absent), "query", "queries"),
                            "has" if len(absent) == 1 else "have", field, _preview(absent)))
@@ -8645,7 +8653,6 @@ def build_parser():
                         help="relevance judgments: JSON, JSONL or TREC (.gz ok); - for stdin")
     parser.add_argument("run", nargs="?", default=None,
                         help="the retriever's output: JSON, JSONL or TREC (.gz ok); - for stdin")
-    _add_score_options(parser)
     parser.add_argument("--k", default=None, metavar="K[,K...]",
                         help="cutoffs, e.g. 1,5,10 (default %d)" % DEFAULT_K)
     parser.add_argument("--metrics", default=None, metavar="NAME[,NAME...]",
@@ -8714,7 +8721,9 @@ def build_parser():
                         "--alpha by the paired sign-flip test (for 0/1 outcomes the test "
                         "is the exact McNemar test; needs a baseline from --save-baseline)")
     parser.add_argument("--compare", action="append", default=[], metavar="OTHER_RUN",
-                        help="paired comparison with a reference run (repeatable)")
+                        help="paired comparison with a reference run (repeatable; with "
+                        "--scores alone, a reference score file)")
+    _add_score_options(parser)
     parser.add_argument("--alpha", default=str(DEFAULT_ALPHA), metavar="A",
                         help="significance level (default %g)" % DEFAULT_ALPHA)
     parser.add_argument("--resamples", default=str(DEFAULT_RESAMPLES), metavar="N",
@@ -9180,7 +9189,7 @@ def _run_cli(args, stdout, stderr):
     if tiers == "both":
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
-                                              args.allow_missing_scores, thresholds),
+                                              args.allow_missing_scores, thresholds, qrels),
                              args, loaded, ranges)
 
     def score(run, measures=metrics, min_score=args.min_score, bounds=False):
@@ -9414,7 +9423,7 @@ def main(argv=None, *, stdout=None, stderr=None):
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = stdout, stderr   # argparse prints --help and errors there
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_intermixed_args(argv)   # QRELS RUN may sit between options
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     finally:

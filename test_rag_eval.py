@@ -2215,6 +2215,8 @@ class ScoreFileTest(TempDir, unittest.TestCase):
         s = self.scores(jsonl({"query_id": "q1", "input_sha256": "e3b0", "f": 1,
                                "answer": "Paris"}))
         self.assertEqual((s.fields, s.input_sha256), (("f",), {"q1": "e3b0"}))
+        self.assertRefused(jsonl({"query_id": "q1", "input_sha256": 12, "f": 1}),
+                           "s.jsonl:1: query 'q1': input_sha256 must be text")
 
     def test_ranges_checked(self):
         text = jsonl({"query_id": "q1", "f": 1})
@@ -2432,6 +2434,11 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q9": ["c"]}')
         scores = self.write("s.jsonl", self.SCORES)
         argv = (qrels, run, "--scores", scores, "--metrics", "mrr@2,score(field=faithfulness)")
+        code, out, err = run_cli(*argv)     # q9 of the qrels has no judge score
+        self.assertEqual(code, 2, err)
+        self.assertIn("s.jsonl: 1 query of the test set (the other score files, the qrels, the "
+                      "query metadata) has no line here, so no faithfulness score: 'q9'", err)
+        argv += ("--allow-missing-scores",)
         code, out, err = run_cli(*argv, "--format", "json", "--per-query")
         self.assertEqual(code, 0, err)
         report = json.loads(out)
@@ -2441,13 +2448,16 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertAlmostEqual(report["mean"][self.F], 2.45 / 3, places=15)
         self.assertEqual(report["n"], {"mrr@2": 2, self.F: 3})
         self.assertEqual(report["per_query"]["q3"], {self.F: 1.0})
+        self.assertEqual(report["scores"]["unscored"], {self.F: ["q9"]})
+        self.assertEqual(report["unscored"], ["q9"])     # no relevant id, no score
         self.assertEqual(set(report["inputs"]), {"qrels", "run", "scores"})
         saved = os.path.join(self.tmp, "base.json")
         self.assertEqual(run_cli(*argv, "--save-baseline", saved)[0], 0)
         self.assertEqual(run_cli(*argv, "--baseline", saved)[0], 0)
         lower = self.write("low.jsonl", self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]"))
         code, out, err = run_cli(qrels, run, "--scores", lower, "--metrics",
-                                 "mrr@2,score(field=faithfulness)", "--baseline", saved)
+                                 "mrr@2,score(field=faithfulness)", "--allow-missing-scores",
+                                 "--baseline", saved)
         self.assertEqual(code, 1, err)
         self.assertIn("FAILED, 1 regression: score(field=faithfulness)", out)
         self.assertEqual(run_cli(qrels, run, "--scores", scores, "--metrics", "mrr@2")[0], 2)
@@ -2488,8 +2498,9 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertIn("faithfulness", out)
         # a test-set member without a line is a missing score
         more = self.write("more.jsonl", read_text(queries) + '{"query_id": "q4"}\n')
-        self.assertBadScores(self.SCORES, "1 query of the other score files or of the test set "
-                             "has no line here, so no faithfulness score: 'q4'",
+        self.assertBadScores(self.SCORES, "1 query of the test set (the other score files, the "
+                             "qrels, the query metadata) has no line here, so no faithfulness "
+                             "score: 'q4'",
                              "--queries", more)
 
     def test_every_format(self):
@@ -2500,6 +2511,99 @@ class ScoreReportTest(TempDir, unittest.TestCase):
                 self.assertIn("0.6000" if fmt != "json" else "0.6", out)
         code, out, err = self.cli("--format", "trec", "--per-query")
         self.assertIn("score(field=faithfulness)\tq2\t0.6000", out)
+
+    def test_both_tiers_with_slices_and_a_holdout(self):
+        queries = self.write("meta.jsonl", jsonl(
+            {"query_id": "q1", "slices": {"source": "real"}},
+            {"query_id": "q2", "slices": {"source": "real", "split": "holdout"}},
+            {"query_id": "q3", "slices": {"source": "synthetic"}}))
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}')
+        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q3": ["x", "y", "c"]}')
+        code, out, err = run_cli(qrels, run, "--scores", self.write("s.jsonl", self.SCORES),
+                                 "--metrics", "mrr@3,score(field=faithfulness)", "--queries",
+                                 queries, "--by", "source", "--holdout", "split=holdout",
+                                 "--format", "json")
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        # q2 held out: overall mrr (1 + 1/3)/2, faithfulness (0.85 + 1)/2
+        self.assertAlmostEqual(report["mean"]["mrr@3"], (1 + 1 / 3) / 2, places=15)
+        self.assertAlmostEqual(report["mean"][self.F], 0.925, places=15)
+        self.assertEqual(report["slices"]["source=real"]["mean"], {"mrr@3": 1.0, self.F: 0.85})
+        held = report["holdout"]
+        self.assertEqual((held["queries"], held["mean"]), (1, {"mrr@3": 0.5, self.F: 0.6}))
+        self.assertNotIn("q2", json.dumps(report))
+        saved = os.path.join(self.tmp, "base.json")
+        argv = (qrels, run, "--scores", self.write("s.jsonl", self.SCORES), "--metrics",
+                "mrr@3,score(field=faithfulness)", "--queries", queries, "--holdout",
+                "split=holdout")
+        self.assertEqual(run_cli(*argv, "--save-baseline", saved)[0], 0)
+        lower = self.write("low.jsonl", self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]"))
+        code, out, err = run_cli(qrels, run, "--scores", lower, *argv[4:], "--baseline", saved,
+                                 "--format", "json")
+        self.assertEqual(code, 1, err)      # the hold-out's faithfulness fell: 0.6 -> 0.35
+        self.assertEqual([(c["measure"], c["slice"]) for c in json.loads(out)["gate"][
+            "regressions"]], [(self.F, "split=holdout")])
+
+    def test_the_tiers_and_their_options(self):
+        scores = self.write("s.jsonl", self.SCORES)
+        for argv, expect in [
+                ((), "give QRELS and RUN (or --scores FILE"),
+                (("q.json",), "give QRELS and RUN"),
+                (("--id-column", "id", "q.json", "r.json"), "--id-column only applies with "
+                                                           "--scores"),
+                (("--scores", scores, "q.json"), "beside --scores give both QRELS and RUN"),
+                (("--scores", scores, "--compare-scores", scores), "--compare-scores is for "
+                                                                    "both tiers"),
+                (("--scores", scores, "--min-score", "0.5"), "--min-score applies to QRELS"),
+                (("--scores", scores, "--scores", scores), "the score field 'faithfulness' "
+                                                           "is in two files")]:
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*argv)
+                self.assertEqual(code, 2, err)
+                self.assertIn(expect, err)
+
+    def test_qrels_and_run_may_sit_between_options(self):
+        # QRELS RUN became optional (--scores alone); options between them still parse.
+        code, out, err = run_cli(EXAMPLE_FILES[0], "--k", "3", EXAMPLE_FILES[1])
+        self.assertEqual(code, 0, err)
+        self.assertIn("recall@3", out)
+
+    def test_several_score_files(self):
+        a = self.write("a.jsonl", jsonl({"query_id": "q1", "f": 0.5}, {"query_id": "q2", "f": 1}))
+        b = self.write("b.csv", "query_id,g\nq1,0\nq2,1\n")
+        code, out, err = run_cli("--scores", a, "--scores", b, "--format", "json")
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        self.assertEqual(report["mean"], {"score(field=f)": 0.75, "score(field=g)": 0.5})
+        self.assertEqual(sorted(report["inputs"]), ["scores", "scores.2"])
+        self.assertEqual([i["fields"] for i in report["scores"]["inputs"]], [["f"], ["g"]])
+        code, out, err = run_cli("--scores", a, "--scores", b, "--metrics", "g", "--format",
+                                 "json")
+        self.assertEqual(code, 2, err)
+        self.assertIn("a.jsonl: holds none of the score fields asked for (g)", err)
+        short = self.write("c.csv", "query_id,g\nq1,0\n")
+        code, out, err = run_cli("--scores", a, "--scores", short)
+        self.assertEqual(code, 2, err)
+        self.assertIn("c.csv: 1 query of the test set (the other score files, the qrels, the "
+                      "query metadata) has no line here, so no g score: 'q2'", err)
+        self.assertEqual(run_cli("--scores", a, "--scores", short, "--allow-missing-scores")[0],
+                         0)
+        code, out, err = run_cli("--scores", a, "--scores", b, "--score-range", "h=1:5")
+        self.assertIn("no score file has the field 'h'", err)
+
+    def test_library_gate_and_compare(self):
+        before = rag_eval.evaluate_scores(rag_eval.load_scores(io.StringIO(self.SCORES)))
+        after = rag_eval.evaluate_scores(rag_eval.load_scores(io.StringIO(
+            self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]"))))
+        saved = os.path.join(self.tmp, "b.json")
+        rag_eval.save_baseline(before, saved)
+        result = rag_eval.gate(after, rag_eval.load_baseline(saved))
+        self.assertFalse(result.passed)
+        self.assertEqual([c.measure for c in result.regressions], [self.F])
+        row = rag_eval.compare(after, before).measures[self.F]
+        self.assertAlmostEqual(row.delta, -0.25 / 3, places=12)   # q2: 0.35 - 0.6
+        with self.assertRaisesRegex(rag_eval.EvalError, "no score file has the field 'x'"):
+            rag_eval.evaluate_scores(rag_eval.load_scores(io.StringIO(self.SCORES)), ["x"])
 
     def test_library_evaluate_refuses_score_measures(self):
         with self.assertRaisesRegex(rag_eval.EvalError, "read from a score file"):
@@ -2586,6 +2690,39 @@ class JudgeExampleTest(TempDir, unittest.TestCase):
         for line in shown:
             if "too few queries" not in line:
                 self.assertIn(line, section)
+
+
+class JudgeNoiseReferenceTest(unittest.TestCase):
+    """evaluate_scores against numpy (tests/data/stats/judge_noise_reference.json,
+    written by tests/peers/gen_judge_noise.py): per-query means of mapped runs,
+    the mean, the within-query sd, the noise floor and the borderline queries,
+    on [0, 1], 1:5, 5:1 and boolean fields."""
+
+    def test_against_numpy(self):
+        with open(os.path.join(DATA, "stats", "judge_noise_reference.json")) as handle:
+            cases = json.load(handle)["cases"]
+        self.assertEqual(len(cases), 12)
+        for case in cases:
+            with self.subTest(case=case["name"]):
+                text = "".join(json.dumps(line) + "\n" for line in case["lines"])
+                scores = rag_eval.load_scores(io.StringIO(text),
+                                              ranges={"f": tuple(case["range"])})
+                report = rag_eval.evaluate_scores(scores, pass_threshold={
+                    "f": case["threshold"]})
+                expected, name = case["expected"], "score(field=f)"
+                for qid, value in expected["per_query"].items():
+                    self.assertAlmostEqual(report.per_query[qid][name], value, places=12)
+                self.assertAlmostEqual(report.mean[name], expected["mean"], places=12)
+                noise = report.scores["noise"].get(name)
+                if "noise_floor" in expected:
+                    self.assertAlmostEqual(noise["noise_floor"], expected["noise_floor"],
+                                           places=12)
+                    self.assertAlmostEqual(noise["within_sd"], expected["within_sd"], places=12)
+                    self.assertEqual(noise["runs"], expected["runs"])
+                else:
+                    self.assertIsNone(noise)
+                self.assertEqual(report.scores["borderline"][name]["queries"],
+                                 expected["borderline"])
 
 
 class StreamingTest(TempDir, unittest.TestCase):
@@ -4157,13 +4294,22 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         then = self.THEN + [("f7", "a7", {"faithfulness": 0.5, "grounded": True})]
         err = self.assertRefused("item 'f7' of the frozen sample is not in the current scores",
                                  then=then)
-        # input_sha256 missing, or not text, on either side.
-        for bad in (123, None, "", ["a1"]):
+        # input_sha256 missing or empty on either side; not text (the score file
+        # reader refuses that, naming the line).
+        for bad in (None, ""):
             with self.subTest(bad=bad):
                 then = [(i, bad if i == "f2" else h, v) for i, h, v in self.THEN]
                 self.assertRefused("item 'f2' has no input_sha256 as text", then=then)
                 now = [(i, bad if i == "f2" else h, v) for i, h, v in self.NOW]
                 self.assertRefused("item 'f2' has no input_sha256 as text", now=now)
+        for bad in (123, ["a1"], True):
+            with self.subTest(bad=bad):
+                then = [(i, bad if i == "f2" else h, v) for i, h, v in self.THEN]
+                err = self.assertRefused("query 'f2': input_sha256 must be text", then=then)
+                self.assertIn("frozen.jsonl:2", err)
+                now = [(i, bad if i == "f2" else h, v) for i, h, v in self.NOW]
+                err = self.assertRefused("query 'f2': input_sha256 must be text", now=now)
+                self.assertIn("now.jsonl:2", err)
         # A frozen item without a score now (--allow-missing-scores lists it unscored).
         now = [(i, h, {"faithfulness": v["faithfulness"]} if i == "f5" else v)
                for i, h, v in self.NOW]
