@@ -8372,7 +8372,7 @@ def _drift_sections(drift):
         drift["frozen"]["path"], _plural(drift["items"], "item", "items"), drift["max_drift"],
         "PASSED" if drift["passed"] else "FAILED, the judge moved: " + ", ".join(
             name for name, f in drift["fields"].items() if f["drifted"])),
-        ["field", "n", "stored", "current", "delta", "95% CI", "p", "mean |delta|",
+        ["field", "n", "stored", "current", "delta", "95% CI", "p", "mean abs delta",
          "largest change", "agreement", "kappa"], rows, list(drift["notes"]))
     for name, f in drift["fields"].items():
         if f["categorical"]:

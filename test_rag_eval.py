@@ -4260,6 +4260,9 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         self.assertEqual(code, rag_eval.EXIT_REGRESSION)
         self.assertIn("**judge drift vs ", md)
         self.assertIn("| grounded | 6 | 0.6667 | 0.5000 | -0.1667 |", md)
+        table = [line for line in md.splitlines() if line.startswith("| field |")]
+        self.assertEqual(len(table), 1)
+        self.assertEqual(table[0].count("|"), 12, table)      # 11 columns, no stray pipe
 
     def test_below_max_drift_passes(self):
         # 0.1667 (grounded) is the largest mean absolute difference.
