@@ -261,7 +261,10 @@ class Report(NamedTuple):
     that is in any, ``by`` the fields the renderers show, and ``holdout`` the
     held-out slice (a :class:`HeldOut`), whose queries are in no other field
     of the report.  ``unjudged`` holds the unjudged bounds and judged@k when
-    asked for (see :func:`evaluate`), else None.
+    asked for (see :func:`evaluate`), else None.  ``scores`` is None unless
+    the report holds judge scores (:func:`evaluate_scores`): then the score
+    files (``inputs``), each field's ``ranges``, the queries ``unscored`` per
+    measure, the judge ``noise`` and the ``borderline`` queries.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -8811,7 +8814,7 @@ _SCORES_ONLY = (("--id-column", "id_column", SCORE_ID_COLUMN),
 def _cli_tiers(args):
     """What is scored: "retrieval" (QRELS RUN), "scores" (--scores alone) or
     "both"; the options of the other tier are refused."""
-    given = [name for name, value in (("QRELS", args.qrels), ("RUN", args.run)) if value is not None]
+    given = [value for value in (args.qrels, args.run) if value is not None]
     if not args.scores:
         if len(given) < 2:
             raise EvalError("give QRELS and RUN (or --scores FILE to gate judge scores)")

@@ -2230,6 +2230,30 @@ class ScoreFileTest(TempDir, unittest.TestCase):
         self.assertRefused('[{"query_id": "q1"}]', "s.jsonl: a JSON array")
         self.assertRefused("query_id,f\n", "s.csv: no queries in the score file", "s.csv")
 
+    def test_random_files_raise_only_one_line_errors(self):
+        # Seeded: random ids, values and options; a file is read and reported, or
+        # refused with one EvalError line, never another exception.
+        rng = random.Random(15)
+        values = [None, True, 0, 1, -1, 0.5, 1e308, 10 ** 400, "x", "", [], [None], [[1]], {},
+                  [0.5, True], "NaN", [1e400]]
+        for _ in range(300):
+            records = []
+            for q in range(rng.randint(1, 4)):
+                record = {"query_id": rng.choice(["q%d" % q, q, None, True, [1]])}
+                for key in rng.sample(["f", "g", "input_sha256", "a b"], rng.randint(0, 3)):
+                    record[key] = rng.choice(values)
+                records.append(record)
+            options = rng.choice([{}, {"fields": ["f"]}, {"ranges": {"f": (5, 1)}},
+                                  {"allow_missing": True}, {"ranges": {"g": (0, 0)}}])
+            text = "".join(json.dumps(r) + "\n" for r in records)
+            try:
+                report = rag_eval.evaluate_scores(
+                    rag_eval.load_scores(io.StringIO(text), **options),
+                    allow_missing=options.get("allow_missing", False))
+                rag_eval.render_text(report, per_query=True)
+            except rag_eval.EvalError as exc:
+                self.assertEqual(len(str(exc).splitlines()), 1, str(exc))
+
     def test_gzip_and_streams(self):
         text = jsonl({"query_id": "q1", "f": 0.25})
         path = self.write("s.jsonl.gz", gzip.compress(text.encode()))
