@@ -4434,6 +4434,50 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         self.assertEqual(drift["fields"]["ok"]["mean_absolute_difference"], 0.25)
         self.assertIn("repeated judge runs", drift["notes"][0])
 
+    def test_seeded_mutations_fail_cleanly(self):
+        # Broken lines, deleted and inserted items, values of every wrong type on
+        # either side: exit 0, 1 or 2, and 2 is one line with nothing written.
+        broken = ['{', 'null', '[]', '{"query_id": "f9"}',
+                  '{"query_id": "f1", "faithfulness": NaN}',
+                  '{"query_id": "f2", "input_sha256": "a2", "faithfulness": 2, "grounded": 1}',
+                  '{"query_id": "f3", "input_sha256": 5, "faithfulness": 0.5}', 'query_id,x',
+                  '{"query_id": "f4", "input_sha256": "a4", "faithfulness": [0.1, 0.2], '
+                  '"grounded": [true, false]}']
+        rng = random.Random(15)
+        seen = set()
+        for case in range(60):
+            sides = [drift_rows(self.THEN).splitlines(), drift_rows(self.NOW).splitlines()]
+            for lines in sides:
+                for _ in range(rng.randint(0, 2)):
+                    i = rng.randrange(len(lines) + 1)
+                    choice = rng.random()
+                    if choice < 0.3 and i < len(lines):
+                        del lines[i]
+                    elif choice < 0.6:
+                        lines.insert(i, rng.choice(broken))
+                    elif i < len(lines):
+                        record = json.loads(lines[i])
+                        record[rng.choice(sorted(record))] = rng.choice([None, 0.3, True, "t",
+                                                                         [1], 7, -1])
+                        lines[i] = json.dumps(record)
+            frozen = self.write("frozen.jsonl", "\n".join(sides[0]) + "\n")
+            current = self.write("now.jsonl", "\n".join(sides[1]) + "\n")
+            out_path = os.path.join(self.tmp, "out.json")
+            extra = rng.choice([(), ("--max-drift", "0.3"), ("--allow-missing-scores",)])
+            code, out, err = run_cli("--scores", current, "--drift", frozen, "-o", out_path,
+                                     *extra)
+            with self.subTest(case=case, frozen=sides[0], now=sides[1]):
+                self.assertIn(code, (0, 1, 2))
+                self.assertNotIn("Traceback", err)
+                if code == 2:
+                    self.assertEqual(len(err.strip().splitlines()), 1, err)
+                    self.assertFalse(os.path.exists(out_path))
+                else:
+                    self.assertTrue(os.path.exists(out_path))
+                    os.remove(out_path)
+            seen.add(code)
+        self.assertEqual(seen, {0, 1, 2})
+
     def test_same_bytes_every_time(self):
         first = self.drift("--format", "json")
         self.assertEqual(first, self.drift("--format", "json"))
