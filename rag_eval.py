@@ -72,12 +72,13 @@ on one line and exits 2.
 
 __all__ = [
     "Baseline", "Chunk", "Comparison", "EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION",
-    "EvalError", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
+    "EvalError", "FieldDrift", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
     "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Scores",
-    "Sweep", "assert_no_regression", "available_measures", "bootstrap_ci", "compare",
-    "compare_all", "evaluate", "evaluate_files", "evaluate_scores", "gate", "holm",
-    "load_baseline", "load_chunks", "load_qrels", "load_queries", "load_report", "load_run",
-    "load_scores", "main", "margin_of_error",
+    "Sweep", "assert_no_regression", "available_measures", "bootstrap_ci", "cohen_kappa",
+    "compare", "compare_all", "evaluate", "evaluate_files", "evaluate_scores", "field_drift",
+    "gate", "holm", "judge_drift", "load_baseline", "load_chunks", "load_qrels",
+    "load_queries", "load_report", "load_run", "load_scores", "main", "margin_of_error",
+    "mcnemar_p",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_html", "render_json", "render_markdown", "render_text",
     "render_trec",
@@ -303,6 +304,7 @@ class Report(NamedTuple):
     min_score: Optional[float] = None
     unjudged: Optional[dict] = None
     scores: Optional[dict] = None
+    drift: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -369,6 +371,8 @@ class Report(NamedTuple):
             out["holdout"] = self.holdout.to_dict(per_query)
         if self.scores is not None:
             out["scores"] = json.loads(json.dumps(self.scores))    # a deep copy
+        if self.drift is not None:
+            out["drift"] = json.loads(json.dumps(self.drift))
         if self.unjudged is not None:
             out["unjudged_bounds"] = {"mean": dict(self.unjudged["mean"])}
             if per_query:
@@ -466,6 +470,10 @@ class MeasureChange(NamedTuple):
     ids in the top k over those queries, "upper": that bound, "named":
     ["query:id", ...] when N <= 5, else []}``.  It stays a regression: the
     gate fails until the ids are labelled.
+
+    ``suspect`` is ``"judge drift"`` on a regression of a judge score
+    (``score(...)``) when the same run's --drift check failed: the judge
+    itself moved, so the drop may be the judge's.  It stays a regression.
     """
     measure: str
     baseline: float
@@ -476,6 +484,7 @@ class MeasureChange(NamedTuple):
     slice: Optional[str] = None
     judged: Optional[float] = None
     undecided: Optional[dict] = None
+    suspect: Optional[str] = None
 
     @property
     def name(self):
@@ -3453,6 +3462,7 @@ def load_run(source, *, format=None):
 # field: never dropped silently.
 
 SCORE_ID_COLUMN = "query_id"
+DEFAULT_MAX_DRIFT = 0.02       # --max-drift: the judge moved when a mean |change| exceeds it
 SCORE_RANGE = (0.0, 1.0)       # a field's range unless declared
 _RESERVED_SCORE_KEYS = frozenset(("input_sha256",))
 # A field name is carried inside a canonical measure name, score(field=NAME):
@@ -5657,6 +5667,105 @@ def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, 
     return report._replace(inputs=inputs)
 
 
+def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0):
+    """Did the judge move?  ``frozen`` is the :class:`Scores` of a frozen
+    sample (scores stored then), ``current`` a list of :class:`Scores` with
+    the same items scored now; returns the ``"drift"`` block of a report.
+
+    Every item of the frozen sample must carry ``input_sha256`` (the hash of
+    the question, context and answer judged), be in the current scores of
+    each field with a value, and carry the same hash there: otherwise the
+    answers were not frozen and this is no drift check (EvalError naming the
+    item).  Each field of the frozen sample gets :func:`field_drift` over its
+    items, categorical when its values are booleans or integers on an integer
+    range with one judge run each (labels on the field's own scale; repeated
+    runs make fractions, compared as numbers).  ``passed`` is False when the
+    mean absolute difference of a field exceeds ``max_drift``.
+
+    >>> then = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...                                '{"query_id": "f2", "input_sha256": "cd", "ok": true}\\n'))
+    >>> now = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...                               '{"query_id": "f2", "input_sha256": "cd", "ok": false}\\n'))
+    >>> d = judge_drift(then, [now])
+    >>> d["passed"], d["fields"]["ok"]["mean_absolute_difference"], d["fields"]["ok"]["confusion"]
+    (False, 0.5, [[0, 0], [1, 1]])
+    >>> judge_drift(then, [load_scores(io.StringIO(
+    ...     '{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...     '{"query_id": "f2", "input_sha256": "ef", "ok": true}\\n'))])
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: <stream>: answer changed for f2: not a drift check (input_sha256 cd... in the frozen sample, ef... in <stream>)
+    """
+    name = frozen.info["path"]
+    if not frozen.fields:
+        raise EvalError("%s: the frozen sample holds none of the score fields checked"
+                        % name)
+    for qid in frozen.queries:
+        if not frozen.input_sha256.get(qid):
+            raise EvalError("%s: item %r has no input_sha256 as text (the sha256 of the "
+                            "question, context and answer judged): a drift check needs it"
+                            % (name, qid))
+    fields, notes = {}, []
+    for field in frozen.fields:
+        now = _drift_current(frozen, current, field)
+        stored = frozen.values(field)
+        values = now.values(field)
+        labels = _drift_labels(field, frozen, now, notes)
+        fields[field] = field_drift(field, stored, {q: values[q] for q in stored},
+                                    labels=labels, resamples=resamples,
+                                    seed=seed).to_dict()
+        fields[field]["drifted"] = (fields[field]["mean_absolute_difference"]
+                                    > max_drift + FLOAT_SLACK)
+        del fields[field]["field"]
+    return {"passed": not any(f["drifted"] for f in fields.values()), "max_drift": max_drift,
+            "frozen": {"path": name, "sha256": frozen.info.get("sha256")},
+            "items": len(frozen.queries), "fields": fields, "notes": notes}
+
+
+def _drift_current(frozen, current, field):
+    """The current Scores of ``field``, checked against the frozen sample:
+    each frozen item there, with a value and the same input_sha256."""
+    now = next((s for s in current if field in s.fields), None)
+    if now is None:
+        raise EvalError("%s: the frozen sample's field %r is in no current --scores file"
+                        % (frozen.info["path"], field))
+    where = now.info["path"]
+    for qid in frozen.runs[field]:
+        if qid not in now.queries:
+            raise EvalError("%s: item %r of the frozen sample is not in the current scores "
+                            "(%s)" % (frozen.info["path"], qid, where))
+        if qid not in now.runs[field]:
+            raise EvalError("%s: item %r has no %s score now: the drift check needs one"
+                            % (where, qid, field))
+        then_hash, now_hash = frozen.input_sha256[qid], now.input_sha256.get(qid)
+        if not now_hash:
+            raise EvalError("%s: item %r has no input_sha256 as text: the drift check cannot "
+                            "tell that it judged the frozen answer" % (where, qid))
+        if now_hash != then_hash:
+            raise EvalError("%s: answer changed for %s: not a drift check (input_sha256 %s... "
+                            "in the frozen sample, %s... in %s)" % (
+                                frozen.info["path"], qid, then_hash[:12], now_hash[:12], where))
+    return now
+
+
+def _drift_labels(field, frozen, now, notes):
+    """The label of a value of a categorical field on its own scale (a
+    boolean, or an integer of its integer range), else None."""
+    kinds = {frozen.kinds[field], now.kinds[field]}
+    lo, hi = frozen.ranges[field]
+    if not (kinds <= {"boolean"} or (kinds <= {"boolean", "integer"}
+                                     and lo.is_integer() and hi.is_integer())):
+        return None
+    if any(len(runs) > 1 for scores in (frozen, now)
+           for runs in scores.runs[field].values()):
+        notes.append("%s: repeated judge runs make each item's value a fraction: compared as "
+                     "numbers (no agreement or kappa; the p is no McNemar test)" % field)
+        return None
+    if kinds == {"boolean"}:
+        return lambda v: v == 1.0
+    return lambda v: int(round(lo + v * (hi - lo)))
+
+
 def _with_scores(report, scored):
     """Both tiers in one report: the retrieval ``report`` and the judge scores'
     (``scored``), measures side by side, each over its own population (n);
@@ -5669,7 +5778,7 @@ def _with_scores(report, scored):
     same = all(n == len(per_query) for n in counts.values())
     merged = report._replace(
         measures=names, per_query=per_query, mean=dict(report.mean, **scored.mean),
-        n=None if same else counts, scores=scored.scores,
+        n=None if same else counts, scores=scored.scores, drift=scored.drift,
         unscored=tuple(sorted((set(report.unscored) | set(scored.unscored)) - set(per_query))),
         inputs=dict(report.inputs or {}, **(scored.inputs or {})),
         warnings=report.warnings + tuple(w for w in scored.warnings if w not in report.warnings))
@@ -6215,14 +6324,18 @@ def _unjudged_summary(rows, names, per_query):
 #
 #   paired_ttest(diffs)            -> (t, p)   Student's paired t-test
 #   randomization_p(diffs)         -> p        sign-flip (permutation) test
+#   mcnemar_p(b, c)                -> p        exact McNemar test (sign flips of 0/1)
 #   bootstrap_ci(diffs, rng=...)   -> (lo, hi) percentile CI of the mean diff
 #   holm(pvalues)                  -> [p_adj]  Holm-Bonferroni step-down
+#   cohen_kappa(stored, current)   -> (agreement, kappa, labels, counts)
+#   field_drift(field, stored, current)        judge drift of one score field
 #   min_detectable_difference(sd, n)           paired MDE, normal approximation
 #   margin_of_error(values)        queries_needed(sd, tolerance)
 #
 # References: scipy.stats.ttest_rel, scipy.stats.permutation_test
 # (permutation_type='samples'), scipy.stats.bootstrap (method='percentile'),
-# statsmodels multipletests(method='holm'); see tests/data/stats/.
+# statsmodels multipletests(method='holm') and mcnemar(exact=True); see
+# tests/data/stats/.
 # ---------------------------------------------------------------------------
 
 _EXACT_MAX_N = 20        # randomization_p enumerates all 2**n sign patterns up to here
@@ -6430,6 +6543,130 @@ def _exact_sign_flip_count(d, threshold):
     return count
 
 
+_BINOMIAL_EXACT_N = 2000   # mcnemar_p sums exact integers up to here, bounds beyond
+_BINOMIAL_BITS = 200     # working precision of those bounds (doubled until the float is certain)
+_FACTOR_BLOCK = 64       # factors of C(n, k) multiplied exactly before one rounding
+
+
+def _one_magnitude(d):
+    """True when the non-zero differences *d* all have one size up to rounding
+    (1e-12 relative): 0/1 outcomes, or any measure whose changed queries all
+    moved by the same step.  The sign-flip test is then McNemar's test.
+
+    >>> _one_magnitude([1.0, -1.0, 1.0]), _one_magnitude([0.25, -0.5])
+    (True, False)
+    >>> _one_magnitude([5 / 9 - 4 / 9, 2 / 9 - 1 / 9])      # 1/9 twice, rounded apart
+    True
+    """
+    big = max(map(abs, d))
+    return big - min(map(abs, d)) <= _ZERO_RTOL * big
+
+
+def _top_binomial_term(k, n, bits):
+    """C(n, k) / 2**n as (m, e, ops): m * 2**e is at most the true value, m
+    has at least *bits* bits, and each of the *ops* floor roundings lost less
+    than 2**-bits of it.  The factors (n-k+i) / i are taken in blocks of 64,
+    multiplied exactly, then divided once: about 8,000 blocks at n = 10**6.
+
+    >>> m, e, ops = _top_binomial_term(2, 4, 60)       # C(4, 2) / 16 = 0.375
+    >>> m * 2.0 ** e, ops
+    (0.375, 2)
+    """
+    m, e, ops = 1 << bits, -bits - n, 0
+    for start in range(1, k + 1, _FACTOR_BLOCK):
+        stop = min(start + _FACTOR_BLOCK, k + 1)
+        num = math.prod(range(n - k + start, n - k + stop))
+        den = math.prod(range(start, stop))
+        shift = max(0, bits + 1 + den.bit_length() - (m * num).bit_length())
+        m, e = ((m * num) << shift) // den, e - shift
+        excess = m.bit_length() - bits - 1
+        if excess > 0:
+            m, e = m >> excess, e + excess
+        ops += 2
+    return m, e, ops
+
+
+def _binomial_half_tail(k, n, bits):
+    """Floats (lo, hi) around 2 * sum_{i<=k} C(n, i) / 2**n, for 2k < n.
+
+    The terms are summed downwards from the largest, C(n, i - 1) =
+    C(n, i) * i / (n - i + 1), as integers in units of 2**e twice: rounded
+    down (lo) and up (hi).  Once the terms left are too small to matter, they
+    are bounded by a geometric series (the ratio i / (n - i + 1) only falls as
+    i does: at most term_i * i / (n - 2i + 1)) and added to hi.  When lo == hi
+    the true value rounds to that float.
+
+    >>> _binomial_half_tail(1, 4, 60)          # 2 * (1 + 4) / 16
+    (0.625, 0.625)
+    """
+    m, e, ops = _top_binomial_term(k, n, bits)
+    low = m
+    high = m + ((m * 2 * ops) >> bits) + 1      # (1 - 2**-bits)**-ops < 1 + 2 * ops * 2**-bits
+    total_low, total_high = low, high
+    unit = 1 << -e
+    for i in range(k, -1, -1):
+        if i == 0 or high.bit_length() + i.bit_length() + 64 < total_low.bit_length():
+            rest = -(-high * i // (n - 2 * i + 1))
+            lo, hi = 2 * total_low / unit, 2 * (total_high + rest) / unit
+            if lo == hi or i == 0:
+                return lo, hi
+        low = low * i // (n - i + 1)
+        high = -(-high * i // (n - i + 1))
+        total_low += low
+        total_high += high
+    raise AssertionError("unreachable: i == 0 returns")   # pragma: no cover
+
+
+def mcnemar_p(b, c):
+    """Exact two-sided McNemar test of *b* and *c* discordant pairs.
+
+    p = min(1, 2 * sum_{i <= min(b, c)} C(n, i) / 2**n), n = b + c: the
+    two-sided binomial test of min(b, c) in n trials at 1/2.  Equals
+    ``statsmodels.stats.contingency_tables.mcnemar([[a, b], [c, d]],
+    exact=True).pvalue`` (tests/data/stats/mcnemar.json).  Exact at any n:
+    up to n = 2,000 the sum is one of exact integers; beyond, it is carried in
+    integers with the rounding bounded both ways, the precision doubling until
+    both bounds give the same float (else exact integers again).  Either way
+    the result is the true p correctly rounded.  b == c (and n = 0) gives 1.0.
+
+    For 0/1 outcomes (b queries a passes and b fails, c the other way) this
+    is the exact sign-flip test of :func:`randomization_p`, which uses it.
+
+    >>> mcnemar_p(5, 0)                  # 2 * 1 / 32
+    0.0625
+    >>> mcnemar_p(2, 8)                  # 2 * (1 + 10 + 45) / 1024
+    0.109375
+    >>> mcnemar_p(3, 3), mcnemar_p(0, 0)
+    (1.0, 1.0)
+    """
+    for count in (b, c):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise EvalError("mcnemar_p needs counts >= 0, got %r" % (count,))
+    k, n = min(b, c), b + c
+    if 2 * k >= n:
+        return 1.0
+    if n > _BINOMIAL_EXACT_N:
+        for bits in (_BINOMIAL_BITS, 2 * _BINOMIAL_BITS, 4 * _BINOMIAL_BITS):
+            lo, hi = _binomial_half_tail(k, n, bits)
+            if lo == hi:
+                return min(1.0, lo)
+    return min(1.0, _exact_half_tail(k, n))     # also a p on a float's rounding boundary
+
+
+def _exact_half_tail(k, n):
+    """2 * sum_{i<=k} C(n, i) / 2**n from exact integers, one division
+    (correctly rounded).  Quadratic in n: mcnemar_p's path up to n = 2,000.
+
+    >>> _exact_half_tail(2, 10)                 # 2 * (1 + 10 + 45) / 1024
+    0.109375
+    """
+    term = total = 1
+    for i in range(1, k + 1):
+        term = term * (n - i + 1) // i
+        total += term
+    return 2 * total / (1 << n)
+
+
 def randomization_p(diffs, *, resamples=10000, rng=None):
     """Two-sided paired randomization (sign-flip) test of the mean difference.
 
@@ -6442,7 +6679,11 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
 
     Zero differences are dropped first: flipping a 0 does not change any sum,
     so every pattern of the others is repeated 2**zeros times and the share is
-    unchanged. With at most 20 nonzero differences the p-value is exact (all
+    unchanged. When the nonzero differences all have one size (0/1 outcomes:
+    success@k, abstained, a boolean judge field; up to 1e-12 relative), the
+    share is the exact McNemar (binomial) test on the b positive and c
+    negative differences, computed exactly at any n by :func:`mcnemar_p`.
+    Otherwise, with at most 20 nonzero differences the p-value is exact (all
     patterns counted, meet-in-the-middle, milliseconds at n = 20) and equals
     ``scipy.stats.permutation_test(..., permutation_type='samples',
     n_resamples=np.inf, alternative='two-sided')``. Beyond that it is a Monte
@@ -6458,6 +6699,8 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     (1.0, 1.0)
     >>> randomization_p([0.5, 1.0, 0.25, 0.0, 1.0])    # 2 of 16 nonzero patterns
     0.125
+    >>> randomization_p([-1.0] * 30 + [1.0] * 2)       # McNemar: 2 * (1 + 32 + 496) / 2**32
+    2.4633482098579407e-07
     """
     d = [x for x in _finite_floats(diffs, "diffs") if x != 0.0]
     n = len(d)
@@ -6466,6 +6709,9 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     observed = abs(math.fsum(d))
     if observed <= _ZERO_RTOL * math.fsum(abs(x) for x in d):
         return 1.0
+    if _one_magnitude(d):
+        wins = sum(1 for x in d if x > 0.0)
+        return mcnemar_p(wins, n - wins)
     threshold = observed * (1.0 - _TIE_RTOL)
     if n <= _EXACT_MAX_N:
         return _exact_sign_flip_count(d, threshold) / 2 ** n
@@ -6640,6 +6886,131 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
     return math.ceil(squared) if math.isfinite(squared) else math.inf
 
 
+# --- judge drift: one judge's stored scores against its scores now ---------------
+#
+# A frozen sample holds items (question, context and answer, fixed by their
+# input_sha256) and the scores a judge gave them; scored again, the two sets
+# of scores are paired by item.  Numeric fields get the paired statistics of
+# the gate (mean difference, bootstrap interval, sign-flip p: McNemar for 0/1
+# values) and the mean absolute difference, which --max-drift reads; for 0/1
+# values it is 1 - agreement.  Categorical fields (booleans, integers on an
+# integer range) also get raw agreement and unweighted Cohen's kappa
+# (reference: sklearn.metrics.cohen_kappa_score; tests/data/stats/drift.json).
+
+
+def cohen_kappa(stored, current):
+    """Unweighted Cohen's kappa of two labellings of the same items; returns
+    (agreement, kappa, labels, counts).
+
+    ``counts[i][j]`` is the number of items labelled ``labels[i]`` then
+    (stored) and ``labels[j]`` now (current), labels sorted.  With n items,
+    d of them on the diagonal and r_k, c_k the row and column totals:
+    agreement = d / n, chance agreement p_e = sum r_k c_k / n**2, and kappa =
+    (agreement - p_e) / (1 - p_e) = (n d - sum r_k c_k) / (n**2 - sum r_k c_k),
+    taken from integers in one division.  When both labellings use one and
+    the same label throughout, p_e = 1 and kappa is undefined: None (sklearn
+    gives NaN).  No items gives (None, None, [], []).
+
+    >>> a, k, labels, counts = cohen_kappa([1, 1, 1, 0, 0, 1, 0, 1, 1, 1],
+    ...                                    [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
+    >>> a, k == 11 / 21, labels, counts    # (10 * 8 - 58) / (100 - 58) = 22 / 42
+    (0.8, True, [0, 1], [[2, 1], [1, 6]])
+    >>> cohen_kappa([True, True], [True, True])[:2]
+    (1.0, None)
+    """
+    stored, current = list(stored), list(current)
+    if len(stored) != len(current):
+        raise EvalError("cohen_kappa needs two labellings of the same items, got %d and %d"
+                        % (len(stored), len(current)))
+    n = len(stored)
+    if n == 0:
+        return None, None, [], []
+    labels = sorted(set(stored) | set(current))
+    index = {label: i for i, label in enumerate(labels)}
+    counts = [[0] * len(labels) for _ in labels]
+    for a, b in zip(stored, current):
+        counts[index[a]][index[b]] += 1
+    diagonal = sum(counts[i][i] for i in range(len(labels)))
+    chance = sum(sum(counts[i]) * sum(row[i] for row in counts) for i in range(len(labels)))
+    kappa = None if chance == n * n else (n * diagonal - chance) / (n * n - chance)
+    return diagonal / n, kappa, labels, counts
+
+
+class FieldDrift(NamedTuple):
+    """One score field of a drift check (see :func:`field_drift`); differences
+    are current minus stored, on the field's [0, 1] scale."""
+    field: str
+    n: int
+    stored_mean: float
+    current_mean: float
+    mean_difference: float
+    ci95: Tuple[float, float]
+    p: float
+    mean_absolute_difference: float
+    largest_change: Optional[Tuple[str, float, float]]
+    agreement: Optional[float] = None
+    kappa: Optional[float] = None
+    labels: Optional[Tuple] = None
+    confusion: Optional[Tuple[Tuple[int, ...], ...]] = None
+
+    __bool__ = _no_truth_value
+
+    def to_dict(self):
+        out = self._asdict()
+        out["ci95"] = list(self.ci95)
+        out["largest_change"] = (None if self.largest_change is None else dict(zip(
+            ("item", "stored", "current"), self.largest_change)))
+        out["categorical"] = self.labels is not None
+        out["labels"] = None if self.labels is None else list(self.labels)
+        out["confusion"] = None if self.confusion is None else [list(r) for r in self.confusion]
+        return out
+
+
+def field_drift(field, stored, current, *, labels=None, resamples=10000, seed=0):
+    """Drift of one score field: ``stored`` and ``current`` map each item of
+    the frozen sample to its value then and now ([0, 1], the same items).
+
+    Over the n items: both means; the mean difference (current - stored) with
+    its 95% paired percentile bootstrap interval (:func:`bootstrap_ci`) and
+    two-sided sign-flip p (:func:`randomization_p`: the exact McNemar test
+    for 0/1 values), as the gate computes them, from one generator seeded by
+    (seed, field); the mean absolute difference; the largest change (item,
+    stored, current: the largest |difference|, first item id on ties; None
+    when nothing changed).  ``labels`` (a function of a value, e.g. the
+    field's original integer) makes the field categorical: agreement, kappa
+    and the confusion table of :func:`cohen_kappa` on the labels.
+
+    >>> d = field_drift("f", {"a": 0.5, "b": 1.0, "c": 0.25, "e": 1.0},
+    ...                 {"a": 0.75, "b": 1.0, "c": 0.0, "e": 0.75})
+    >>> d.mean_difference, d.mean_absolute_difference, d.largest_change, d.p
+    (-0.0625, 0.1875, ('a', 0.5, 0.75), 1.0)
+    """
+    items = sorted(stored)
+    if sorted(current) != items:
+        raise EvalError("field_drift: %s: the stored and current values must be of the same "
+                        "items" % field)
+    if not items:
+        raise EvalError("field_drift: %s: no items" % field)
+    then = _finite_floats([stored[i] for i in items], "stored %s scores" % field)
+    now = _finite_floats([current[i] for i in items], "current %s scores" % field)
+    diffs = [b - a for a, b in zip(then, now)]
+    rng = random.Random("%s|drift|%s" % (seed, field))
+    biggest = max(range(len(items)), key=lambda i: abs(diffs[i]))    # the first of the largest
+    out = FieldDrift(
+        field=field, n=len(items), stored_mean=_mean(then), current_mean=_mean(now),
+        mean_difference=_mean(diffs), ci95=bootstrap_ci(diffs, resamples=resamples, rng=rng),
+        p=randomization_p(diffs, resamples=resamples, rng=rng),
+        mean_absolute_difference=math.fsum(map(abs, diffs)) / len(diffs),
+        largest_change=((items[biggest], then[biggest], now[biggest])
+                        if diffs[biggest] != 0.0 else None))
+    if labels is None:
+        return out
+    agreement, kappa, names, counts = cohen_kappa([labels(v) for v in then],
+                                                  [labels(v) for v in now])
+    return out._replace(agreement=agreement, kappa=kappa, labels=tuple(names),
+                        confusion=tuple(map(tuple, counts)))
+
+
 # ---------------------------------------------------------------------------
 # Comparison and statistics: two runs on the same queries
 # ---------------------------------------------------------------------------
@@ -6721,20 +7092,25 @@ def _paired(values, reference, measure, queries):
 def _attainable_p(diffs, resamples):
     """The smallest randomization p these differences could give: the observed
     sign pattern and its mirror always count, so 2 / 2**n over n non-zero
-    differences when exact, and 1 / (1 + resamples) by Monte Carlo.
+    differences when exact (at most 20 of them, or all of one size: McNemar),
+    and 1 / (1 + resamples) by Monte Carlo.
 
-    >>> _attainable_p([0.5, -1.0, 0.0], 10000)
-    0.5
+    >>> _attainable_p([0.5, -1.0, 0.0], 10000), _attainable_p([1.0] * 30, 10000)
+    (0.5, 1.862645149230957e-09)
     """
-    n = len(diffs) - diffs.count(0.0)
+    nonzero = [d for d in diffs if d != 0.0]
+    n = len(nonzero)
     if n == 0:
         return 1.0
-    return 2.0 / 2 ** n if n <= _EXACT_MAX_N else 1.0 / (1 + resamples)
+    if n <= _EXACT_MAX_N or _one_magnitude(nonzero):
+        return math.ldexp(1.0, 1 - n)
+    return 1.0 / (1 + resamples)
 
 
 def _queries_for_significance(tests, alpha):
     """How many differing queries an exact test needs before ``tests``
-    Holm-adjusted p-values can reach ``alpha``: the least n with tests * 2 / 2**n <= alpha."""
+    Holm-adjusted p-values can reach ``alpha``: the least n with tests * 2 / 2**n <= alpha
+    (the exact sign-flip and McNemar tests alike: n all one way gives 2 / 2**n)."""
     return math.ceil(math.log2(2 * tests / alpha))
 
 
@@ -8288,6 +8664,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=
     yield from _answerability_section(report)
     yield from _meta_section(report)
     yield from _judge_sections(report, per_query)
+    yield from _drift_sections(report.drift)
     if report.unjudged is not None:
         yield _bounds_section(report, per_query)
     for field in report.by:
@@ -8382,7 +8759,39 @@ def _status_text(change):
         text += " (undecided: %s could explain it%s; label them: --to-label FILE)" % (
             _plural(undecided["ids"], "unjudged id", "unjudged ids"),
             ": " + ", ".join(undecided["named"]) if undecided["named"] else "")
+    if change.suspect:
+        text += " (suspect: %s)" % change.suspect
     return text
+
+
+def _drift_sections(drift):
+    """The --drift check: one row per field, then each categorical field's
+    confusion table (stored rows, current columns)."""
+    if drift is None:
+        return
+    rows = []
+    for name, f in drift["fields"].items():
+        change = f["largest_change"]
+        rows.append([name, str(f["n"]), _fmt(f["stored_mean"]), _fmt(f["current_mean"]),
+                     "%+.4f" % f["mean_difference"], "[%+.4f, %+.4f]" % tuple(f["ci95"]),
+                     "%.4f" % f["p"], _fmt(f["mean_absolute_difference"])
+                     + (" > %g" % drift["max_drift"] if f["drifted"] else ""),
+                     "-" if change is None else "%s %.4f -> %.4f" % (
+                         change["item"], change["stored"], change["current"]),
+                     _fmt(f["agreement"]), _fmt(f["kappa"]) if f["categorical"] else "-"])
+    yield ("judge drift vs %s (%s, max drift %g): %s" % (
+        drift["frozen"]["path"], _plural(drift["items"], "item", "items"), drift["max_drift"],
+        "PASSED" if drift["passed"] else "FAILED, the judge moved: " + ", ".join(
+            name for name, f in drift["fields"].items() if f["drifted"])),
+        ["field", "n", "stored", "current", "delta", "95% CI", "p", "mean abs delta",
+         "largest change", "agreement", "kappa"], rows, list(drift["notes"]))
+    for name, f in drift["fields"].items():
+        if f["categorical"]:
+            labels = [json.dumps(label) for label in f["labels"]]
+            yield ("%s: stored (rows) against current (columns)" % name,
+                   ["stored \\ current"] + labels,
+                   [[label] + [str(c) for c in row] for label, row in zip(labels, f["confusion"])],
+                   [])
 
 
 def _judge_sections(report, per_query):
@@ -8560,12 +8969,18 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
         lines, details = _gate_markdown(gate_result, baseline_name)
         lines += [_md_text(title), ""]
     lines += _md_table(header, rows[shown:]) + [""]
+    drift = list(_drift_sections(report.drift))[:1]     # its table, never folded
+    if drift:
+        lines += _comparison_markdown(drift[0])
+        if not report.drift["passed"]:      # the run fails on it: say so first
+            lines[:0] = ["**Judge drift failed**: the judge moved on %s" % _md_text(", ".join(
+                name for name, f in report.drift["fields"].items() if f["drifted"])), ""]
     for c in comparisons:
         lines += _comparison_markdown(_comparison_section(c))
     if shown:
         details.append(("per-query values (%s)" % _plural(shown, "query", "queries"),
                         header, rows[:shown], []))
-    details += sections[1:]
+    details += [block for block in sections[1:] if block not in drift]
     if report.warnings:
         details.append(("warnings (%d)" % len(report.warnings), None, [],
                         list(report.warnings)))
@@ -9465,7 +9880,8 @@ def build_parser():
     parser.add_argument("--gate", choices=GATE_MODES, default="tolerance", dest="gate_mode",
                         help="tolerance (default): fail on any drop beyond --max-drop; "
                         "significant: only on such a drop that is also significant at "
-                        "--alpha (needs a baseline from --save-baseline)")
+                        "--alpha by the paired sign-flip test (for 0/1 outcomes the test "
+                        "is the exact McNemar test; needs a baseline from --save-baseline)")
     parser.add_argument("--compare", action="append", default=[], metavar="OTHER_RUN",
                         help="paired comparison with a reference run (repeatable; with "
                         "--scores alone, a reference score file)")
@@ -9529,6 +9945,19 @@ def _add_score_options(parser):
     parser.add_argument("--pass-threshold", action="append", default=[], metavar="FIELD=X",
                         help="show, for the queries whose judge runs fall on both sides of X "
                         "(in the field's own units), the share of runs on each side")
+    parser.add_argument("--drift", default=None, metavar="FROZEN",
+                        help="judge drift: a frozen sample (a score file whose items carry "
+                        "input_sha256, the hash of the question, context and answer judged, and "
+                        "the scores stored then) against the same items in --scores now; each "
+                        "item's hash must be the same. Reports per field the paired mean "
+                        "difference (95%% CI, p), the mean absolute difference, the largest "
+                        "change, and for booleans and integer ranges agreement, Cohen's kappa "
+                        "and the confusion table; --id-column applies")
+    parser.add_argument("--max-drift", default=None, metavar="X",
+                        help="with --drift: fail (exit 1) when the mean absolute difference of "
+                        "a field exceeds X on its [0, 1] scale (default %g); the judge score "
+                        "regressions of the gate are then marked suspect: judge drift"
+                        % DEFAULT_MAX_DRIFT)
     parser.add_argument("--compare-scores", action="append", default=[], metavar="FILE",
                         help="with QRELS RUN and --scores: paired comparison with a reference "
                         "score file (repeatable); --compare then takes runs")
@@ -9550,7 +9979,8 @@ _SCORES_ONLY = (("--id-column", "id_column", SCORE_ID_COLUMN),
                 ("--score-range", "score_range", []),
                 ("--allow-missing-scores", "allow_missing_scores", False),
                 ("--pass-threshold", "pass_threshold", []),
-                ("--compare-scores", "compare_scores", []))
+                ("--compare-scores", "compare_scores", []),
+                ("--drift", "drift", None), ("--max-drift", "max_drift", None))
 
 
 def _cli_tiers(args):
@@ -9943,9 +10373,10 @@ def _run_cli(args, stdout, stderr):
                         args.average, queries_info, notes)
     judged = None
     if tiers == "both":
-        judged = _evaluate_scores(_cli_scores(args.scores, args, _named_fields(score_names),
-                                              ranges), score_names, testset,
-                                  args.allow_missing_scores, thresholds, qrels)
+        loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
+        judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
+                                              args.allow_missing_scores, thresholds, qrels),
+                             args, loaded, ranges)
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
     # from stdin or a pipe is held in memory from here on.
@@ -9988,8 +10419,37 @@ def _cli_score_report(args, names, ranges, thresholds, meta):
     loaded = _cli_scores(args.scores, args, _named_fields(names), ranges)
     report = _with_meta(_evaluate_scores(loaded, names, testset, args.allow_missing_scores,
                                          thresholds), meta)
+    report = _with_drift(report, args, loaded, ranges)
     return report, [(path, _cli_reference_scores(path, args, report, ranges, testset))
                     for path in args.compare]
+
+
+def _with_drift(report, args, loaded, ranges):
+    """The report with its --drift check (the report unchanged without)."""
+    if args.drift is None:
+        if args.max_drift is not None:
+            raise EvalError("--max-drift applies with --drift FROZEN (the frozen sample)")
+        return report
+    fields = [_field_of(m) for m in report.measures if _field_of(m)]
+    max_drift = _max_drift_option(args.max_drift)
+    options = {"resamples": _checked_resamples(args.resamples), "seed": _parse_seed(args.seed)}
+    return report._replace(drift=judge_drift(
+        _read_scores(args.drift, args.id_column, fields,
+                     {f: r for f, r in ranges.items() if f in fields}, present_only=True),
+        loaded, max_drift=max_drift, **options))
+
+
+def _max_drift_option(text):
+    if text is None:
+        return DEFAULT_MAX_DRIFT
+    try:
+        value = _number(text, float)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise EvalError("--max-drift %s: X must be a number from 0 to 1 (a mean absolute "
+                        "difference on the fields' [0, 1] scale)" % text)
+    return value
 
 
 def _cli_reference_scores(path, args, report, ranges, testset):
@@ -10021,6 +10481,8 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
                           same=args.same, slice_max_drop=slice_max_drop, **options)
         if not args.unjudged_bounds:
             report = report._replace(unjudged=None)
+        result = _suspect_judge_drift(result, report.drift)
+    drifted = report.drift is not None and not report.drift["passed"]
     baseline_name = baseline.source if baseline else "baseline"
     sweep = _cli_sweep(args, metrics, score) if args.sweep_min_score is not None else None
     shown = dict(per_query=args.per_query, baseline_name=baseline_name)
@@ -10048,7 +10510,9 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     side = (_side_text(report, result, comparisons, baseline_name=baseline_name)
             if args.format == "trec" else "")
     # A failed gate never rewrites a baseline by itself: the rerun would pass.
-    refused = args.save_baseline and result is not None and not result.passed and not args.accept
+    # Nor does a judge that moved: its scores are not the measure they were.
+    refused = (args.save_baseline and (result is not None and not result.passed or drifted)
+               and not args.accept)
     outputs = []
     if args.save_baseline and not refused:
         outputs.append((args.save_baseline, _dumps(baseline_dict(report))))
@@ -10074,10 +10538,32 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     for warning in report.warnings:
         stderr.write("rag-eval: warning: %s\n" % warning)
     if refused:
-        stderr.write("rag-eval: the gate failed, so %s was not written (it keeps the numbers "
+        stderr.write("rag-eval: the %s, so %s was not written (it keeps the numbers "
                      "it had); rerun with --accept to save the new numbers anyway\n"
-                     % args.save_baseline)
+                     % ("gate failed" if result is not None and not result.passed
+                        else "judge drifted (--drift)", args.save_baseline))
+    if drifted:
+        return EXIT_REGRESSION
     return EXIT_OK if result is None or result.passed else EXIT_REGRESSION
+
+
+def _suspect_judge_drift(result, drift):
+    """The gate result with its judge score regressions marked ``suspect:
+    judge drift`` when the --drift check failed, and a note saying why.  The
+    verdict is left as it is: drift only ever fails a run more."""
+    if drift is None or drift["passed"]:
+        return result
+    moved = ", ".join("%s %.4f > %g" % (name, f["mean_absolute_difference"], drift["max_drift"])
+                      for name, f in drift["fields"].items() if f["drifted"])
+    changes = tuple(c._replace(suspect="judge drift")
+                    if c.status in ("regressed", "missing") and _field_of(c.measure) else c
+                    for c in result.changes)
+    if changes == result.changes:
+        return result
+    return result._replace(changes=changes, notes=result.notes + (
+        "suspect: judge drift: on the frozen sample %s the judge moved (mean absolute "
+        "difference %s): a judge score regression may be the judge's, not the system's"
+        % (drift["frozen"]["path"], moved),))
 
 
 def _check_sweep_options(args):

@@ -3872,7 +3872,7 @@ class StatsHandWorkedTest(unittest.TestCase):
         self.assertEqual(rag_eval.randomization_p([0.1, 0.2, 0.3, -0.6]), 1.0)
 
     def test_randomization_monte_carlo(self):
-        d = [1.0] * 30                       # true p = 2 / 2**30
+        d = [1.0] * 29 + [0.5]               # two sizes: not McNemar; true p = 2 / 2**30
         self.assertEqual(rag_eval.randomization_p(d, resamples=999,
                                                rng=random.Random(5)), 1 / 1000)
         d = [random.Random(i).choice([1.0, -1.0, 0.5]) for i in range(40)]
@@ -3880,10 +3880,14 @@ class StatsHandWorkedTest(unittest.TestCase):
         self.assertEqual(first, rag_eval.randomization_p(d, rng=random.Random(3)))
         self.assertEqual(rag_eval.randomization_p(d), rag_eval.randomization_p(d))
         # 15 wins and 10 losses of 1: exact p = P(|S| >= 5) for 25 fair signs
-        # = 2 * sum(C(25, k) for k <= 10) / 2**25; Monte Carlo must land near it.
+        # = 2 * sum(C(25, k) for k <= 10) / 2**25 (McNemar). With one loss of
+        # 0.999 instead, Monte Carlo must land near the count of all 2**25 patterns.
         exact = 2 * sum(math.comb(25, k) for k in range(11)) / 2 ** 25
-        estimate = rag_eval.randomization_p([1.0] * 15 + [-1.0] * 10, rng=random.Random(2))
-        self.assertAlmostEqual(estimate, exact, delta=0.02)
+        self.assertEqual(rag_eval.randomization_p([1.0] * 15 + [-1.0] * 10), exact)
+        d = [1.0] * 15 + [-1.0] * 9 + [-0.999]
+        counted = rag_eval._exact_sign_flip_count(d, abs(math.fsum(d)) * (1 - 1e-9)) / 2 ** 25
+        estimate = rag_eval.randomization_p(d, rng=random.Random(2))
+        self.assertAlmostEqual(estimate, counted, delta=0.02)
         with self.assertRaises(ValueError):
             rag_eval.randomization_p(d, resamples=0)
 
@@ -3977,6 +3981,568 @@ class StatsHandWorkedTest(unittest.TestCase):
             self.assertGreater(z * sd / math.sqrt(n - 1), tol)
         with self.assertRaises(ValueError):
             rag_eval.queries_needed(0.4, 0.0)
+
+
+def load_mcnemar_reference():
+    with open(os.path.join(DATA, "stats", "mcnemar.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+class McNemarTest(unittest.TestCase):
+    """The exact McNemar test: the sign-flip test of 0/1 outcomes, exact at any
+    number of discordant pairs (tests/peers/gen_mcnemar.py, statsmodels)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = load_mcnemar_reference()
+
+    def assertSameP(self, got, want, what):
+        # abs_tol: a p below 1e-300 underflows to 0 or a subnormal on either side.
+        self.assertTrue(math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-300),
+                        (what, got, want))
+
+    def test_matches_statsmodels_exact_mcnemar(self):
+        tables = self.ref["tables"]
+        self.assertGreater(len(tables), 700)
+        self.assertGreaterEqual(max(t["b"] + t["c"] for t in tables), 10 ** 6)
+        for table in tables:
+            with self.subTest(b=table["b"], c=table["c"]):
+                self.assertSameP(rag_eval.mcnemar_p(table["b"], table["c"]), table["pvalue"],
+                                 table)
+                self.assertEqual(rag_eval.mcnemar_p(table["b"], table["c"]),
+                                 rag_eval.mcnemar_p(table["c"], table["b"]))
+
+    def test_sign_flip_of_01_vectors_is_mcnemar(self):
+        for item in self.ref["vectors"]:
+            with self.subTest(name=item["name"]):
+                diffs = [a - b for a, b in zip(item["a"], item["b"])]
+                (_, gained), (lost, _) = item["table"]
+                self.assertEqual((gained, lost), (diffs.count(1), diffs.count(-1)))
+                got = rag_eval.randomization_p(diffs, rng=random.Random(0))
+                self.assertSameP(got, item["pvalue"], item["name"])
+                self.assertEqual(got, rag_eval.mcnemar_p(gained, lost))
+        self.assertGreater(max(len(item["a"]) for item in self.ref["vectors"]), 1000)
+
+    def test_hand_worked(self):
+        # n = b + c discordant pairs; p = 2 * sum_{i <= min(b, c)} C(n, i) / 2**n.
+        self.assertEqual(rag_eval.mcnemar_p(5, 0), 2 * 1 / 32)                 # 0.0625
+        self.assertEqual(rag_eval.mcnemar_p(2, 8), 2 * (1 + 10 + 45) / 1024)   # 0.109375
+        self.assertEqual(rag_eval.mcnemar_p(1, 3), 2 * (1 + 4) / 16)           # 0.625
+        self.assertEqual(rag_eval.mcnemar_p(2, 3), 2 * (1 + 5 + 10) / 32)      # 1.0
+        self.assertEqual(rag_eval.mcnemar_p(1, 4), 2 * (1 + 5) / 32)           # 0.375
+        self.assertEqual(rag_eval.mcnemar_p(30, 0), 2 / 2 ** 30)
+        for b in (0, 1, 7, 1000, 250000):
+            self.assertEqual(rag_eval.mcnemar_p(b, b), 1.0)
+        for bad in ((-1, 2), (1.0, 2), (True, 3), (2, "3")):
+            with self.subTest(bad=bad):
+                with self.assertRaises(ValueError):
+                    rag_eval.mcnemar_p(*bad)
+
+    def test_equals_the_enumerated_sign_flip_count(self):
+        # The sign-flip count of b values +1 and c values -1 (meet in the middle,
+        # the path randomization_p takes for other differences) over 2**n.
+        for b in range(0, 12):
+            for c in range(0, 21 - b):
+                d = [1.0] * b + [-1.0] * c
+                with self.subTest(b=b, c=c):
+                    if b == c:
+                        want = 1.0
+                    else:
+                        want = rag_eval._exact_sign_flip_count(d, abs(b - c) * (1 - 1e-9)) / 2 ** (b + c)
+                    self.assertEqual(rag_eval.mcnemar_p(b, c), want)
+
+    def test_exact_at_large_n(self):
+        # Beyond 2,000 pairs the sum is carried with bounds both ways; it must
+        # give the correctly rounded p, as exact integers and one division do.
+        rng = random.Random(7)
+        cases = [(2001, 990), (2500, 1249), (4001, 1900), (6000, 2999), (3000, 0)]
+        cases += [(n, rng.randint(n // 2 - 120, n // 2 - 1))
+                  for n in (rng.randint(2001, 8000) for _ in range(12))]
+        for n, k in cases:
+            with self.subTest(n=n, k=k):
+                term = math.comb(n, k)          # C(n, i - 1) = C(n, i) * i / (n - i + 1)
+                total = term
+                for i in range(k, 0, -1):
+                    term = term * i // (n - i + 1)
+                    total += term
+                self.assertEqual(rag_eval.mcnemar_p(k, n - k), 2 * total / 2 ** n)
+        # The bounds, where they decide, agree with exact integers below the limit too.
+        for n in range(3, 300, 7):
+            for k in range(0, (n + 1) // 2):
+                lo, hi = rag_eval._binomial_half_tail(k, n, 200)
+                if lo == hi:
+                    self.assertEqual(lo, rag_eval._exact_half_tail(k, n), (n, k))
+
+    def test_one_size_differences_use_it(self):
+        # Any measure whose changed queries all moved by one step (here 1/9,
+        # rounded apart) is a 0/1 outcome for the sign-flip test.
+        ninth = [5 / 9 - 4 / 9] * 25 + [2 / 9 - 1 / 9] * 3 + [4 / 9 - 5 / 9] * 2 + [0.0] * 9
+        self.assertEqual(rag_eval.randomization_p(ninth), rag_eval.mcnemar_p(28, 2))
+        self.assertEqual(rag_eval._attainable_p(ninth, 10000), 2 / 2 ** 30)
+        # Two sizes: Monte Carlo beyond 20, as before.
+        mixed = [1.0] * 29 + [0.5]
+        self.assertEqual(rag_eval.randomization_p(mixed, resamples=999, rng=random.Random(5)),
+                         1 / 1000)
+        self.assertEqual(rag_eval._attainable_p(mixed, 999), 1 / 1000)
+
+    def test_compare_and_gate_use_it(self):
+        # 40 queries; the run loses 25 and gains 3: more than 20 differ, so
+        # before this the p was Monte Carlo. McNemar: 2 * sum_{i<=3} C(28, i) / 2**28
+        # = 2 * (1 + 28 + 378 + 3276) / 268435456.
+        qrels = {"q%02d" % i: {"a": 1} for i in range(40)}
+        base_run = {q: ["a"] if i < 30 else ["x"] for i, q in enumerate(sorted(qrels))}
+        run = dict(base_run, **{"q%02d" % i: ["x"] for i in range(25)},
+                   **{"q%02d" % i: ["a"] for i in range(30, 33)})
+        before = rag_eval.evaluate(qrels, base_run, k=1, metrics="success")
+        after = rag_eval.evaluate(qrels, run, k=1, metrics="success")
+        want = 2 * (1 + 28 + 378 + 3276) / 2 ** 28
+        row = rag_eval.compare(after, before).measures["success@1"]
+        self.assertEqual((row.wins, row.losses), (3, 25))
+        self.assertEqual(row.p_randomization, want)
+        self.assertEqual(row.min_p, 2 / 2 ** 28)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "b.json")
+            rag_eval.save_baseline(before, path)
+            result = rag_eval.gate(after, rag_eval.load_baseline(path), mode="significant")
+        self.assertFalse(result.passed)
+        self.assertEqual(result.changes[0].p_value, want)
+
+    def test_help_and_readme_say_so(self):
+        code, out, _ = run_cli("--help")
+        self.assertEqual(code, 0)
+        self.assertIn("for 0/1 outcomes the test is the exact McNemar test",
+                      " ".join(out.split()))
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+            self.assertIn("For 0/1 outcomes the test is the exact McNemar test", f.read())
+
+
+def load_drift_reference():
+    with open(os.path.join(DATA, "stats", "drift.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+class JudgeDriftStatsTest(unittest.TestCase):
+    """Judge drift statistics against sklearn, numpy, scipy and statsmodels
+    (tests/peers/gen_drift.py) and by hand."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ref = load_drift_reference()
+
+    def test_kappa_matches_sklearn(self):
+        self.assertGreaterEqual(len(self.ref["kappa"]), 8)
+        for case in self.ref["kappa"]:
+            with self.subTest(case=case["name"]):
+                agreement, kappa, labels, counts = rag_eval.cohen_kappa(case["stored"],
+                                                                        case["current"])
+                self.assertTrue(math.isclose(kappa, case["kappa"], rel_tol=1e-12,
+                                             abs_tol=1e-15), (kappa, case["kappa"]))
+                self.assertTrue(math.isclose(agreement, case["agreement"], rel_tol=1e-12))
+                self.assertEqual((labels, counts), (case["labels"], case["confusion"]))
+
+    def test_kappa_hand_worked(self):
+        # stored 1 1 1 0 0 1 0 1 1 1, current 1 1 0 0 0 1 1 1 1 1 (n = 10):
+        # table (stored rows, current columns) [[2, 1], [1, 6]]; agreement 8/10;
+        # rows 3, 7 and columns 3, 7: chance p_e = (3*3 + 7*7) / 100 = 0.58;
+        # kappa = (0.8 - 0.58) / (1 - 0.58) = 0.22 / 0.42 = 11/21.
+        agreement, kappa, labels, counts = rag_eval.cohen_kappa(
+            [1, 1, 1, 0, 0, 1, 0, 1, 1, 1], [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
+        self.assertEqual((agreement, kappa, labels, counts), (0.8, 11 / 21, [0, 1],
+                                                              [[2, 1], [1, 6]]))
+        # All on one side flipped: agreement 0, p_e = (5*5 + 5*5)/100 = 0.5, kappa -1.
+        self.assertEqual(rag_eval.cohen_kappa([0] * 5 + [1] * 5, [1] * 5 + [0] * 5)[:2],
+                         (0.0, -1.0))
+        # One and the same label throughout: kappa undefined (sklearn: NaN), never NaN here.
+        self.assertEqual(rag_eval.cohen_kappa([3, 3], [3, 3]), (1.0, None, [3], [[2]]))
+        self.assertEqual(rag_eval.cohen_kappa([], []), (None, None, [], []))
+        with self.assertRaises(ValueError):
+            rag_eval.cohen_kappa([1], [1, 0])
+
+    def test_numeric_drift_matches_numpy_scipy_statsmodels(self):
+        checked_p = 0
+        for case in self.ref["numeric"]:
+            with self.subTest(case=case["name"]):
+                ids = ["i%03d" % i for i in range(len(case["stored"]))]
+                d = rag_eval.field_drift("f", dict(zip(ids, case["stored"])),
+                                         dict(zip(ids, case["current"])))
+                for ours, want in ((d.mean_difference, case["mean_difference"]),
+                                   (d.mean_absolute_difference,
+                                    case["mean_absolute_difference"])):
+                    self.assertTrue(math.isclose(ours, want, rel_tol=1e-12, abs_tol=1e-15),
+                                    (ours, want))
+                big = case["largest_change"]
+                self.assertEqual(d.largest_change,
+                                 (ids[big["index"]], big["from"], big["to"]))
+                if "p" in case:
+                    self.assertTrue(math.isclose(d.p, case["p"], rel_tol=1e-9), (d.p, case["p"]))
+                    checked_p += 1
+                if "bootstrap_percentile_95" in case:     # another generator: loose
+                    for ours, want in zip(d.ci95, case["bootstrap_percentile_95"]):
+                        self.assertLess(abs(ours - want), 0.005, (d.ci95, case))
+                self.assertEqual(d.n, len(ids))
+                self.assertIsNone(d.kappa)
+        self.assertGreaterEqual(checked_p, 3)
+
+    def test_field_drift_hand_worked(self):
+        # Four items, stored 0.8 0.6 1.0 0.5, current 0.7 0.6 0.9 0.8:
+        # differences -0.1, 0, -0.1, +0.3; mean +0.1 / 4 = 0.025; mean absolute
+        # 0.5 / 4 = 0.125; largest change f4 0.5 -> 0.8. Sign flips of the three
+        # non-zero differences: every one of the 8 patterns has |sum| >= 0.1
+        # (0.5, 0.3, 0.3, 0.1 and their mirrors), so p = 1.
+        d = rag_eval.field_drift("faithfulness", {"f1": 0.8, "f2": 0.6, "f3": 1.0, "f4": 0.5},
+                                 {"f1": 0.7, "f2": 0.6, "f3": 0.9, "f4": 0.8})
+        self.assertAlmostEqual(d.mean_difference, 0.025, places=15)
+        self.assertAlmostEqual(d.mean_absolute_difference, 0.125, places=15)
+        self.assertEqual(d.largest_change, ("f4", 0.5, 0.8))
+        self.assertEqual(d.p, 1.0)
+        self.assertEqual((d.stored_mean, d.current_mean), (0.725, 0.75))
+        # A boolean field, 10 items as in the kappa case: McNemar on 1 up, 1 down: p = 1;
+        # mean absolute difference 2/10 = 1 - agreement.
+        stored = dict(zip("abcdefghij", [1, 1, 1, 0, 0, 1, 0, 1, 1, 1]))
+        current = dict(zip("abcdefghij", [1, 1, 0, 0, 0, 1, 1, 1, 1, 1]))
+        b = rag_eval.field_drift("refused", stored, current, labels=bool)
+        self.assertEqual((b.agreement, b.kappa, b.labels, b.confusion),
+                         (0.8, 11 / 21, (False, True), ((2, 1), (1, 6))))
+        self.assertEqual((b.mean_absolute_difference, b.mean_difference, b.p), (0.2, 0.0, 1.0))
+        self.assertEqual(b.largest_change, ("c", 1.0, 0.0))
+        self.assertEqual(b.to_dict()["largest_change"], {"item": "c", "stored": 1.0,
+                                                        "current": 0.0})
+        self.assertTrue(b.to_dict()["categorical"])
+        # 12 items all lost: McNemar 2 / 2**12.
+        lost = rag_eval.field_drift("x", dict.fromkeys("abcdefghijkl", 1.0),
+                                    dict.fromkeys("abcdefghijkl", 0.0))
+        self.assertEqual(lost.p, 2 / 2 ** 12)
+        self.assertEqual(lost.ci95, (-1.0, -1.0))
+        same = rag_eval.field_drift("x", {"a": 0.5}, {"a": 0.5})
+        self.assertEqual((same.largest_change, same.p, same.mean_absolute_difference),
+                         (None, 1.0, 0.0))
+        for bad in (({"a": 0.5}, {"b": 0.5}), ({}, {}), ({"a": math.nan}, {"a": 0.5})):
+            with self.subTest(bad=bad):
+                with self.assertRaises(ValueError):
+                    rag_eval.field_drift("x", *bad)
+
+
+def drift_rows(rows, id_column="query_id"):
+    """JSONL of (item, input_sha256, {field: value}) rows."""
+    return "".join(json.dumps(dict({id_column: item, "input_sha256": sha}, **values)) + "\n"
+                   for item, sha, values in rows)
+
+
+class JudgeDriftCliTest(TempDir, unittest.TestCase):
+    """--drift FROZEN and --max-drift: a frozen sample re-judged, in every format."""
+
+    # Six items; faithfulness 0.90 0.80 1.00 0.60 0.70 0.50 then, 0.85 0.80 0.90
+    # 0.50 0.70 0.45 now; grounded T T T F T F then, T T F F T F now.
+    THEN = [("f1", "a1", {"faithfulness": 0.90, "grounded": True}),
+            ("f2", "a2", {"faithfulness": 0.80, "grounded": True}),
+            ("f3", "a3", {"faithfulness": 1.00, "grounded": True}),
+            ("f4", "a4", {"faithfulness": 0.60, "grounded": False}),
+            ("f5", "a5", {"faithfulness": 0.70, "grounded": True}),
+            ("f6", "a6", {"faithfulness": 0.50, "grounded": False})]
+    NOW = [("f1", "a1", {"faithfulness": 0.85, "grounded": True}),
+           ("f2", "a2", {"faithfulness": 0.80, "grounded": True}),
+           ("f3", "a3", {"faithfulness": 0.90, "grounded": False}),
+           ("f4", "a4", {"faithfulness": 0.50, "grounded": False}),
+           ("f5", "a5", {"faithfulness": 0.70, "grounded": True}),
+           ("f6", "a6", {"faithfulness": 0.45, "grounded": False})]
+
+    def drift(self, *argv, then=None, now=None, id_column="query_id"):
+        frozen = self.write("frozen.jsonl", drift_rows(self.THEN if then is None else then,
+                                                       id_column))
+        current = self.write("now.jsonl", drift_rows(self.NOW if now is None else now,
+                                                     id_column))
+        return run_cli("--scores", current, "--drift", frozen, *argv)
+
+    def assertRefused(self, expect, *argv, **files):
+        out_path = os.path.join(self.tmp, "out.json")
+        code, out, err = self.drift("-o", out_path, *argv, **files)
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn(expect, err)
+        self.assertEqual(out, "")
+        self.assertFalse(os.path.exists(out_path))
+        return err
+
+    def test_hand_worked_drift_fails_the_run(self):
+        code, out, err = self.drift("--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        drift = json.loads(out)["drift"]
+        self.assertEqual((drift["passed"], drift["max_drift"], drift["items"]), (False, 0.02, 6))
+        self.assertTrue(drift["frozen"]["path"].endswith("frozen.jsonl"))
+        f, g = drift["fields"]["faithfulness"], drift["fields"]["grounded"]
+        # faithfulness: differences -0.05 0 -0.10 -0.10 0 -0.05: mean -0.30 / 6 = -0.05,
+        # mean absolute 0.30 / 6 = 0.05 > 0.02; largest f3 (first of the two -0.10)
+        # 1.0 -> 0.9; the four non-zero differences all negative: 2 of 16 sign
+        # patterns are as extreme, p = 0.125. Means 4.5 / 6 = 0.75 then, 4.2 / 6 = 0.70 now.
+        self.assertAlmostEqual(f["mean_difference"], -0.05, places=15)
+        self.assertAlmostEqual(f["mean_absolute_difference"], 0.05, places=15)
+        self.assertEqual(f["largest_change"], {"item": "f3", "stored": 1.0, "current": 0.9})
+        self.assertEqual((f["p"], f["n"], f["categorical"], f["drifted"]), (0.125, 6, False, True))
+        self.assertAlmostEqual(f["stored_mean"], 0.75, places=15)
+        self.assertAlmostEqual(f["current_mean"], 0.70, places=15)
+        self.assertIsNone(f["kappa"])
+        # grounded: f3 true -> false, the rest equal: agreement 5/6; table (rows then:
+        # false, true) [[2, 0], [1, 3]]; rows 2, 4 and columns 3, 3: kappa =
+        # (6 * 5 - (2 * 3 + 4 * 3)) / (36 - 18) = 12 / 18 = 2/3; mean absolute 1/6;
+        # McNemar on 0 up, 1 down: 2 * 1 / 2 = 1.
+        self.assertEqual((g["agreement"], g["kappa"], g["labels"], g["confusion"]),
+                         (5 / 6, 2 / 3, [False, True], [[2, 0], [1, 3]]))
+        self.assertEqual((g["mean_absolute_difference"], g["p"], g["categorical"]),
+                         (1 / 6, 1.0, True))
+        self.assertEqual(g["largest_change"], {"item": "f3", "stored": 1.0, "current": 0.0})
+        code, text, _ = self.drift()
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertIn("FAILED, the judge moved: faithfulness, grounded", text)
+        self.assertIn("0.0500 > 0.02", text)
+        self.assertIn("f3 1.0000 -> 0.9000", text)
+        self.assertIn("grounded: stored (rows) against current (columns)", text)
+        code, md, _ = self.drift("--format", "markdown")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertTrue(md.startswith("**Judge drift failed**: the judge moved on faithfulness, "
+                                      "grounded\n"), md)
+        self.assertIn("**judge drift vs ", md)
+        self.assertIn("| grounded | 6 | 0.6667 | 0.5000 | -0.1667 |", md)
+        table = [line for line in md.splitlines() if line.startswith("| field |")]
+        self.assertEqual(len(table), 1)
+        self.assertEqual(table[0].count("|"), 12, table)      # 11 columns, no stray pipe
+
+    def test_below_max_drift_passes(self):
+        # 0.1667 (grounded) is the largest mean absolute difference.
+        code, out, err = self.drift("--format", "json", "--max-drift", "0.2")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(json.loads(out)["drift"]["passed"])
+        code, out, err = self.drift("--format", "json", "--max-drift", str(1 / 6))
+        self.assertEqual(code, 0, err)        # at the limit is not above it
+        # Only faithfulness checked (--metrics), 0.05 at --max-drift 0.05: passes.
+        code, out, err = self.drift("--format", "json", "--metrics", "faithfulness",
+                                    "--max-drift", "0.05")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(list(json.loads(out)["drift"]["fields"]), ["faithfulness"])
+        # The default 0.02: one item of 50 moving 0.5 is 0.01 on average.
+        then = [("i%02d" % i, "h%d" % i, {"s": 0.5}) for i in range(50)]
+        now = [(i, h, {"s": 1.0 if i == "i07" else 0.5}) for i, h, _ in then]
+        code, out, err = self.drift("--format", "json", then=then, now=now)
+        self.assertEqual(code, 0, err)
+        drift = json.loads(out)["drift"]
+        self.assertEqual((drift["passed"], drift["fields"]["s"]["mean_absolute_difference"]),
+                         (True, 0.01))
+        now[8] = ("i08", "h8", {"s": 0.0})       # 1.0 / 50 = 0.02: still not above
+        self.assertEqual(self.drift(then=then, now=now)[0], 0)
+        now[9] = ("i09", "h9", {"s": 0.55})      # 1.05 / 50 = 0.021 > 0.02
+        self.assertEqual(self.drift(then=then, now=now)[0], rag_eval.EXIT_REGRESSION)
+
+    def test_not_a_drift_check(self):
+        now = [row if row[0] != "f3" else ("f3", "changed", row[2]) for row in self.NOW]
+        err = self.assertRefused("answer changed for f3: not a drift check", now=now)
+        self.assertIn("frozen.jsonl", err)
+        # An item of the frozen sample the current scores lack.
+        then = self.THEN + [("f7", "a7", {"faithfulness": 0.5, "grounded": True})]
+        err = self.assertRefused("item 'f7' of the frozen sample is not in the current scores",
+                                 then=then)
+        # input_sha256 missing or empty on either side; not text (the score file
+        # reader refuses that, naming the line).
+        for bad in (None, ""):
+            with self.subTest(bad=bad):
+                then = [(i, bad if i == "f2" else h, v) for i, h, v in self.THEN]
+                self.assertRefused("item 'f2' has no input_sha256 as text", then=then)
+                now = [(i, bad if i == "f2" else h, v) for i, h, v in self.NOW]
+                self.assertRefused("item 'f2' has no input_sha256 as text", now=now)
+        for bad in (123, ["a1"], True):
+            with self.subTest(bad=bad):
+                then = [(i, bad if i == "f2" else h, v) for i, h, v in self.THEN]
+                err = self.assertRefused("query 'f2': input_sha256 must be text", then=then)
+                self.assertIn("frozen.jsonl:2", err)
+                now = [(i, bad if i == "f2" else h, v) for i, h, v in self.NOW]
+                err = self.assertRefused("query 'f2': input_sha256 must be text", now=now)
+                self.assertIn("now.jsonl:2", err)
+        # A frozen item without a score now (--allow-missing-scores lists it unscored).
+        now = [(i, h, {"faithfulness": v["faithfulness"]} if i == "f5" else v)
+               for i, h, v in self.NOW]
+        self.assertRefused("item 'f5' has no grounded score now", "--allow-missing-scores",
+                           now=now)
+        self.assertRefused("--max-drift", "--max-drift", "1.5")
+        self.assertRefused("--max-drift", "--max-drift", "nan")
+        code, _, err = run_cli("--scores", self.write("s.jsonl", drift_rows(self.NOW)),
+                               "--max-drift", "0.1")
+        self.assertEqual(code, 2)
+        self.assertIn("--max-drift applies with --drift", err)
+        code, _, err = self.report_of("--drift", self.write("d.jsonl", drift_rows(self.THEN)),
+                                      qrels=self.GOOD_QRELS, run=self.GOOD_RUN)
+        self.assertEqual(code, 2)
+        self.assertIn("--drift only applies with --scores", err)
+        other = [(i, h, {"relevance": 0.5}) for i, h, _ in self.THEN]
+        self.assertRefused("holds none of the score fields", then=other)
+
+    def test_id_column_applies_to_the_drift_file(self):
+        code, out, err = self.drift("--format", "json", "--id-column", "item",
+                                    id_column="item")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual(json.loads(out)["drift"]["fields"]["grounded"]["kappa"], 2 / 3)
+        frozen = self.write("f.jsonl", drift_rows(self.THEN))       # query_id, not item
+        current = self.write("c.jsonl", drift_rows(self.NOW, "item"))
+        code, out, err = run_cli("--scores", current, "--id-column", "item", "--drift", frozen)
+        self.assertEqual(code, 2)
+        self.assertIn("'item'", err)
+
+    def test_judge_regressions_are_suspect(self):
+        baseline = os.path.join(self.tmp, "base.json")
+        then = self.write("then.jsonl", drift_rows(self.THEN))
+        self.assertEqual(run_cli("--scores", then, "--save-baseline", baseline)[0], 0)
+        code, out, err = self.drift("--format", "json", "--baseline", baseline)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        doc = json.loads(out)
+        changes = {c["measure"]: c for c in doc["gate"]["changes"]}
+        self.assertEqual({m: (c["status"], c["suspect"]) for m, c in changes.items()},
+                         {"score(field=faithfulness)": ("regressed", "judge drift"),
+                          "score(field=grounded)": ("regressed", "judge drift")})
+        self.assertTrue(any(n.startswith("suspect: judge drift") for n in doc["gate"]["notes"]))
+        for fmt, marker in (("text", "REGRESSED (suspect: judge drift)"),
+                            ("markdown", "REGRESSED (suspect: judge drift)")):
+            code, out, _ = self.drift("--format", fmt, "--baseline", baseline)
+            self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+            self.assertIn(marker, out)
+        # The judge within --max-drift: the same regressions, not suspect.
+        code, out, _ = self.drift("--format", "json", "--baseline", baseline, "--max-drift", "0.5")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertEqual({c["suspect"] for c in json.loads(out)["gate"]["changes"]}, {None})
+        # A gate that passes still fails the run when the judge moved, and no
+        # baseline is rewritten from its scores.
+        code, out, err = self.drift("--format", "json", "--baseline", baseline,
+                                    "--max-drop", "0.5", "--save-baseline", baseline + "2")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        doc = json.loads(out)
+        self.assertEqual((doc["gate"]["passed"], doc["drift"]["passed"]), (True, False))
+        self.assertFalse(os.path.exists(baseline + "2"))
+        self.assertIn("judge drifted (--drift)", err)
+
+    def test_both_tiers_integer_range_and_repeated_runs(self):
+        # relevance on 1:5 (integers): categorical on its own scale. 1 -> 2 on one
+        # item of four: agreement 3/4; table over labels 1, 2, 4, 5 (rows then)
+        # [[0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 2]]; rows 1, 0, 1, 2 and
+        # columns 0, 1, 1, 2: kappa = (4 * 3 - (0 + 0 + 1 + 4)) / (16 - 5) = 7 / 11;
+        # mean absolute difference (2 - 1) / 4 / 4 = 0.0625.
+        then = [("q1", "h1", {"relevance": 1}), ("q2", "h2", {"relevance": 4}),
+                ("q3", "h3", {"relevance": 5}), ("q4", "h4", {"relevance": 5})]
+        now = [("q1", "h1", {"relevance": 2})] + then[1:]
+        qrels = {"q%d" % i: {"a": 1} for i in range(1, 5)}
+        run = {q: ["a"] for q in qrels}
+        frozen = self.write("frozen.jsonl", drift_rows(then))
+        current = self.write("now.jsonl", drift_rows(now))
+        code, out, err = self.report_of("--scores", current, "--drift", frozen,
+                                        "--score-range", "relevance=1:5", "--metrics",
+                                        "recall@1,score(field=relevance)", "--format", "json",
+                                        qrels=qrels, run=run)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        r = json.loads(out)["drift"]["fields"]["relevance"]
+        self.assertEqual((r["labels"], r["confusion"], r["agreement"], r["kappa"]),
+                         ([1, 2, 4, 5], [[0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0],
+                                         [0, 0, 0, 2]], 0.75, 7 / 11))
+        self.assertEqual(r["mean_absolute_difference"], 0.0625)
+        # Without a range that says integers, a number field: no kappa.
+        then = [(i, h, {"relevance": v["relevance"] / 5}) for i, h, v in then]
+        now = [(i, h, {"relevance": v["relevance"] / 5}) for i, h, v in now]
+        code, out, err = self.drift("--format", "json", then=then, now=now)
+        self.assertIsNone(json.loads(out)["drift"]["fields"]["relevance"]["kappa"])
+        # Repeated runs of a boolean: fractions, compared as numbers, and said so.
+        then = [("q1", "h1", {"ok": [True, True]}), ("q2", "h2", {"ok": [False, True]})]
+        now = [("q1", "h1", {"ok": [True, False]}), ("q2", "h2", {"ok": [False, True]})]
+        code, out, err = self.drift("--format", "json", then=then, now=now)
+        drift = json.loads(out)["drift"]
+        self.assertFalse(drift["fields"]["ok"]["categorical"])
+        self.assertEqual(drift["fields"]["ok"]["mean_absolute_difference"], 0.25)
+        self.assertIn("repeated judge runs", drift["notes"][0])
+
+    def test_seeded_mutations_fail_cleanly(self):
+        # Broken lines, deleted and inserted items, values of every wrong type on
+        # either side: exit 0, 1 or 2, and 2 is one line with nothing written.
+        broken = ['{', 'null', '[]', '{"query_id": "f9"}',
+                  '{"query_id": "f1", "faithfulness": NaN}',
+                  '{"query_id": "f2", "input_sha256": "a2", "faithfulness": 2, "grounded": 1}',
+                  '{"query_id": "f3", "input_sha256": 5, "faithfulness": 0.5}', 'query_id,x',
+                  '{"query_id": "f4", "input_sha256": "a4", "faithfulness": [0.1, 0.2], '
+                  '"grounded": [true, false]}']
+        rng = random.Random(15)
+        seen = set()
+        for case in range(60):
+            sides = [drift_rows(self.THEN).splitlines(), drift_rows(self.NOW).splitlines()]
+            for lines in sides:
+                for _ in range(rng.randint(0, 2)):
+                    i = rng.randrange(len(lines) + 1)
+                    choice = rng.random()
+                    if choice < 0.3 and i < len(lines):
+                        del lines[i]
+                    elif choice < 0.6:
+                        lines.insert(i, rng.choice(broken))
+                    elif i < len(lines):
+                        record = json.loads(lines[i])
+                        record[rng.choice(sorted(record))] = rng.choice([None, 0.3, True, "t",
+                                                                         [1], 7, -1])
+                        lines[i] = json.dumps(record)
+            frozen = self.write("frozen.jsonl", "\n".join(sides[0]) + "\n")
+            current = self.write("now.jsonl", "\n".join(sides[1]) + "\n")
+            out_path = os.path.join(self.tmp, "out.json")
+            extra = rng.choice([(), ("--max-drift", "0.3"), ("--allow-missing-scores",)])
+            code, out, err = run_cli("--scores", current, "--drift", frozen, "-o", out_path,
+                                     *extra)
+            with self.subTest(case=case, frozen=sides[0], now=sides[1]):
+                self.assertIn(code, (0, 1, 2))
+                self.assertNotIn("Traceback", err)
+                if code == 2:
+                    self.assertEqual(len(err.strip().splitlines()), 1, err)
+                    self.assertFalse(os.path.exists(out_path))
+                else:
+                    self.assertTrue(os.path.exists(out_path))
+                    os.remove(out_path)
+            seen.add(code)
+        self.assertEqual(seen, {0, 1, 2})
+
+    def test_same_bytes_every_time(self):
+        first = self.drift("--format", "json")
+        self.assertEqual(first, self.drift("--format", "json"))
+        self.assertEqual(self.drift("--seed", "3")[1], self.drift("--seed", "3")[1])
+
+
+class JudgeDriftExampleTest(unittest.TestCase):
+    """examples/judge/frozen.jsonl against rejudged.jsonl (the example README
+    works every number by hand; the README shows the text output)."""
+
+    HERE = os.path.join(HERE, "examples", "judge")
+
+    def drift(self, *argv):
+        return run_cli("--scores", os.path.join(self.HERE, "rejudged.jsonl"), "--drift",
+                       os.path.join(self.HERE, "frozen.jsonl"), *argv)
+
+    def test_the_judge_moved(self):
+        code, out, err = self.drift("--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        drift = json.loads(out)["drift"]
+        f, g = drift["fields"]["faithfulness"], drift["fields"]["grounded"]
+        self.assertAlmostEqual(f["mean_difference"], -0.30 / 6, places=15)
+        self.assertAlmostEqual(f["mean_absolute_difference"], 0.30 / 6, places=15)
+        self.assertEqual((f["p"], f["largest_change"]),
+                         (2 / 2 ** 4, {"item": "f3", "stored": 1.0, "current": 0.9}))
+        self.assertEqual((g["agreement"], g["kappa"], g["confusion"], g["p"]),
+                         (5 / 6, 12 / 18, [[2, 0], [1, 3]], 1.0))
+        self.assertEqual(g["mean_absolute_difference"], 1 / 6)
+        self.assertEqual(self.drift("--max-drift", "0.2")[0], 0)
+        # The hashes are those the example README says: sha256 of [question, context, answer].
+        with open(os.path.join(self.HERE, "frozen.jsonl"), encoding="utf-8") as handle:
+            for line in handle:
+                item = json.loads(line)
+                text = json.dumps([item["question"], item["context"], item["answer"]])
+                self.assertEqual(item["input_sha256"],
+                                 hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+    def test_readme_shows_the_output(self):
+        code, out, _ = self.drift()
+        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
+            readme = handle.read()
+        out = out.replace(self.HERE + os.sep, "examples/judge/")
+        shown = out[out.index("judge drift vs"):].strip().splitlines()
+        self.assertGreater(len(shown), 6)
+        for line in shown:
+            self.assertIn(line, readme)
 
 
 # ---------------------------------------------------------------------------
@@ -6296,8 +6862,10 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         self.assertEqual(doc["gate"]["slice_max_drop"], {})
         for entry in doc["gate"]["changes"]:
             self.assertEqual(set(entry), {"measure", "baseline", "current", "delta", "status",
-                                          "p_value", "slice", "judged", "undecided"})
+                                          "p_value", "slice", "judged", "undecided",
+                                          "suspect"})
             self.assertIsNone(entry["slice"])
+            self.assertIsNone(entry["suspect"])
 
     def test_json_schema(self):
         code, out, err = run_cli(*EXAMPLE_FILES, "--format", "json", "--per-query",
