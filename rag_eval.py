@@ -8109,7 +8109,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     changes = tuple(change for subset in subsets
                     for change in _subset_changes(subset, paired, pvalues, alpha,
                                                   report.unjudged))
-    notes += _slice_notes(report, baseline, subsets, mode)
+    notes += _slice_notes(report, baseline, subsets, mode) + _lost_score_notes(subsets)
     notes += _judge_noise_notes(report, baseline, subsets[0].allowed)
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
         [(s.name, s.rows, s.allowed) for s in subsets if s.listed])] if n]
@@ -8180,6 +8180,8 @@ def _subset_changes(subset, paired, pvalues, alpha, unjudged=None):
         before, now = subset.before[measure], subset.now.get(measure)
         if key in paired:
             now, before = paired[key]
+        elif _lost_scores(subset, measure):
+            now, before = _both_held_means(subset, measure)
         change = _change(measure, before, now, subset.allowed[measure], pvalues.get(key), alpha)
         if unjudged is not None and not subset.held and change.current is not None:
             queries = [q for q in sorted(subset.rows) if measure in subset.rows[q]
@@ -8189,6 +8191,54 @@ def _subset_changes(subset, paired, pvalues, alpha, unjudged=None):
 
 
 _NAMED_UNJUDGED = 5     # an undecided regression names its ids up to this many
+
+
+def _lost_scores(subset, measure):
+    """The queries whose judge score the baseline holds and the report does
+    not (a null with --allow-missing-scores, a dropped line).  A judge score
+    file is written per run, not a fixed test set: left out of the current
+    mean, the worst query's lost score could pass the gate.
+
+    >>> s = _Subset(None, {}, {}, {"q1": {"score(field=f)": 0.5}}, {"q1": {"score(field=f)": 0.9},
+    ...             "q2": {"score(field=f)": 0.1}}, {})
+    >>> _lost_scores(s, "score(field=f)"), _both_held_means(s, "score(field=f)")
+    (['q2'], (0.5, 0.9))
+    """
+    if subset.then is None or not _field_of(measure):
+        return []
+    return [q for q in sorted(subset.then) if measure in subset.then[q]
+            and measure not in subset.rows.get(q, ())]
+
+
+def _both_held_means(subset, measure):
+    """(current, baseline) means of a measure over the queries both sides hold
+    (current None when there are none: the measure is missing)."""
+    both = [q for q in sorted(subset.then) if measure in subset.then[q]
+            and measure in subset.rows.get(q, ())]
+    if not both:
+        return None, subset.before[measure]
+    return (_mean([subset.rows[q][measure] for q in both]),
+            _mean([subset.then[q][measure] for q in both]))
+
+
+def _lost_score_notes(subsets):
+    """A note per gated judge score compared on fewer queries (_lost_scores)."""
+    notes = []
+    for subset in subsets:
+        for measure in sorted(subset.before):
+            lost = _lost_scores(subset, measure)
+            if lost and subset.listed:
+                notes.append("%s%s: %s the baseline scored %s no score now (%s): compared on "
+                             "the queries both hold" % (
+                                 measure, "" if subset.name is None else " in " + subset.name,
+                                 _plural(len(lost), "query", "queries"),
+                                 "has" if len(lost) == 1 else "have", _preview(lost)))
+            elif lost:
+                notes.append("%s in %s: %s the baseline scored %s no score now: compared on "
+                             "the queries both hold" % (measure, subset.name, _plural(
+                                 len(lost), "query", "queries"), "has" if len(lost) == 1
+                                 else "have"))
+    return notes
 
 
 def _with_unjudged(change, queries, unjudged, allowed):

@@ -2292,6 +2292,30 @@ class ScoreReportTest(TempDir, unittest.TestCase):
     def cli(self, *argv, scores=None, name="s.jsonl"):
         return run_cli("--scores", self.write(name, scores or self.SCORES), *argv)
 
+    def test_a_lost_score_never_passes_the_gate(self):
+        # Found by review: with --allow-missing-scores the current mean left out q3, the
+        # lowest-scored query: (0.9 + 0.5) / 2 = 0.70 against the baseline's all-query
+        # (0.9 + 0.6 + 0.1) / 3 = 0.5333, "improved".  On the queries both hold (q1, q2):
+        # baseline (0.9 + 0.6) / 2 = 0.75, now 0.70: a drop of 0.05 > 0.02, REGRESSED.
+        # A dropped line is the same loss.
+        baseline = os.path.join(self.tmp, "b.json")
+        code, _, err = self.cli("--save-baseline", baseline, scores=(
+            '{"query_id": "q1", "f": 0.9}\n{"query_id": "q2", "f": 0.6}\n'
+            '{"query_id": "q3", "f": 0.1}\n'))
+        self.assertEqual(code, 0, err)
+        for lost in ('{"query_id": "q3", "f": null}\n', ""):
+            code, out, err = self.cli("--baseline", baseline, "--allow-missing-scores",
+                                      "--format", "json", scores=(
+                                          '{"query_id": "q1", "f": 0.9}\n'
+                                          '{"query_id": "q2", "f": 0.5}\n' + lost))
+            self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+            gate = json.loads(out)["gate"]
+            [change] = gate["changes"]
+            self.assertEqual((change["status"], change["baseline"]), ("regressed", 0.75))
+            self.assertAlmostEqual(change["current"], 0.7, places=12)
+            self.assertIn("score(field=f): 1 query the baseline scored has no score now ('q3'):"
+                          " compared on the queries both hold", gate["notes"])
+
     def assertBadScores(self, scores, expect, *argv, name="s.jsonl"):
         """exit 2, one line naming ``expect``, nothing written."""
         out_path, saved = os.path.join(self.tmp, "out.json"), os.path.join(self.tmp, "b.json")
