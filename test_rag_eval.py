@@ -9265,7 +9265,8 @@ class _Fuzz:
             "--alpha": ["0.05", "0", "1", "0.5", "nan", "1e-300", "-0.1", "x", "0.99999"],
             "--resamples": ["50", "1", "0", "-1", "x", "200", "1.5", "10" * 10, ""],
             "--seed": ["0", "1", "-1", "x", "1.5", "9" * 40, "", "\u0661"],
-            "--format": ["text", "json", "markdown", "trec"],
+            "--format": ["text", "json", "markdown", "trec", "html"],
+            "--max-bytes": ["60000", "800", "1", "0", "x", ""],
             "--average": ["scored", "trec_eval", "trec_eval", "x", ""],
             "--gate": ["tolerance", "significant", "significant"],
             "--gain": ["linear", "exponential"],
@@ -9296,7 +9297,7 @@ class _Fuzz:
                         ("--format", 0.5), ("--gate", 0.15), ("--gain", 0.1), ("--alpha", 0.05),
                         ("--seed", 0.05), ("--qrels-format", 0.1), ("--run-format", 0.1),
                         ("--average", 0.1), ("--doc-sep", 0.08), ("--unit", 0.05),
-                        ("--min-score", 0.05)):
+                        ("--min-score", 0.05), ("--max-bytes", 0.05)):
             if rng.random() < p:
                 extra += [name, self.option(name)]
         if rng.random() < 0.05:
@@ -9320,8 +9321,9 @@ class _Fuzz:
         if rng.random() < 0.02:
             extra += ["--debug"]
         if rng.random() < 0.3:
-            extra += ["-o", "out.txt" if rng.random() < 0.85 else
-                      rng.choice(["", ".", "no/dir/out", "-", "sb.json", "out.txt/"])]
+            extra += ["-o", "out.txt" if rng.random() < 0.8 else
+                      rng.choice(["", ".", "no/dir/out", "-", "sb.json", "out.txt/", "out.html",
+                                  "out.md", "out.json"])]
         if rng.random() < 0.03:
             extra += [rng.choice(["--bogus", "--k", "-o", "--version", "--help", "--list-measures", "extra.json",
                                   "--baseline=", "--max-drop=5%", "--k=", "--metrics="])]
@@ -9548,7 +9550,10 @@ class FuzzTest(TempDir, unittest.TestCase):
         if not report.strip():
             bad("empty report", "exit %d" % code)
             return
-        fmt = _fuzz_option(argv, "--format") or "text"
+        fmt = _fuzz_option(argv, "--format") or rag_eval._format_of(
+            target if target not in (None, "-") else None)
+        if fmt == "html" and ("<script" in report or not report.startswith("<!DOCTYPE html>")):
+            bad("report HTML", report[:100])
         if fmt == "json":
             try:
                 doc = json.loads(report, parse_constant=_fuzz_no_constant)
