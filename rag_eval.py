@@ -10059,7 +10059,11 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
         outputs.append(_to_label_output(args, qrels, testset, chunks, metrics))
     _write_atomic(outputs)
     if summary_path is not None:
-        _append_step_summary(summary_path, text if args.format == "markdown" else markdown())
+        try:   # a log, not an artifact: the outputs are written, the exit code stands
+            _append_step_summary(summary_path,
+                                 text if args.format == "markdown" else markdown())
+        except EvalError as exc:
+            stderr.write("rag-eval: warning: %s\n" % _one_line(str(exc)))
     if not to_file:
         try:
             stdout.write(text)
@@ -10119,32 +10123,52 @@ def _cli_sweep(args, metrics, score):
 
 
 def _step_summary_path():
-    """The file --step-summary appends to: $GITHUB_STEP_SUMMARY, which must be set."""
+    """The file --step-summary appends to: $GITHUB_STEP_SUMMARY, which must be
+    set and open for appending (checked before any work, so that an unusable
+    summary is an error before any output is written)."""
     path = os.environ.get("GITHUB_STEP_SUMMARY", "")
     if not path:
         raise EvalError("--step-summary: $GITHUB_STEP_SUMMARY is not set (GitHub Actions sets "
                         "it in every step); drop --step-summary outside a workflow")
+    _append_step_summary(path, None)
     return path
 
 
 def _append_step_summary(path, text):
-    """Append ``text`` to the job summary file (GitHub reads it after the step)."""
+    """Append ``text`` to the job summary file (GitHub reads it after the step);
+    ``text`` None only checks that the file opens for appending."""
     try:
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text.rstrip("\n") + "\n\n")   # a blank line ends an HTML block
+            if text is not None:
+                # A blank line before (never merged with a paragraph already there)
+                # and after (a blank line ends an HTML block).
+                handle.write("\n" * (1 + (handle.tell() > 0 and not _ends_a_line(path)))
+                             + text.strip("\n") + "\n\n")
     except OSError as exc:
         raise EvalError("$GITHUB_STEP_SUMMARY %s: cannot append: %s"
                         % (path, exc.strerror or exc)) from None
 
 
+def _ends_a_line(path):
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
 def _step_summary_error(message):
-    """On an input error with --step-summary, the error as one escaped line of
-    the job summary (a log, not an artifact: best effort)."""
-    try:
-        _append_step_summary(_step_summary_path(), "**rag-eval error**: %s\n"
-                             % _md_text(message))
-    except EvalError:
-        pass
+    """On an error (exit 2) with --step-summary, the error as one escaped line
+    of the job summary (a log, not an artifact: best effort)."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY", "")
+    if path:
+        try:
+            _append_step_summary(path, "**rag-eval error**: %s" % _md_text(message))
+        except EvalError:
+            pass
+
+
+def _step_summary_asked(argv):
+    """Whether a command line that argparse refused asked for --step-summary."""
+    return any(arg == "--step-summary" for arg in (sys.argv[1:] if argv is None else argv))
 
 
 class _Tolerant:
@@ -10180,13 +10204,19 @@ def main(argv=None, *, stdout=None, stderr=None):
     stderr = _Tolerant(stderr or sys.stderr or io.StringIO())
     parser = build_parser()
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = stdout, stderr   # argparse prints --help and errors there
+    usage = io.StringIO()
+    sys.stdout, sys.stderr = stdout, usage   # argparse prints --help and errors there
     try:
         args = parser.parse_intermixed_args(argv)   # QRELS RUN may sit between options
     except SystemExit as exc:
+        stderr.write(usage.getvalue())
+        if exc.code == EXIT_ERROR and _step_summary_asked(argv):
+            _step_summary_error(_one_line(usage.getvalue().strip()
+                                          .replace("rag-eval: error: ", "", 1)))
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     finally:
         sys.stdout, sys.stderr = saved
+    stderr.write(usage.getvalue())
     if args.format is None:
         args.format = _format_of(args.output)
     global _PROGRESS
@@ -10206,9 +10236,12 @@ def main(argv=None, *, stdout=None, stderr=None):
             import traceback
             traceback.print_exc(file=stderr)
         detail = _one_line((str(exc).splitlines() or [""])[0][:200])
-        stderr.write("rag-eval: internal error (a bug in rag_eval, please report it): %s%s; "
-                     "rerun with --debug or RAG_EVAL_DEBUG=1 to see the traceback\n"
-                     % (type(exc).__name__, ": " + detail if detail else ""))
+        message = ("internal error (a bug in rag_eval, please report it): %s%s; rerun with "
+                   "--debug or RAG_EVAL_DEBUG=1 to see the traceback"
+                   % (type(exc).__name__, ": " + detail if detail else ""))
+        stderr.write("rag-eval: %s\n" % message)
+        if args.step_summary:
+            _step_summary_error(message)
         return EXIT_ERROR
     finally:
         if _PROGRESS is not None:

@@ -6552,8 +6552,8 @@ class StepSummaryTest(TempDir, unittest.TestCase):
         self.assertTrue(out.startswith("rag_eval "))          # stdout keeps --format text
         markdown = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"),
                            "--format", "markdown")[1]
-        self.assertEqual(summary, markdown + "\n")
-        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        self.assertEqual(summary, "\n" + markdown + "\n")
+        self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
         code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary")
         self.assertEqual(code, 0, err)                        # appended after the first
         self.assertEqual(summary.count("**Gate failed**"), 1)
@@ -6566,7 +6566,77 @@ class StepSummaryTest(TempDir, unittest.TestCase):
             "-o", out_path)
         self.assertEqual((code, out), (1, ""))
         self.assertFalse(json.loads(read_text(out_path))["gate"]["passed"])
-        self.assertTrue(summary.startswith("**Gate failed**"))
+        self.assertTrue(summary.startswith("\n**Gate failed**"))
+
+    def test_a_blank_line_before_the_block(self):
+        # Found by review: appended straight after a paragraph, the verdict merged with it.
+        path = self.write("summary.md", "an earlier step's paragraph")
+        code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary",
+                                                        "--max-drop", "0.5",
+                                                        "--baseline", example("baseline.json"),
+                                                        value=path)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(summary.startswith("an earlier step's paragraph\n\n**Gate passed**\n"),
+                        summary[:80])
+        self.assertTrue(summary.endswith("\n\n"))
+        self.write("summary.md", "a paragraph ending its line\n")
+        summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary", value=path)[3]
+        self.assertTrue(summary.startswith("a paragraph ending its line\n\n**rag\\_eval "),
+                        summary[:80])
+
+    def test_an_unusable_summary_file_is_an_error_before_any_output(self):
+        # Found by review: the outputs were written, then the append failed with exit 2.
+        out_path = os.path.join(self.tmp, "o.json")
+        saved = os.path.join(self.tmp, "nb.json")
+        code, out, err, summary = self.run_with_summary(
+            *EXAMPLE_FILES, "--save-baseline", saved, "-o", out_path, "--step-summary",
+            value=os.path.join(self.tmp, "nodir", "s.md"))
+        self.assertEqual(code, 2)
+        self.assertEqual(err.splitlines(), ["rag-eval: error: $GITHUB_STEP_SUMMARY %s: cannot "
+                                            "append: No such file or directory"
+                                            % os.path.join(self.tmp, "nodir", "s.md")])
+        self.assertFalse(os.path.exists(out_path))
+        self.assertFalse(os.path.exists(saved))
+
+    def test_a_failed_append_at_the_end_is_a_warning(self):
+        # Found by review: the summary is a log, not an artifact: the exit code stands.
+        out_path = os.path.join(self.tmp, "o.json")
+        real = rag_eval._append_step_summary
+
+        def fail_when_writing(path, text):
+            if text is not None:
+                raise rag_eval.EvalError("$GITHUB_STEP_SUMMARY %s: cannot append: disk full"
+                                         % path)
+            return real(path, text)
+        with unittest.mock.patch.object(rag_eval, "_append_step_summary", fail_when_writing):
+            code, out, err, summary = self.run_with_summary(
+                *EXAMPLE_FILES, "--baseline", example("baseline.json"), "-o", out_path,
+                "--step-summary")
+        self.assertEqual(code, 1, err)
+        self.assertIn("rag-eval: warning: $GITHUB_STEP_SUMMARY %s: cannot append: disk full\n"
+                      % os.path.join(self.tmp, "summary.md"), err)
+        self.assertTrue(os.path.exists(out_path))
+
+    def test_a_usage_error_is_one_escaped_line(self):
+        # Found by review: argparse's errors never reached the summary.
+        code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary",
+                                                        "--max-drpo", "0.1")
+        self.assertEqual(code, 2)
+        self.assertEqual(err, "rag-eval: error: unrecognized arguments: --max-drpo 0.1 "
+                              "(see --help)\n")
+        self.assertEqual(summary, "\n**rag-eval error**: unrecognized arguments: --max-drpo "
+                                  "0.1 (see --help)\n\n")
+        code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--max-drpo", "0.1",
+                                                        value=os.path.join(self.tmp, "s2.md"))
+        self.assertEqual((code, summary), (2, None))     # not asked for: nothing appended
+
+    def test_an_internal_error_is_one_line_too(self):
+        with unittest.mock.patch.object(rag_eval, "_run_cli", side_effect=ZeroDivisionError("x")):
+            code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary")
+        self.assertEqual(code, 2)
+        self.assertEqual(summary.strip(), "**rag-eval error**: internal error (a bug in "
+                         "rag\\_eval, please report it): ZeroDivisionError: x; rerun with "
+                         "--debug or RAG\\_EVAL\\_DEBUG=1 to see the traceback")
 
     def test_the_cap_applies(self):
         qrels = {"q%d" % i: {"d": 1} for i in range(3000)}
@@ -6577,7 +6647,7 @@ class StepSummaryTest(TempDir, unittest.TestCase):
                                             "5000", qrels=qrels, run=run)
         self.assertEqual(code, 0, err)
         summary = read_text(os.path.join(self.tmp, "s.md"))
-        self.assertLessEqual(len(summary.encode()), 5000 + 1)   # + the blank line after it
+        self.assertLessEqual(len(summary.encode()), 5000 + 2)   # + the blank lines around it
         self.assertIn("rows left out** to keep this under --max-bytes 5000", summary)
 
     def test_unset_variable_is_an_error(self):
@@ -6596,8 +6666,8 @@ class StepSummaryTest(TempDir, unittest.TestCase):
                                                         "--step-summary")
         self.assertEqual(code, 2)
         self.assertEqual(len(err.splitlines()), 1)
-        lines = summary.splitlines()
-        self.assertEqual(len([line for line in lines if line]), 1)
+        lines = [line for line in summary.splitlines() if line]
+        self.assertEqual(len(lines), 1)
         self.assertTrue(lines[0].startswith("**rag-eval error**: "), lines)
         self.assertIn("r\\|&lt;b&gt;.json", lines[0])
 
@@ -6920,7 +6990,7 @@ class ActionTest(TempDir, unittest.TestCase):
                                      baseline=example("baseline.json"), report=report)
         code, err, summary = self.run_step(step, env)
         self.assertEqual(code, 1, err)
-        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"),
+        self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions: mrr@5, recall@5\n"),
                         summary[:200])
         doc = json.loads(read_text(report))
         self.assertFalse(doc["gate"]["passed"])
@@ -6932,7 +7002,7 @@ class ActionTest(TempDir, unittest.TestCase):
                                      options="--max-drop 0.1 --seed 3")
         code, err, summary = self.run_step(step, env)
         self.assertEqual(code, 0, err)
-        self.assertTrue(summary.startswith("**Gate passed**\n"), summary[:200])
+        self.assertTrue(summary.startswith("\n**Gate passed**\n"), summary[:200])
         self.assertIn("Gate vs %s (max drop 0.1):" % example("baseline.json").replace("_", "\\_"),
                       summary)
         self.assertTrue(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
@@ -6957,7 +7027,7 @@ class ActionTest(TempDir, unittest.TestCase):
             shutil.copy(example(name), os.path.join(self.tmp, "eval"))
         code, err, summary = self.run_step(gate_step)
         self.assertEqual(code, 1, err)
-        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
         doc = json.loads(read_text(os.path.join(self.tmp, keep["with"]["path"])))
         self.assertFalse(doc["gate"]["passed"])
 
