@@ -8262,10 +8262,42 @@ def _gate_verdict(gate_result, baseline_name):
     how = _gate_how(gate_result)
     if gate_result.passed:
         return "gate vs %s (%s): PASSED" % (baseline_name, how)
-    names = [c.name for c in gate_result.regressions]
-    return ("gate vs %s (%s): FAILED, %s: %s"
-            % (baseline_name, how, _plural(len(names), "regression", "regressions"),
-               ", ".join(names)))
+    return "gate vs %s (%s): FAILED, %s" % (baseline_name, how, _failures_text(gate_result))
+
+
+_HEADLINE_NAMES = 10     # names a verdict line gives per kind of failure
+
+
+def _failures_text(gate_result):
+    """Why a gate failed, in words: the regressions (those the unjudged ids
+    could explain called undecided), then the missing measures, at most
+    _HEADLINE_NAMES names each.
+
+    >>> c = MeasureChange("mrr@5", 0.5, 0.4, -0.1, "regressed", undecided={"ids": 2})
+    >>> _failures_text(GateResult(False, (c, MeasureChange("recall@5", 0.7, None, None,
+    ...                                                    "missing")), "0.02", ()))
+    '1 regression (undecided: unjudged ids could explain it): mrr@5; 1 missing: recall@5'
+    """
+    regressed = [c for c in gate_result.changes if c.status == "regressed"]
+    missing = [c.name for c in gate_result.changes if c.status == "missing"]
+    undecided = sum(1 for c in regressed if c.undecided)
+    parts = []
+    if regressed:
+        parts.append("%s%s: %s" % (
+            _plural(len(regressed), "regression", "regressions"),
+            "" if not undecided else " (%sundecided: unjudged ids could explain %s)" % (
+                "" if undecided == len(regressed) else "%d " % undecided,
+                "it" if undecided == 1 else "them"),
+            _names_text([c.name for c in regressed])))
+    if missing:
+        parts.append("%d missing: %s" % (len(missing), _names_text(missing)))
+    return "; ".join(parts)
+
+
+def _names_text(names, shown=_HEADLINE_NAMES):
+    """``a, b, ... (3 more)``: the first ``shown`` names."""
+    return ", ".join(names[:shown]) + (", ... (%d more)" % (len(names) - shown)
+                                       if len(names) > shown else "")
 
 
 _SHOWN_QUERY_DROPS = 20
@@ -8604,9 +8636,7 @@ def _gate_headline(gate_result):
     """
     if gate_result.passed:
         return "**Gate passed**"
-    names = [c.name for c in gate_result.regressions]
-    return "**Gate failed**: %s: %s" % (_plural(len(names), "regression", "regressions"),
-                                        _md_text(", ".join(names)))
+    return "**Gate failed**: %s" % _md_text(_failures_text(gate_result))
 
 
 def _provenance_section(report):
