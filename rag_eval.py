@@ -267,6 +267,10 @@ class Report(NamedTuple):
     the report holds judge scores (:func:`evaluate_scores`): then the score
     files (``inputs``), each field's ``ranges``, the queries ``unscored`` per
     measure, the judge ``noise`` and the ``borderline`` queries.
+    ``scored_count`` is None unless ``per_query`` is empty because the report
+    was read from JSON written without its per-query values (see
+    :func:`load_report`): then it counts the scored queries, and the gate
+    treats the report as means only.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -303,12 +307,13 @@ class Report(NamedTuple):
     min_score: Optional[float] = None
     unjudged: Optional[dict] = None
     scores: Optional[dict] = None
+    scored_count: Optional[int] = None
 
     __bool__ = _no_truth_value
 
     def __repr__(self):
         """Counts and means, never the per-query table (a report may hold 50k queries)."""
-        counts = [_plural(len(self.per_query), "query", "queries")]
+        counts = [_plural(_query_count(self), "query", "queries")]
         counts += ["%d unscored" % len(self.unscored)] if self.unscored else []
         counts += ["%d held out" % (self.holdout.queries + self.holdout.unscored)
                    ] if self.holdout is not None else []
@@ -321,9 +326,11 @@ class Report(NamedTuple):
     @classmethod
     def from_dict(cls, data):
         """The Report of a JSON report (``--format json``, :func:`render_json`,
-        parsed): every field the JSON holds, the others at their defaults.
-        Without ``per_query`` in it (written without ``--per-query``),
-        ``per_query`` is empty; slices come back as shown (``by`` sorted), with
+        parsed): the report's fields, the others at their defaults; the
+        ``gate``, ``comparison``, ``sweep`` and ``elapsed_seconds`` blocks are
+        results of a run, not of the report, and are not read.  Without
+        ``per_query`` in it (written without ``--per-query``), ``per_query`` is
+        empty and ``scored_count`` holds the count of scored queries; slices come back as shown (``by`` sorted), with
         no ``membership``; a hold-out without ``members_sha256``.
 
         >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
@@ -341,7 +348,7 @@ class Report(NamedTuple):
             "meta": dict(self.meta or {}),
             "measures": list(self.measures),
             "rel": self.rel,
-            "queries": len(self.per_query),
+            "queries": _query_count(self),
             "unscored": list(self.unscored),
             "missing_from_run": list(self.missing),
             "skipped": list(self.skipped),
@@ -378,6 +385,11 @@ class Report(NamedTuple):
     def _repr_html_(self):
         """A notebook's view: the means as an HTML <table> (see render_html)."""
         return _report_html(self)
+
+
+def _query_count(report):
+    """How many queries a report scored (see Report.scored_count)."""
+    return len(report.per_query) if report.scored_count is None else report.scored_count
 
 
 class HeldOut(NamedTuple):
@@ -7453,7 +7465,9 @@ def baseline_dict(report):
         "rel": report.rel,
         **({} if report.min_score is None else {"min_score": report.min_score}),
         "mean": dict(report.mean),
-        "per_query": {q: dict(v) for q, v in report.per_query.items()},
+        # A report read back without its per-query values gives a means-only baseline.
+        **({} if report.scored_count is not None else
+           {"per_query": {q: dict(v) for q, v in report.per_query.items()}}),
         "unscored": list(report.unscored),
         **({} if report.scores is None else {"scores": {
             key: json.loads(json.dumps(report.scores[key])) for key in ("inputs", "ranges")}}),
@@ -7691,6 +7705,11 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     """
     resamples = _checked_options(report, alpha, resamples, seed)
     baseline = _checked_baseline(baseline)
+    means_only = report.scored_count is not None and baseline.per_query is not None
+    if means_only:    # nothing to pair query by query: the tolerance rule on the means
+        baseline = baseline._replace(per_query=None, holdout=baseline.holdout and
+                                     baseline.holdout._replace(per_query=None))
+        report = report._replace(unjudged=None)
     same_notes = _check_same(report.meta, baseline, _same_keys(same))
     if baseline.rel != report.rel:
         raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
@@ -7710,7 +7729,11 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     notes = (_meta_notes(report, meta_changes, baseline) + same_notes
              + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled))
     drops, pvalues, paired = None, {}, {}
-    if baseline.per_query is None:
+    if means_only:
+        notes.append("the report holds means only (read from a JSON report written without "
+                     "--per-query): per-query checks%s are unavailable"
+                     % (" and the significant gate" if mode == "significant" else ""))
+    elif baseline.per_query is None:
         notes.append("the baseline holds means only: per-query checks%s are unavailable; "
                      "write one with --save-baseline to get them"
                      % (" and the significant gate" if mode == "significant" else ""))
@@ -8139,9 +8162,16 @@ def _report_fields(data):
                 "missing": tuple(holdout["ids"]["missing_from_run"])}),
         answerability=data.get("answerability") or None,
         min_score=data.get("min_score"),
+        scored_count=None if "per_query" in data else _count(data["queries"], "queries"),
         unjudged=None if bounds is None else {
             "mean": _pairs(bounds["mean"]),
             "per_query": {q: _pairs(v) for q, v in bounds.get("per_query", {}).items()}})
+
+
+def _count(value, what):
+    if type(value) is not int or value < 0:
+        raise EvalError("%s: expected a count, got %s" % (what, _short_repr(value)))
+    return value
 
 
 def _checked_str(value, what):
@@ -8224,7 +8254,7 @@ def _means_text(mean, shown=8):
 
 
 def _summary_line(report):
-    parts = ["%s scored" % _plural(len(report.per_query), "query", "queries")]
+    parts = ["%s scored" % _plural(_query_count(report), "query", "queries")]
     if report.unscored:
         parts.append("%d unscored (%s): %s"
                      % (len(report.unscored), _unscored_reason(report),
@@ -8832,7 +8862,7 @@ def render_trec(report, gate_result=None, comparisons=(), *, per_query=False, **
                             % qid)
     lines = [_TREC_LINE % (name, qid, values[m]) for qid, values in sorted(queries)
              for m, name in names if m in values]
-    lines.append(_TREC_COUNT % ("num_q", "all", len(report.per_query)))
+    lines.append(_TREC_COUNT % ("num_q", "all", _query_count(report)))
     lines += [_TREC_LINE % (name, "all", report.mean[m]) for m, name in names
               if m in report.mean]
     return "".join(lines)

@@ -6719,8 +6719,9 @@ class OutputFormatTest(TempDir, unittest.TestCase):
 
 
 class LoadReportTest(TempDir, unittest.TestCase):
-    """load_report / Report.from_dict read a JSON report back: every field the
-    JSON holds comes back, so the JSON written again is the same bytes."""
+    """load_report / Report.from_dict read a JSON report back: the report's
+    fields come back, so render_json writes the same bytes again; the results
+    of the run (gate, comparison, sweep, elapsed_seconds) are not read."""
 
     def round_trip(self, report, result=None):
         text = rag_eval.render_json(report, result, per_query=True)
@@ -6775,6 +6776,19 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertEqual(loaded.by, ("source", "tag"))
         rag_eval.render_text(loaded, per_query=True)      # renders without its membership
 
+    def test_the_results_of_the_run_are_not_read(self):
+        # Found by review: the README said every field the JSON holds comes back.
+        path = os.path.join(self.tmp, "r.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--per-query", "--baseline",
+                                 example("baseline.json"), "--compare", example("run.json"),
+                                 "--timing", "--resamples", "100", "-o", path)
+        self.assertEqual(code, 1, err)
+        written = json.loads(read_text(path))
+        self.assertTrue({"gate", "comparison", "elapsed_seconds"} <= set(written))
+        again = json.loads(rag_eval.render_json(rag_eval.load_report(path), per_query=True))
+        self.assertEqual(again, {k: v for k, v in written.items()
+                                 if k not in ("gate", "comparison", "elapsed_seconds")})
+
     def test_from_the_command_line(self):
         path = os.path.join(self.tmp, "r.json")
         code, out, err = run_cli(*EXAMPLE_FILES, "--per-query", "--meta", "run.id=7",
@@ -6784,6 +6798,38 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertEqual(loaded.meta, {"run.id": "7"})
         self.assertEqual(loaded.inputs["run"]["path"], example("run.json"))
         self.assertEqual(rag_eval.render_json(loaded, per_query=True), read_text(path))
+
+    def test_without_per_query_values(self):
+        # Found by review: "queries": 3 came back as 0, and a gate then called every
+        # query of a per-query baseline removed.
+        path = os.path.join(self.tmp, "r.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "-o", path)
+        self.assertEqual(code, 0, err)
+        loaded = rag_eval.load_report(path)
+        self.assertEqual((loaded.per_query, loaded.scored_count), ({}, 3))
+        self.assertEqual(rag_eval.render_json(loaded), read_text(path))
+        self.assertTrue(repr(loaded).startswith("<Report 3 queries, 1 unscored: "), repr(loaded))
+        self.assertTrue(rag_eval.render_text(loaded).startswith(
+            "rag_eval %s: 3 queries scored; 1 unscored" % rag_eval.__version__))
+        # Against a baseline with per-query values: the means alone, as a means-only baseline.
+        report = example_report()
+        result = rag_eval.gate(loaded, rag_eval.load_baseline(io.StringIO(
+            json.dumps(rag_eval.baseline_dict(report)))))
+        means_only = rag_eval.gate(report, rag_eval.Baseline(report.mean))
+        self.assertEqual((result.queries_removed, result.queries_added, result.query_drops),
+                         ((), (), None))
+        self.assertEqual(result.changes, means_only.changes)
+        self.assertEqual(result.notes, ("the report holds means only (read from a JSON report "
+                                        "written without --per-query): per-query checks are "
+                                        "unavailable",))
+        self.assertNotIn("per_query", rag_eval.baseline_dict(loaded))
+        with open(path) as handle:
+            data = json.load(handle)
+        for bad in (-1, "3", True):
+            with self.subTest(queries=bad):
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.Report.from_dict(dict(data, queries=bad))
+                self.assertIn("queries: expected a count", str(caught.exception))
 
     def test_not_a_report_is_one_line_naming_the_file(self):
         saved = os.path.join(self.tmp, "base.json")
