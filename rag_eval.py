@@ -8137,35 +8137,141 @@ def _report_from_dict(data):
 
 
 def _report_fields(data):
-    measures = tuple(_checked_str(m, "measures") for m in data["measures"])
+    """The Report of a parsed JSON report, every field it reads checked as
+    load_baseline checks a baseline (names that parse, values in [0, 1],
+    counts, lists of strings): an EvalError naming the field, never a later
+    TypeError."""
+    measures = tuple(_checked_measure_name(m, "measures") for m in _checked_list(
+        data["measures"], "measures"))
     slices = data.get("slices")
+    if slices is not None:
+        slices = {_checked_slice_name(name, "slices"): _checked_slice_stats(
+            stats, "slices %r" % name) for name, stats in _checked_dict(slices, "slices").items()}
     holdout = data.get("holdout")
     bounds = data.get("unjudged_bounds")
+    ties = _checked_dict(data["ties"], "ties")
+    per_query = data.get("per_query")
+    if per_query is not None:
+        _checked_per_query(per_query, "per_query")   # names that parse, values in [0, 1]
+    n = data.get("n")
+    if n is not None and set(_checked_counts(n, "n")) != set(measures):
+        raise EvalError("n: expected a count for each of the measures, got %s" % _short_repr(n))
     return Report(
         measures=measures,
         mean=_checked_values(data["mean"], "mean"),
-        per_query={_checked_str(q, "per_query"): _checked_values(v, "per_query " + q)
-                   for q, v in data.get("per_query", {}).items()},
-        unscored=tuple(data["unscored"]), missing=tuple(data["missing_from_run"]),
-        skipped=tuple(data["skipped"]), abstention=dict(data["abstention"]),
-        ties=dict(data["ties"]["per_query"]), warnings=tuple(data["warnings"]),
-        rel=_positive_int(data["rel"], "rel"), inputs=data.get("inputs") or None,
-        unlabelled=tuple(data.get("unlabelled", ())), average=data.get("average", "scored"),
-        n=data.get("n"), mapping=data.get("mapping"), meta=dict(data.get("meta") or {}),
+        per_query=dict(per_query or {}),
+        unscored=_checked_strs(data["unscored"], "unscored"),
+        missing=_checked_strs(data["missing_from_run"], "missing_from_run"),
+        skipped=_checked_strs(data["skipped"], "skipped"),
+        abstention=_checked_counts(data["abstention"], "abstention"),
+        ties=_checked_counts(ties["per_query"], "ties per_query"),
+        warnings=_checked_strs(data["warnings"], "warnings"),
+        rel=_positive_int(data["rel"], "rel"),
+        inputs=_checked_report_inputs(data.get("inputs")) or None,
+        unlabelled=_checked_strs(data.get("unlabelled", []), "unlabelled"),
+        average=_checked_average(data.get("average", "scored")),
+        n=n, mapping=_checked_dict(data.get("mapping"), "mapping", optional=True),
+        meta=dict(_checked_baseline_meta(data.get("meta"), "meta") or {}),
         slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
-        holdout=None if holdout is None else HeldOut(
-            holdout["slice"], _checked_values(holdout["mean"], "holdout mean"),
-            holdout.get("n"), holdout["queries"], holdout["unscored"],
-            holdout["missing_from_run"], "", holdout["revealed"], holdout.get("per_query"),
-            None if "ids" not in holdout else {
-                "unscored": tuple(holdout["ids"]["unscored"]),
-                "missing": tuple(holdout["ids"]["missing_from_run"])}),
-        answerability=data.get("answerability") or None,
-        min_score=data.get("min_score"),
-        scored_count=None if "per_query" in data else _count(data["queries"], "queries"),
-        unjudged=None if bounds is None else {
-            "mean": _pairs(bounds["mean"]),
-            "per_query": {q: _pairs(v) for q, v in bounds.get("per_query", {}).items()}})
+        holdout=None if holdout is None else _report_holdout(holdout),
+        answerability=_checked_counts(data.get("answerability") or {}, "answerability") or None,
+        min_score=None if data.get("min_score") is None else _checked_min_score(
+            data["min_score"]),
+        scored_count=None if per_query is not None else _count(data["queries"], "queries"),
+        unjudged=None if bounds is None else _checked_bounds(bounds))
+
+
+def _checked_dict(value, what, optional=False):
+    if value is None and optional:
+        return None
+    if not isinstance(value, dict):
+        raise EvalError("%s: expected an object, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_list(value, what):
+    if not isinstance(value, list):
+        raise EvalError("%s: expected a list, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_strs(values, what):
+    """A list of strings as a tuple (a string alone is refused, never split)."""
+    return tuple(_checked_str(v, what) for v in _checked_list(values, what))
+
+
+def _checked_counts(values, what):
+    """{name: count}: string keys, non-negative integers."""
+    return {_checked_str(key, what): _count(value, "%s %r" % (what, key))
+            for key, value in _checked_dict(values, what).items()}
+
+
+def _checked_measure_name(name, what):
+    try:
+        return str(parse_measure(_checked_str(name, what))) and name
+    except EvalError as exc:
+        raise EvalError("%s: %s" % (what, exc)) from None
+
+
+def _checked_report_inputs(inputs):
+    """A report's inputs: {kind: {key: value}} (a score file's info holds a list)."""
+    inputs = _checked_dict(inputs, "inputs", optional=True)
+    for kind, info in (inputs or {}).items():
+        _checked_dict(info, "inputs %r" % kind)
+    return inputs
+
+
+def _checked_slice_stats(stats, what):
+    stats = _checked_dict(stats, what)
+    _count(stats.get("queries"), what + " queries")
+    _checked_strs(stats.get("unscored"), what + " unscored")
+    _checked_values(stats.get("mean"), what + " mean")
+    if "n" in stats:
+        _checked_counts(stats["n"], what + " n")
+    return stats
+
+
+def _report_holdout(holdout):
+    held = _loaded_holdout(holdout, "holdout")
+    ids = holdout.get("ids")
+    if ids is not None:
+        ids = {"unscored": _checked_strs(_checked_dict(ids, "holdout ids").get("unscored"),
+                                         "holdout ids unscored"),
+               "missing": _checked_strs(ids.get("missing_from_run"),
+                                        "holdout ids missing_from_run")}
+    if not isinstance(holdout.get("revealed"), bool):
+        raise EvalError("holdout revealed: expected true or false, got %s"
+                        % _short_repr(holdout.get("revealed")))
+    per_query = holdout.get("per_query")
+    if per_query is not None:
+        _checked_per_query(per_query, "holdout per_query")
+    return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
+                         mean=_checked_values(held.mean, "holdout mean"),
+                         n=None if held.n is None else _checked_counts(held.n, "holdout n"),
+                         members_sha256="", revealed=holdout["revealed"], ids=ids)
+
+
+def _checked_bounds(bounds):
+    """unjudged_bounds: {"mean": {measure: [lo, hi] or null}, "per_query": {q: {...}}}."""
+    bounds = _checked_dict(bounds, "unjudged_bounds")
+    per_query = _checked_dict(bounds.get("per_query", {}), "unjudged_bounds per_query")
+    return {"mean": _checked_pairs(bounds.get("mean"), "unjudged_bounds mean"),
+            "per_query": {q: _checked_pairs(v, "unjudged_bounds per_query %r" % q)
+                          for q, v in per_query.items()}}
+
+
+def _checked_pairs(values, what):
+    """{measure: [lo, hi] or None}, each bound a value in [0, 1]."""
+    out = {}
+    for m, pair in _checked_dict(values, what).items():
+        if pair is not None:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise EvalError("%s %r: expected [lower, upper], got %s"
+                                % (what, m, _short_repr(pair)))
+            _canonical_values({m: pair[0]}, what)
+            _canonical_values({m: pair[1]}, what)
+        out[m] = None if pair is None else list(pair)
+    return out
 
 
 def _count(value, what):
@@ -8181,16 +8287,10 @@ def _checked_str(value, what):
 
 
 def _checked_values(values, what):
-    """{measure: number} with every number finite (a report never holds NaN)."""
-    if not isinstance(values, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            for v in values.values()):
-        raise EvalError("%s: expected {measure: number}, got %s" % (what, _short_repr(values)))
+    """{measure: value} as written, checked as a baseline's are (names that
+    parse, every value a number in [0, 1]: a report never holds NaN)."""
+    _canonical_values(values, what)
     return dict(values)
-
-
-def _pairs(values):
-    return {m: None if pair is None else list(pair) for m, pair in values.items()}
 
 
 def load_report(source):

@@ -6799,6 +6799,55 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertEqual(loaded.inputs["run"]["path"], example("run.json"))
         self.assertEqual(rag_eval.render_json(loaded, per_query=True), read_text(path))
 
+    def test_malformed_fields_are_one_line_naming_the_field(self):
+        # Found by review: mean 7.0 loaded and passed a gate at 0.9; the others loaded,
+        # then failed later with a raw TypeError or KeyError; a string became a tuple
+        # of its characters.
+        report = sliced_report(holdout="split=holdout", by=["source"], reveal_holdout=True,
+                               unjudged_bounds=True)
+        good = json.loads(rag_eval.render_json(report, per_query=True))
+        some = next(iter(good["per_query"]))
+        cases = [(dict(good, mean=dict(good["mean"], **{"recall@5": 7.0})),
+                  "mean: 'recall@5' must be a number in [0, 1], got 7.0"),
+                 (dict(good, mean={"nonsense@@": 0.5}), "mean: "),
+                 (dict(good, per_query={some: {"recall@5": -1}}),
+                  "per_query %r: 'recall@5' must be a number in [0, 1], got -1" % some),
+                 (dict(good, slices={"x=y": 1}), "slices 'x=y': expected an object, got 1"),
+                 (dict(good, slices={"xy": good["slices"]["source=real"]}),
+                  "slices: 'xy' is not a slice name field=value"),
+                 (dict(good, answerability=[1]), "answerability: expected an object, got [1]"),
+                 (dict(good, holdout=dict(good["holdout"], queries="3")),
+                  "holdout: queries, unscored and missing_from_run must be counts"),
+                 (dict(good, n={"recall@5": 3}), "n: expected a count for each of the measures"),
+                 (dict(good, measures=["nonsense@@"]), "measures: "),
+                 (dict(good, unjudged_bounds={"mean": {"recall@5": [1]}}),
+                  "unjudged_bounds mean 'recall@5': expected [lower, upper], got [1]"),
+                 (dict(good, unjudged_bounds={"mean": {"recall@5": [0.1, 2]}}),
+                  "unjudged_bounds mean: 'recall@5' must be a number in [0, 1], got 2"),
+                 (dict(good, inputs=[1]), "inputs: expected an object, got [1]"),
+                 (dict(good, warnings="abc"), "warnings: expected a list, got 'abc'"),
+                 (dict(good, unscored=[1]), "unscored: expected a string, got 1"),
+                 (dict(good, abstention={"abstained": -1}),
+                  "abstention 'abstained': expected a count, got -1"),
+                 (dict(good, ties={"per_query": {"q": "x"}}), "ties per_query 'q': expected a count"),
+                 (dict(good, average="best"), "average must be one of scored, trec_eval"),
+                 (dict(good, meta={"a": 1}), "meta"),
+                 (dict(good, min_score="x"), "min_score")]
+        self.assertEqual(rag_eval.render_json(rag_eval.Report.from_dict(good), per_query=True),
+                         rag_eval.render_json(report, per_query=True))
+        for number, (data, expect) in enumerate(cases):
+            with self.subTest(expect=expect):
+                path = self.write("bad%d.json" % number, json.dumps(data))
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.load_report(path)
+                message = str(caught.exception)
+                self.assertTrue(message.startswith(path + ": "), message)
+                self.assertIn(expect, message)
+                self.assertEqual(len(message.splitlines()), 1)
+        with self.assertRaises(rag_eval.EvalError):   # the gate never sees the 7.0
+            rag_eval.assert_no_regression(rag_eval.Report.from_dict(cases[0][0]),
+                                          {"recall@5": 0.9})
+
     def test_without_per_query_values(self):
         # Found by review: "queries": 3 came back as 0, and a gate then called every
         # query of a per-query baseline removed.
@@ -6839,7 +6888,7 @@ class LoadReportTest(TempDir, unittest.TestCase):
                  (self.write("b.json", "[1]"), "b.json: not a rag_eval JSON report"),
                  (saved, "base.json: a baseline (read it with load_baseline)"),
                  (self.write("c.json", json.dumps(dict(good, mean={"mrr@5": "x"}))),
-                  "c.json: mean: expected {measure: number}"),
+                  "c.json: mean: 'mrr@5' must be a number in [0, 1], got 'x'"),
                  (self.write("d.json", json.dumps({k: v for k, v in good.items()
                                                    if k != "warnings"})),
                   "d.json: not a rag_eval JSON report (--format json): KeyError"),
