@@ -553,7 +553,7 @@ class GateResult(NamedTuple):
 
     def _repr_markdown_(self):
         """Jupyter's Markdown display: the verdict and the gate table."""
-        lines, details = _gate_markdown(self, "baseline")
+        lines, details = _gate_markdown(self, "baseline", DEFAULT_MAX_BYTES - 2 * _CAP_RESERVE)
         return _capped_markdown(lines, [_md_details(*d) for d in details], DEFAULT_MAX_BYTES)
 
     @property
@@ -8467,11 +8467,7 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
     table, then the per-query drops and the queries that changed; ``delta``
     formats a difference."""
     significant = gate_result.mode == "significant"
-    # A slice row that did not move beyond the tolerance is left to the JSON:
-    # slices multiply the rows.
-    quiet = [c for c in gate_result.changes if c.slice is not None
-             and c.status in ("unchanged", "dropped within tolerance")]
-    shown = [c for c in gate_result.changes if c not in quiet]
+    shown, quiet = _shown_changes(gate_result)
     # judged@k beside the measures it is below 1 for; no column when it never is.
     judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
     rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
@@ -8506,6 +8502,14 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
                ["query", "left", "joined"],
                [[m.query, ", ".join(m.left) or "-", ", ".join(m.joined) or "-"]
                 for m in moved[:_SHOWN_QUERY_DROPS]], notes)
+
+
+def _shown_changes(gate_result):
+    """(shown, quiet): the gate rows a report shows, and the slice rows that did
+    not move beyond the tolerance, left to the JSON (slices multiply the rows)."""
+    quiet = [c for c in gate_result.changes if c.slice is not None
+             and c.status in ("unchanged", "dropped within tolerance")]
+    return [c for c in gate_result.changes if c not in quiet], quiet
 
 
 def _comparison_section(c):
@@ -8684,8 +8688,12 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     then the gate table (the delta to the gate's precision, see _full_delta),
     the means and any comparisons.  Everything else (per-query values and
     drops, slices, warnings, notes, provenance) sits in ``<details>`` blocks,
-    which ``max_bytes`` truncates by whole rows (see _capped_markdown); the
-    verdict and the tables above them never are.  Every cell is escaped (see
+    which ``max_bytes`` truncates by whole rows (see _capped_markdown).  The
+    gate table holds the rows that decide the verdict (see _gate_markdown),
+    its regressed slice rows only as many as leave room under ``max_bytes``;
+    the verdict, the overall rows and the means are never cut, so the output
+    fits whenever ``max_bytes`` >= MARKDOWN_FLOOR and those are of ordinary
+    size.  Every cell is escaped (see
     _md_text).
 
     >>> r = evaluate({"a|b": {"d": 1}}, {"a|b": ["x", "d"]}, k=2, metrics="mrr")
@@ -8716,14 +8724,18 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     title, header, rows, _ = sections[0]
     shown = len(report.per_query) if per_query else 0      # rows[shown:]: mean (and n)
     lines, details = [], []
+    rest = _md_table(header, rows[shown:]) + [""]
+    for c in comparisons:
+        rest += _comparison_markdown(_comparison_section(c))
     if gate_result is None:
         lines += ["**%s**" % _md_text(title), ""]
     else:
-        lines, details = _gate_markdown(gate_result, baseline_name)
+        # Room left for the frame of the block of the regressed rows that do not fit.
+        budget = (None if max_bytes is None
+                  else max_bytes - 2 * _CAP_RESERVE - _size([_md_text(title), ""] + rest))
+        lines, details = _gate_markdown(gate_result, baseline_name, budget)
         lines += [_md_text(title), ""]
-    lines += _md_table(header, rows[shown:]) + [""]
-    for c in comparisons:
-        lines += _comparison_markdown(_comparison_section(c))
+    lines += rest
     if shown:
         details.append(("per-query values (%s)" % _plural(shown, "query", "queries"),
                         header, rows[:shown], []))
@@ -8737,16 +8749,37 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     return _capped_markdown(lines, [_md_details(*block) for block in details], max_bytes)
 
 
-def _gate_markdown(gate_result, baseline_name):
-    """(lines, details) of a gate in Markdown: the verdict and its table as
-    lines; its notes, per-query drops and changed queries as sections for
-    <details> blocks."""
+def _gate_markdown(gate_result, baseline_name, budget=None):
+    """(lines, details) of a gate in Markdown: the verdict and the rows that
+    decide it (every overall row, the regressed or missing slice rows) as
+    lines, in at most ``budget`` bytes when given (the slice rows that do not
+    fit go to a <details> block of their own, first); the other slice rows,
+    notes, per-query drops and changed queries as sections for <details>
+    blocks, which --max-bytes may cut."""
     sections = list(_gate_sections(gate_result, baseline_name, _full_delta))
     _, header, rows, notes = sections[0]
+    shown, _ = _shown_changes(gate_result)
+    deciding = [r for r, c in zip(rows, shown)
+                if c.slice is None or c.status in ("regressed", "missing")]
+    others = [r for r, c in zip(rows, shown)
+              if not (c.slice is None or c.status in ("regressed", "missing"))]
+    overall = sum(1 for c in shown if c.slice is None)
     lines = [_gate_headline(gate_result), "",
              "Gate vs %s (%s):" % (_md_text(baseline_name), _md_text(_gate_how(gate_result))),
-             ""] + _md_table(header, rows) + [""]
-    details = [("gate notes (%d)" % len(notes), None, [], notes)] if notes else []
+             ""]
+    kept = len(deciding)
+    while budget is not None and kept > overall and _size(
+            lines + _md_table(header, deciding[:kept]) + [""]) > budget:
+        kept = max(overall, kept - max(1, (kept - overall) // 8))
+    lines += _md_table(header, deciding[:kept]) + [""]
+    details = []
+    if kept < len(deciding):
+        details.append(("more regressed or missing slice rows (%d)" % (len(deciding) - kept),
+                        header, deciding[kept:], []))
+    if others:
+        details.append(("other slice rows: improved or not significant (%d)" % len(others),
+                        header, others, []))
+    details += [("gate notes (%d)" % len(notes), None, [], notes)] if notes else []
     return lines, details + sections[1:]
 
 
@@ -8859,6 +8892,13 @@ def _dropped_line(sections, rows, max_bytes):
     return ("> **%s left out** (%s) to keep this under --max-bytes %d: the JSON report "
             "(`--format json`, same options) holds them all"
             % (_plural(sections, "section", "sections"), _plural(rows, "row", "rows"), max_bytes))
+
+
+# Bytes --max-bytes keeps for the line saying which blocks were left out.
+_CAP_RESERVE = 400
+# The smallest --max-bytes the output always fits in, given measures and
+# comparison tables of ordinary size (see render_markdown).
+MARKDOWN_FLOOR = 2000
 
 
 def _capped_markdown(lines, blocks, max_bytes):

@@ -6552,6 +6552,55 @@ rag\\_eval %s: 3 queries scored
         self.assertRegex(out, r"> \*\*\d+ sections left out\*\* \(\d+ rows\) to keep this "
                               r"under --max-bytes 100")
 
+    def test_a_large_gate_table_keeps_to_the_cap(self):
+        # Found by review: 600 slice values gave 106,813 bytes under the default cap, and
+        # the first line named 499 measures. 3000 queries, slice g=v000..v599 by i % 600;
+        # every odd slice falls from 1 to 0 (its queries rank x first).
+        rows = [{"query_id": "q%04d" % i, "relevant": {"d": 1},
+                 "slices": {"g": "v%03d" % (i % 600)}} for i in range(3000)]
+        testset = ("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        good = {r["query_id"]: ["d"] for r in rows}
+        bad = {q: ["x", "d"] if int(q[1:]) % 600 % 2 else ["d"] for q in good}
+        saved = os.path.join(self.tmp, "base.json")
+        argv = ("--metrics", "mrr,recall", "--k", "1", "--by", "g")
+        self.assertEqual(self.report_of(*argv, "--save-baseline", saved, qrels=testset,
+                                        run=good)[0], 0)
+        for cap in (None, 20000, rag_eval.MARKDOWN_FLOOR):
+            with self.subTest(cap=cap):
+                code, out, err = self.report_of(*argv, "--baseline", saved, "--format",
+                                                "markdown", *(("--max-bytes", str(cap))
+                                                              if cap else ()),
+                                                qrels=testset, run=bad)
+                self.assertEqual(code, 1, err)
+                self.assertLessEqual(len(out.encode()), cap or rag_eval.DEFAULT_MAX_BYTES)
+                # 300 odd slices x 2 measures + the 2 overall rows regressed; mrr@1 is
+                # undecided (an unjudged x at rank 1), recall@1 never (no bound for it here).
+                self.assertEqual(out.splitlines()[0],
+                                 "**Gate failed**: 602 regressions (301 undecided: unjudged ids "
+                                 "could explain them): mrr@1, recall@1, g=v001: mrr@1, g=v001: "
+                                 "recall@1, g=v003: mrr@1, g=v003: recall@1, g=v005: mrr@1, "
+                                 "g=v005: recall@1, g=v007: mrr@1, g=v007: recall@1, ... "
+                                 "(592 more)")
+                head = out.split("<details>", 1)[0]
+                self.assertIn("| recall@1 | 1.0000 | 0.5000 | -0.5000 | REGRESSED | 0.5000 |",
+                              head)
+                self.assertIn("| g=v001: recall@1 | 1.0000 | 0.0000 | -1.0000 | REGRESSED | "
+                              "0.0000 |", head)
+                self.assertNotIn("improved", head)
+                self.assertEqual(out.count("<details>"), out.count("</details>"))
+                # Every regressed slice row is in the table or counted as left out.
+                row = r"^\| g=v\d+: \w+@1 \| 1\.0000 \| 0\.0000 "
+                block = re.search(r"<details><summary>more regressed or missing slice rows "
+                                  r"\((\d+)\)</summary>.*?</details>", out, re.S)
+                shown = len(re.findall(row, head, re.M))
+                self.assertEqual(shown + int(block.group(1)) if block else shown, 600)
+                if block:
+                    left = re.search(r"> \*\*(\d+) of \d+ rows? left out", block.group(0))
+                    self.assertEqual(len(re.findall(row, block.group(0), re.M))
+                                     + (int(left.group(1)) if left else 0), int(block.group(1)))
+                else:
+                    self.assertIsNone(cap)
+
     def test_max_bytes_must_be_a_positive_integer(self):
         for bad in ("0", "-5", "x", "1.5"):
             with self.subTest(bad=bad):
