@@ -7175,6 +7175,18 @@ class ActionTest(TempDir, unittest.TestCase):
                       summary)
         self.assertTrue(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
 
+    def test_options_are_never_file_name_patterns(self):
+        # Found by review: the unquoted $RAG_EVAL_OPTIONS expanded --meta who=* to file names.
+        self.write("who=one", "")
+        self.write("who=two", "")
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"),
+                                     options="--max-drop 0.1 --meta who=*")
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 0, err)
+        doc = json.loads(read_text(os.path.join(self.tmp, "rag_eval-report.json")))
+        self.assertEqual(doc["meta"], {"who": "*"})
+
     def test_the_readme_job_as_written(self):
         readme = read_text(os.path.join(HERE, "README.md"))
         section = readme.split("\n## Use it as a CI step (GitHub Actions)\n", 1)[1]
