@@ -4200,8 +4200,9 @@ class _Progress:
     ''
     """
 
-    def __init__(self, stream, clock=None, delay=1.0, interval=0.25):
+    def __init__(self, stream, clock=None, delay=1.0, interval=0.25, columns=None):
         self.stream, self.clock, self.interval = stream, clock or _progress_clock, interval
+        self.columns = columns  # the terminal's width (None: not cut)
         self.start = self.clock()
         self.due = self.start + delay
         self.width = 0          # of the line on screen; 0: none
@@ -4239,6 +4240,8 @@ class _Progress:
         return ""
 
     def draw(self, text):
+        if self.columns:    # a line as wide as the terminal wraps, and \r redraws only its end
+            text = text[:self.columns - 1]
         self.stream.write("\r" + text.ljust(self.width))
         self.stream.flush()
         self.width = len(text)
@@ -4259,7 +4262,21 @@ def _progress_for(args, stderr):
         tty = stream.isatty()
     except (AttributeError, OSError, ValueError):
         tty = False
-    return _Progress(stderr) if tty and args.format != "json" else None
+    return (_Progress(stderr, columns=_terminal_columns(stream))
+            if tty and args.format != "json" else None)
+
+
+def _terminal_columns(stream):
+    """The width of the terminal ``stream`` writes to ($COLUMNS first, then the
+    terminal's size, else 80)."""
+    import shutil
+    columns = shutil.get_terminal_size().columns    # $COLUMNS, else stdout's terminal
+    if "COLUMNS" not in os.environ:
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns or columns
+        except (AttributeError, OSError, ValueError):
+            pass
+    return columns
 
 
 def _scored_run_plain(inp, fmt, scorer, grouped=True):

@@ -7268,6 +7268,18 @@ class ProgressTest(TempDir, unittest.TestCase):
                                              "read, 9.3 s" % (size.split()[0], size))
         self.assertEqual(len(draws), 28)     # looks at 1.2, 1.5, ..., 9.3 s, each 0.3 s apart
 
+    def test_cut_to_the_terminal_width(self):
+        # Found by review: a line wider than the terminal wraps, and \r then redraws only
+        # its last row, leaving the others on screen.
+        with unittest.mock.patch.dict(os.environ, {"COLUMNS": "30"}):
+            code, out, err = self.cli()
+        self.assertEqual(code, 0, err)
+        draws = [part for part in err.split("\r") if part.startswith("rag-eval: r.json")]
+        self.assertTrue(draws)
+        self.assertEqual(draws[-1], "rag-eval: r.json: 3000 querie")   # 29 characters
+        self.assertEqual({len(part) for part in draws}, {29})      # columns - 1
+        self.assertEqual(on_screen(err), "")                       # erased
+
     def test_not_before_a_second(self):
         code, out, err = self.cli(step=0.0001)
         self.assertEqual(code, 0, err)
