@@ -9410,13 +9410,15 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
                       "them." % ("" if baseline is not None else
                                  " or none was given to render_html (baseline=)"))
     changes = {(c.slice, c.measure): c for c in gate_result.changes}
-    rows = []
-    for name, measure, moves, allowed in sorted(pairs, key=lambda p: (p[1], p[0] or "")):
+    drawn, left_out = _forest_pairs(pairs, changes)
+    rows, hows = [], set()
+    for name, measure, moves, allowed in drawn:
         diffs = [d for _, d in moves]
         label = _change_name(name, measure)
         # Seeded by the name, as the gate seeds its tests: a slice never moves another.
         lo, hi, how = _paired_interval(diffs, resamples,
                                        random.Random("%s|%s" % (seed, label)))
+        hows.add(how)
         change = changes.get((name, measure))
         tip = "%s: paired delta %r, 95%% CI [%r, %r] (%s), %s; allowed drop %r" % (
             label, _mean(diffs), lo, hi, how, _plural(len(diffs), "query", "queries"), allowed)
@@ -9427,12 +9429,16 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
         rows.append(_Interval(label, _mean(diffs), lo, hi, tip, "ci bad" if bad else "ci",
                               allowed))
     out = ["<h3>Paired deltas (current - baseline) with 95% intervals</h3>\n", _figure(
-        _forest_chart("paired deltas with 95% bootstrap intervals", rows),
+        _forest_chart("paired deltas with 95%% intervals (%s)" % " and ".join(sorted(hows)),
+                      rows),
         "Each row: the mean of the per-query deltas (current - baseline) over the queries "
         "both hold (dot) and its 95%% interval (line): the paired bootstrap (%d resamples), "
         "or over more than %d queries the normal approximation (mean -/+ 1.96 sd/sqrt(n)); "
-        "dashed tick: the tolerated drop; red: the gate calls it a regression."
-        % (resamples, _BOOTSTRAP_QUERIES))]
+        "dashed tick: the tolerated drop; red: the gate calls it a regression.%s"
+        % (resamples, _BOOTSTRAP_QUERIES, "" if not left_out else
+           " %s not drawn: unchanged or within the tolerance, or beyond the %d that moved "
+           "most (the tables hold every row)." % (
+               _plural(left_out, "slice row", "slice rows"), _FOREST_SLICE_ROWS)))]
     for name, measure, moves, allowed in pairs:
         if name is not None:
             continue
@@ -9452,6 +9458,24 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
         out.append(_figure(_waterfall_chart("per-query deltas of %s, sorted" % measure,
                                             sorted((d, q) for q, d in moves), allowed), caption))
     return "".join(out)
+
+
+_FOREST_SLICE_ROWS = 50     # slice rows a forest plot draws at most
+
+
+def _forest_pairs(pairs, changes):
+    """(drawn, left out): the pairs a forest plot draws, by measure then name:
+    every overall row, and the slice rows that moved beyond the tolerance or
+    improved, the _FOREST_SLICE_ROWS of them that moved most; how many slice
+    rows are left out (their intervals are never computed)."""
+    quiet = ("unchanged", "dropped within tolerance")
+    slices = [p for p in pairs if p[0] is not None]
+    moved = [p for p in slices if getattr(changes.get((p[0], p[1])), "status", None)
+             not in quiet]
+    moved = sorted(moved, key=lambda p: (-abs(_mean([d for _, d in p[2]])), p[1], p[0])
+                   )[:_FOREST_SLICE_ROWS]
+    drawn = [p for p in pairs if p[0] is None] + moved
+    return (sorted(drawn, key=lambda p: (p[1], p[0] or "")), len(slices) - len(moved))
 
 
 def _comparison_chart(comparison):
