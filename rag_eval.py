@@ -268,6 +268,10 @@ class Report(NamedTuple):
     the report holds judge scores (:func:`evaluate_scores`): then the score
     files (``inputs``), each field's ``ranges``, the queries ``unscored`` per
     measure, the judge ``noise`` and the ``borderline`` queries.
+    ``scored_count`` is None unless ``per_query`` is empty because the report
+    was read from JSON written without its per-query values (see
+    :func:`load_report`): then it counts the scored queries, and the gate
+    treats the report as means only.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -305,12 +309,13 @@ class Report(NamedTuple):
     unjudged: Optional[dict] = None
     scores: Optional[dict] = None
     drift: Optional[dict] = None
+    scored_count: Optional[int] = None
 
     __bool__ = _no_truth_value
 
     def __repr__(self):
         """Counts and means, never the per-query table (a report may hold 50k queries)."""
-        counts = [_plural(len(self.per_query), "query", "queries")]
+        counts = [_plural(_query_count(self), "query", "queries")]
         counts += ["%d unscored" % len(self.unscored)] if self.unscored else []
         counts += ["%d held out" % (self.holdout.queries + self.holdout.unscored)
                    ] if self.holdout is not None else []
@@ -323,9 +328,11 @@ class Report(NamedTuple):
     @classmethod
     def from_dict(cls, data):
         """The Report of a JSON report (``--format json``, :func:`render_json`,
-        parsed): every field the JSON holds, the others at their defaults.
-        Without ``per_query`` in it (written without ``--per-query``),
-        ``per_query`` is empty; slices come back as shown (``by`` sorted), with
+        parsed): the report's fields, the others at their defaults; the
+        ``gate``, ``comparison``, ``sweep`` and ``elapsed_seconds`` blocks are
+        results of a run, not of the report, and are not read.  Without
+        ``per_query`` in it (written without ``--per-query``), ``per_query`` is
+        empty and ``scored_count`` holds the count of scored queries; slices come back as shown (``by`` sorted), with
         no ``membership``; a hold-out without ``members_sha256``.
 
         >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
@@ -343,7 +350,7 @@ class Report(NamedTuple):
             "meta": dict(self.meta or {}),
             "measures": list(self.measures),
             "rel": self.rel,
-            "queries": len(self.per_query),
+            "queries": _query_count(self),
             "unscored": list(self.unscored),
             "missing_from_run": list(self.missing),
             "skipped": list(self.skipped),
@@ -382,6 +389,11 @@ class Report(NamedTuple):
     def _repr_html_(self):
         """A notebook's view: the means as an HTML <table> (see render_html)."""
         return _report_html(self)
+
+
+def _query_count(report):
+    """How many queries a report scored (see Report.scored_count)."""
+    return len(report.per_query) if report.scored_count is None else report.scored_count
 
 
 class HeldOut(NamedTuple):
@@ -550,7 +562,7 @@ class GateResult(NamedTuple):
 
     def _repr_markdown_(self):
         """Jupyter's Markdown display: the verdict and the gate table."""
-        lines, details = _gate_markdown(self, "baseline")
+        lines, details = _gate_markdown(self, "baseline", DEFAULT_MAX_BYTES - 2 * _CAP_RESERVE)
         return _capped_markdown(lines, [_md_details(*d) for d in details], DEFAULT_MAX_BYTES)
 
     @property
@@ -4198,8 +4210,9 @@ class _Progress:
     ''
     """
 
-    def __init__(self, stream, clock=None, delay=1.0, interval=0.25):
+    def __init__(self, stream, clock=None, delay=1.0, interval=0.25, columns=None):
         self.stream, self.clock, self.interval = stream, clock or _progress_clock, interval
+        self.columns = columns  # the terminal's width (None: not cut)
         self.start = self.clock()
         self.due = self.start + delay
         self.width = 0          # of the line on screen; 0: none
@@ -4237,6 +4250,8 @@ class _Progress:
         return ""
 
     def draw(self, text):
+        if self.columns:    # a line as wide as the terminal wraps, and \r redraws only its end
+            text = text[:self.columns - 1]
         self.stream.write("\r" + text.ljust(self.width))
         self.stream.flush()
         self.width = len(text)
@@ -4257,7 +4272,21 @@ def _progress_for(args, stderr):
         tty = stream.isatty()
     except (AttributeError, OSError, ValueError):
         tty = False
-    return _Progress(stderr) if tty and args.format != "json" else None
+    return (_Progress(stderr, columns=_terminal_columns(stream))
+            if tty and args.format != "json" else None)
+
+
+def _terminal_columns(stream):
+    """The width of the terminal ``stream`` writes to ($COLUMNS first, then the
+    terminal's size, else 80)."""
+    import shutil
+    columns = shutil.get_terminal_size().columns    # $COLUMNS, else stdout's terminal
+    if "COLUMNS" not in os.environ:
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns or columns
+        except (AttributeError, OSError, ValueError):
+            pass
+    return columns
 
 
 def _scored_run_plain(inp, fmt, scorer, grouped=True):
@@ -7829,7 +7858,9 @@ def baseline_dict(report):
         "rel": report.rel,
         **({} if report.min_score is None else {"min_score": report.min_score}),
         "mean": dict(report.mean),
-        "per_query": {q: dict(v) for q, v in report.per_query.items()},
+        # A report read back without its per-query values gives a means-only baseline.
+        **({} if report.scored_count is not None else
+           {"per_query": {q: dict(v) for q, v in report.per_query.items()}}),
         "unscored": list(report.unscored),
         **({} if report.scores is None else {"scores": {
             key: json.loads(json.dumps(report.scores[key])) for key in ("inputs", "ranges")}}),
@@ -8067,6 +8098,11 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     """
     resamples = _checked_options(report, alpha, resamples, seed)
     baseline = _checked_baseline(baseline)
+    means_only = report.scored_count is not None and baseline.per_query is not None
+    if means_only:    # nothing to pair query by query: the tolerance rule on the means
+        baseline = baseline._replace(per_query=None, holdout=baseline.holdout and
+                                     baseline.holdout._replace(per_query=None))
+        report = report._replace(unjudged=None)
     same_notes = _check_same(report.meta, baseline, _same_keys(same))
     if baseline.rel != report.rel:
         raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
@@ -8086,7 +8122,11 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     notes = (_meta_notes(report, meta_changes, baseline) + same_notes
              + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled))
     drops, pvalues, paired = None, {}, {}
-    if baseline.per_query is None:
+    if means_only:
+        notes.append("the report holds means only (read from a JSON report written without "
+                     "--per-query): per-query checks%s are unavailable"
+                     % (" and the significant gate" if mode == "significant" else ""))
+    elif baseline.per_query is None:
         notes.append("the baseline holds means only: per-query checks%s are unavailable; "
                      "write one with --save-baseline to get them"
                      % (" and the significant gate" if mode == "significant" else ""))
@@ -8540,34 +8580,147 @@ def _report_from_dict(data):
 
 
 def _report_fields(data):
-    measures = tuple(_checked_str(m, "measures") for m in data["measures"])
+    """The Report of a parsed JSON report, every field it reads checked as
+    load_baseline checks a baseline (names that parse, values in [0, 1],
+    counts, lists of strings): an EvalError naming the field, never a later
+    TypeError."""
+    measures = tuple(_checked_measure_name(m, "measures") for m in _checked_list(
+        data["measures"], "measures"))
     slices = data.get("slices")
+    if slices is not None:
+        slices = {_checked_slice_name(name, "slices"): _checked_slice_stats(
+            stats, "slices %r" % name) for name, stats in _checked_dict(slices, "slices").items()}
     holdout = data.get("holdout")
     bounds = data.get("unjudged_bounds")
+    ties = _checked_dict(data["ties"], "ties")
+    per_query = data.get("per_query")
+    if per_query is not None:
+        _checked_per_query(per_query, "per_query")   # names that parse, values in [0, 1]
+    n = data.get("n")
+    if n is not None and set(_checked_counts(n, "n")) != set(measures):
+        raise EvalError("n: expected a count for each of the measures, got %s" % _short_repr(n))
     return Report(
         measures=measures,
         mean=_checked_values(data["mean"], "mean"),
-        per_query={_checked_str(q, "per_query"): _checked_values(v, "per_query " + q)
-                   for q, v in data.get("per_query", {}).items()},
-        unscored=tuple(data["unscored"]), missing=tuple(data["missing_from_run"]),
-        skipped=tuple(data["skipped"]), abstention=dict(data["abstention"]),
-        ties=dict(data["ties"]["per_query"]), warnings=tuple(data["warnings"]),
-        rel=_positive_int(data["rel"], "rel"), inputs=data.get("inputs") or None,
-        unlabelled=tuple(data.get("unlabelled", ())), average=data.get("average", "scored"),
-        n=data.get("n"), mapping=data.get("mapping"), meta=dict(data.get("meta") or {}),
+        per_query=dict(per_query or {}),
+        unscored=_checked_strs(data["unscored"], "unscored"),
+        missing=_checked_strs(data["missing_from_run"], "missing_from_run"),
+        skipped=_checked_strs(data["skipped"], "skipped"),
+        abstention=_checked_counts(data["abstention"], "abstention"),
+        ties=_checked_counts(ties["per_query"], "ties per_query"),
+        warnings=_checked_strs(data["warnings"], "warnings"),
+        rel=_positive_int(data["rel"], "rel"),
+        inputs=_checked_report_inputs(data.get("inputs")) or None,
+        unlabelled=_checked_strs(data.get("unlabelled", []), "unlabelled"),
+        average=_checked_average(data.get("average", "scored")),
+        n=n, mapping=_checked_dict(data.get("mapping"), "mapping", optional=True),
+        meta=dict(_checked_baseline_meta(data.get("meta"), "meta") or {}),
         slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
-        holdout=None if holdout is None else HeldOut(
-            holdout["slice"], _checked_values(holdout["mean"], "holdout mean"),
-            holdout.get("n"), holdout["queries"], holdout["unscored"],
-            holdout["missing_from_run"], "", holdout["revealed"], holdout.get("per_query"),
-            None if "ids" not in holdout else {
-                "unscored": tuple(holdout["ids"]["unscored"]),
-                "missing": tuple(holdout["ids"]["missing_from_run"])}),
-        answerability=data.get("answerability") or None,
-        min_score=data.get("min_score"),
-        unjudged=None if bounds is None else {
-            "mean": _pairs(bounds["mean"]),
-            "per_query": {q: _pairs(v) for q, v in bounds.get("per_query", {}).items()}})
+        holdout=None if holdout is None else _report_holdout(holdout),
+        answerability=_checked_counts(data.get("answerability") or {}, "answerability") or None,
+        min_score=None if data.get("min_score") is None else _checked_min_score(
+            data["min_score"]),
+        scored_count=None if per_query is not None else _count(data["queries"], "queries"),
+        unjudged=None if bounds is None else _checked_bounds(bounds))
+
+
+def _checked_dict(value, what, optional=False):
+    if value is None and optional:
+        return None
+    if not isinstance(value, dict):
+        raise EvalError("%s: expected an object, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_list(value, what):
+    if not isinstance(value, list):
+        raise EvalError("%s: expected a list, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_strs(values, what):
+    """A list of strings as a tuple (a string alone is refused, never split)."""
+    return tuple(_checked_str(v, what) for v in _checked_list(values, what))
+
+
+def _checked_counts(values, what):
+    """{name: count}: string keys, non-negative integers."""
+    return {_checked_str(key, what): _count(value, "%s %r" % (what, key))
+            for key, value in _checked_dict(values, what).items()}
+
+
+def _checked_measure_name(name, what):
+    try:
+        return str(parse_measure(_checked_str(name, what))) and name
+    except EvalError as exc:
+        raise EvalError("%s: %s" % (what, exc)) from None
+
+
+def _checked_report_inputs(inputs):
+    """A report's inputs: {kind: {key: value}} (a score file's info holds a list)."""
+    inputs = _checked_dict(inputs, "inputs", optional=True)
+    for kind, info in (inputs or {}).items():
+        _checked_dict(info, "inputs %r" % kind)
+    return inputs
+
+
+def _checked_slice_stats(stats, what):
+    stats = _checked_dict(stats, what)
+    _count(stats.get("queries"), what + " queries")
+    _checked_strs(stats.get("unscored"), what + " unscored")
+    _checked_values(stats.get("mean"), what + " mean")
+    if "n" in stats:
+        _checked_counts(stats["n"], what + " n")
+    return stats
+
+
+def _report_holdout(holdout):
+    held = _loaded_holdout(holdout, "holdout")
+    ids = holdout.get("ids")
+    if ids is not None:
+        ids = {"unscored": _checked_strs(_checked_dict(ids, "holdout ids").get("unscored"),
+                                         "holdout ids unscored"),
+               "missing": _checked_strs(ids.get("missing_from_run"),
+                                        "holdout ids missing_from_run")}
+    if not isinstance(holdout.get("revealed"), bool):
+        raise EvalError("holdout revealed: expected true or false, got %s"
+                        % _short_repr(holdout.get("revealed")))
+    per_query = holdout.get("per_query")
+    if per_query is not None:
+        _checked_per_query(per_query, "holdout per_query")
+    return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
+                         mean=_checked_values(held.mean, "holdout mean"),
+                         n=None if held.n is None else _checked_counts(held.n, "holdout n"),
+                         members_sha256="", revealed=holdout["revealed"], ids=ids)
+
+
+def _checked_bounds(bounds):
+    """unjudged_bounds: {"mean": {measure: [lo, hi] or null}, "per_query": {q: {...}}}."""
+    bounds = _checked_dict(bounds, "unjudged_bounds")
+    per_query = _checked_dict(bounds.get("per_query", {}), "unjudged_bounds per_query")
+    return {"mean": _checked_pairs(bounds.get("mean"), "unjudged_bounds mean"),
+            "per_query": {q: _checked_pairs(v, "unjudged_bounds per_query %r" % q)
+                          for q, v in per_query.items()}}
+
+
+def _checked_pairs(values, what):
+    """{measure: [lo, hi] or None}, each bound a value in [0, 1]."""
+    out = {}
+    for m, pair in _checked_dict(values, what).items():
+        if pair is not None:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise EvalError("%s %r: expected [lower, upper], got %s"
+                                % (what, m, _short_repr(pair)))
+            _canonical_values({m: pair[0]}, what)
+            _canonical_values({m: pair[1]}, what)
+        out[m] = None if pair is None else list(pair)
+    return out
+
+
+def _count(value, what):
+    if type(value) is not int or value < 0:
+        raise EvalError("%s: expected a count, got %s" % (what, _short_repr(value)))
+    return value
 
 
 def _checked_str(value, what):
@@ -8577,16 +8730,10 @@ def _checked_str(value, what):
 
 
 def _checked_values(values, what):
-    """{measure: number} with every number finite (a report never holds NaN)."""
-    if not isinstance(values, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            for v in values.values()):
-        raise EvalError("%s: expected {measure: number}, got %s" % (what, _short_repr(values)))
+    """{measure: value} as written, checked as a baseline's are (names that
+    parse, every value a number in [0, 1]: a report never holds NaN)."""
+    _canonical_values(values, what)
     return dict(values)
-
-
-def _pairs(values):
-    return {m: None if pair is None else list(pair) for m, pair in values.items()}
 
 
 def load_report(source):
@@ -8650,7 +8797,7 @@ def _means_text(mean, shown=8):
 
 
 def _summary_line(report):
-    parts = ["%s scored" % _plural(len(report.per_query), "query", "queries")]
+    parts = ["%s scored" % _plural(_query_count(report), "query", "queries")]
     if report.unscored:
         parts.append("%d unscored (%s): %s"
                      % (len(report.unscored), _unscored_reason(report),
@@ -8688,10 +8835,42 @@ def _gate_verdict(gate_result, baseline_name):
     how = _gate_how(gate_result)
     if gate_result.passed:
         return "gate vs %s (%s): PASSED" % (baseline_name, how)
-    names = [c.name for c in gate_result.regressions]
-    return ("gate vs %s (%s): FAILED, %s: %s"
-            % (baseline_name, how, _plural(len(names), "regression", "regressions"),
-               ", ".join(names)))
+    return "gate vs %s (%s): FAILED, %s" % (baseline_name, how, _failures_text(gate_result))
+
+
+_HEADLINE_NAMES = 10     # names a verdict line gives per kind of failure
+
+
+def _failures_text(gate_result):
+    """Why a gate failed, in words: the regressions (those the unjudged ids
+    could explain called undecided), then the missing measures, at most
+    _HEADLINE_NAMES names each.
+
+    >>> c = MeasureChange("mrr@5", 0.5, 0.4, -0.1, "regressed", undecided={"ids": 2})
+    >>> _failures_text(GateResult(False, (c, MeasureChange("recall@5", 0.7, None, None,
+    ...                                                    "missing")), "0.02", ()))
+    '1 regression (undecided: unjudged ids could explain it): mrr@5; 1 missing: recall@5'
+    """
+    regressed = [c for c in gate_result.changes if c.status == "regressed"]
+    missing = [c.name for c in gate_result.changes if c.status == "missing"]
+    undecided = sum(1 for c in regressed if c.undecided)
+    parts = []
+    if regressed:
+        parts.append("%s%s: %s" % (
+            _plural(len(regressed), "regression", "regressions"),
+            "" if not undecided else " (%sundecided: unjudged ids could explain %s)" % (
+                "" if undecided == len(regressed) else "%d " % undecided,
+                "it" if undecided == 1 else "them"),
+            _names_text([c.name for c in regressed])))
+    if missing:
+        parts.append("%d missing: %s" % (len(missing), _names_text(missing)))
+    return "; ".join(parts)
+
+
+def _names_text(names, shown=_HEADLINE_NAMES):
+    """``a, b, ... (3 more)``: the first ``shown`` names."""
+    return ", ".join(names[:shown]) + (", ... (%d more)" % (len(names) - shown)
+                                       if len(names) > shown else "")
 
 
 _SHOWN_QUERY_DROPS = 20
@@ -8732,11 +8911,7 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
     table, then the per-query drops and the queries that changed; ``delta``
     formats a difference."""
     significant = gate_result.mode == "significant"
-    # A slice row that did not move beyond the tolerance is left to the JSON:
-    # slices multiply the rows.
-    quiet = [c for c in gate_result.changes if c.slice is not None
-             and c.status in ("unchanged", "dropped within tolerance")]
-    shown = [c for c in gate_result.changes if c not in quiet]
+    shown, quiet = _shown_changes(gate_result)
     # judged@k beside the measures it is below 1 for; no column when it never is.
     judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
     rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
@@ -8771,6 +8946,14 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
                ["query", "left", "joined"],
                [[m.query, ", ".join(m.left) or "-", ", ".join(m.joined) or "-"]
                 for m in moved[:_SHOWN_QUERY_DROPS]], notes)
+
+
+def _shown_changes(gate_result):
+    """(shown, quiet): the gate rows a report shows, and the slice rows that did
+    not move beyond the tolerance, left to the JSON (slices multiply the rows)."""
+    quiet = [c for c in gate_result.changes if c.slice is not None
+             and c.status in ("unchanged", "dropped within tolerance")]
+    return [c for c in gate_result.changes if c not in quiet], quiet
 
 
 def _comparison_section(c):
@@ -8981,8 +9164,12 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     then the gate table (the delta to the gate's precision, see _full_delta),
     the means and any comparisons.  Everything else (per-query values and
     drops, slices, warnings, notes, provenance) sits in ``<details>`` blocks,
-    which ``max_bytes`` truncates by whole rows (see _capped_markdown); the
-    verdict and the tables above them never are.  Every cell is escaped (see
+    which ``max_bytes`` truncates by whole rows (see _capped_markdown).  The
+    gate table holds the rows that decide the verdict (see _gate_markdown),
+    its regressed slice rows only as many as leave room under ``max_bytes``;
+    the verdict, the overall rows and the means are never cut, so the output
+    fits whenever ``max_bytes`` >= MARKDOWN_FLOOR and those are of ordinary
+    size.  Every cell is escaped (see
     _md_text).
 
     >>> r = evaluate({"a|b": {"d": 1}}, {"a|b": ["x", "d"]}, k=2, metrics="mrr")
@@ -9013,20 +9200,24 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     title, header, rows, _ = sections[0]
     shown = len(report.per_query) if per_query else 0      # rows[shown:]: mean (and n)
     lines, details = [], []
+    rest = _md_table(header, rows[shown:]) + [""]
+    drift = list(_drift_sections(report.drift))[:1]     # its table, never folded
+    if drift:
+        rest += _comparison_markdown(drift[0])
+    for c in comparisons:
+        rest += _comparison_markdown(_comparison_section(c))
     if gate_result is None:
         lines += ["**%s**" % _md_text(title), ""]
     else:
-        lines, details = _gate_markdown(gate_result, baseline_name)
+        # Room left for the frame of the block of the regressed rows that do not fit.
+        budget = (None if max_bytes is None
+                  else max_bytes - 2 * _CAP_RESERVE - _size([_md_text(title), ""] + rest))
+        lines, details = _gate_markdown(gate_result, baseline_name, budget)
         lines += [_md_text(title), ""]
-    lines += _md_table(header, rows[shown:]) + [""]
-    drift = list(_drift_sections(report.drift))[:1]     # its table, never folded
-    if drift:
-        lines += _comparison_markdown(drift[0])
-        if not report.drift["passed"]:      # the run fails on it: say so first
-            lines[:0] = ["**Judge drift failed**: the judge moved on %s" % _md_text(", ".join(
-                name for name, f in report.drift["fields"].items() if f["drifted"])), ""]
-    for c in comparisons:
-        lines += _comparison_markdown(_comparison_section(c))
+    lines += rest
+    if drift and not report.drift["passed"]:      # the run fails on it: say so first
+        lines[:0] = ["**Judge drift failed**: the judge moved on %s" % _md_text(", ".join(
+            name for name, f in report.drift["fields"].items() if f["drifted"])), ""]
     if shown:
         details.append(("per-query values (%s)" % _plural(shown, "query", "queries"),
                         header, rows[:shown], []))
@@ -9040,16 +9231,37 @@ def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False
     return _capped_markdown(lines, [_md_details(*block) for block in details], max_bytes)
 
 
-def _gate_markdown(gate_result, baseline_name):
-    """(lines, details) of a gate in Markdown: the verdict and its table as
-    lines; its notes, per-query drops and changed queries as sections for
-    <details> blocks."""
+def _gate_markdown(gate_result, baseline_name, budget=None):
+    """(lines, details) of a gate in Markdown: the verdict and the rows that
+    decide it (every overall row, the regressed or missing slice rows) as
+    lines, in at most ``budget`` bytes when given (the slice rows that do not
+    fit go to a <details> block of their own, first); the other slice rows,
+    notes, per-query drops and changed queries as sections for <details>
+    blocks, which --max-bytes may cut."""
     sections = list(_gate_sections(gate_result, baseline_name, _full_delta))
     _, header, rows, notes = sections[0]
+    shown, _ = _shown_changes(gate_result)
+    deciding = [r for r, c in zip(rows, shown)
+                if c.slice is None or c.status in ("regressed", "missing")]
+    others = [r for r, c in zip(rows, shown)
+              if not (c.slice is None or c.status in ("regressed", "missing"))]
+    overall = sum(1 for c in shown if c.slice is None)
     lines = [_gate_headline(gate_result), "",
              "Gate vs %s (%s):" % (_md_text(baseline_name), _md_text(_gate_how(gate_result))),
-             ""] + _md_table(header, rows) + [""]
-    details = [("gate notes (%d)" % len(notes), None, [], notes)] if notes else []
+             ""]
+    kept = len(deciding)
+    while budget is not None and kept > overall and _size(
+            lines + _md_table(header, deciding[:kept]) + [""]) > budget:
+        kept = max(overall, kept - max(1, (kept - overall) // 8))
+    lines += _md_table(header, deciding[:kept]) + [""]
+    details = []
+    if kept < len(deciding):
+        details.append(("more regressed or missing slice rows (%d)" % (len(deciding) - kept),
+                        header, deciding[kept:], []))
+    if others:
+        details.append(("other slice rows: improved or not significant (%d)" % len(others),
+                        header, others, []))
+    details += [("gate notes (%d)" % len(notes), None, [], notes)] if notes else []
     return lines, details + sections[1:]
 
 
@@ -9069,9 +9281,7 @@ def _gate_headline(gate_result):
     """
     if gate_result.passed:
         return "**Gate passed**"
-    names = [c.name for c in gate_result.regressions]
-    return "**Gate failed**: %s: %s" % (_plural(len(names), "regression", "regressions"),
-                                        _md_text(", ".join(names)))
+    return "**Gate failed**: %s" % _md_text(_failures_text(gate_result))
 
 
 def _provenance_section(report):
@@ -9164,6 +9374,13 @@ def _dropped_line(sections, rows, max_bytes):
     return ("> **%s left out** (%s) to keep this under --max-bytes %d: the JSON report "
             "(`--format json`, same options) holds them all"
             % (_plural(sections, "section", "sections"), _plural(rows, "row", "rows"), max_bytes))
+
+
+# Bytes --max-bytes keeps for the line saying which blocks were left out.
+_CAP_RESERVE = 400
+# The smallest --max-bytes the output always fits in, given measures and
+# comparison tables of ordinary size (see render_markdown).
+MARKDOWN_FLOOR = 2000
 
 
 def _capped_markdown(lines, blocks, max_bytes):
@@ -9267,7 +9484,7 @@ def render_trec(report, gate_result=None, comparisons=(), *, per_query=False, **
                             % qid)
     lines = [_TREC_LINE % (name, qid, values[m]) for qid, values in sorted(queries)
              for m, name in names if m in values]
-    lines.append(_TREC_COUNT % ("num_q", "all", len(report.per_query)))
+    lines.append(_TREC_COUNT % ("num_q", "all", _query_count(report)))
     lines += [_TREC_LINE % (name, "all", report.mean[m]) for m, name in names
               if m in report.mean]
     return "".join(lines)
@@ -9658,13 +9875,15 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
                       "them." % ("" if baseline is not None else
                                  " or none was given to render_html (baseline=)"))
     changes = {(c.slice, c.measure): c for c in gate_result.changes}
-    rows = []
-    for name, measure, moves, allowed in sorted(pairs, key=lambda p: (p[1], p[0] or "")):
+    drawn, left_out = _forest_pairs(pairs, changes)
+    rows, hows = [], set()
+    for name, measure, moves, allowed in drawn:
         diffs = [d for _, d in moves]
         label = _change_name(name, measure)
         # Seeded by the name, as the gate seeds its tests: a slice never moves another.
         lo, hi, how = _paired_interval(diffs, resamples,
                                        random.Random("%s|%s" % (seed, label)))
+        hows.add(how)
         change = changes.get((name, measure))
         tip = "%s: paired delta %r, 95%% CI [%r, %r] (%s), %s; allowed drop %r" % (
             label, _mean(diffs), lo, hi, how, _plural(len(diffs), "query", "queries"), allowed)
@@ -9675,12 +9894,16 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
         rows.append(_Interval(label, _mean(diffs), lo, hi, tip, "ci bad" if bad else "ci",
                               allowed))
     out = ["<h3>Paired deltas (current - baseline) with 95% intervals</h3>\n", _figure(
-        _forest_chart("paired deltas with 95% bootstrap intervals", rows),
+        _forest_chart("paired deltas with 95%% intervals (%s)" % " and ".join(sorted(hows)),
+                      rows),
         "Each row: the mean of the per-query deltas (current - baseline) over the queries "
         "both hold (dot) and its 95%% interval (line): the paired bootstrap (%d resamples), "
         "or over more than %d queries the normal approximation (mean -/+ 1.96 sd/sqrt(n)); "
-        "dashed tick: the tolerated drop; red: the gate calls it a regression."
-        % (resamples, _BOOTSTRAP_QUERIES))]
+        "dashed tick: the tolerated drop; red: the gate calls it a regression.%s"
+        % (resamples, _BOOTSTRAP_QUERIES, "" if not left_out else
+           " %s not drawn: unchanged or within the tolerance, or beyond the %d that moved "
+           "most (the tables hold every row)." % (
+               _plural(left_out, "slice row", "slice rows"), _FOREST_SLICE_ROWS)))]
     for name, measure, moves, allowed in pairs:
         if name is not None:
             continue
@@ -9700,6 +9923,24 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
         out.append(_figure(_waterfall_chart("per-query deltas of %s, sorted" % measure,
                                             sorted((d, q) for q, d in moves), allowed), caption))
     return "".join(out)
+
+
+_FOREST_SLICE_ROWS = 50     # slice rows a forest plot draws at most
+
+
+def _forest_pairs(pairs, changes):
+    """(drawn, left out): the pairs a forest plot draws, by measure then name:
+    every overall row, and the slice rows that moved beyond the tolerance or
+    improved, the _FOREST_SLICE_ROWS of them that moved most; how many slice
+    rows are left out (their intervals are never computed)."""
+    quiet = ("unchanged", "dropped within tolerance")
+    slices = [p for p in pairs if p[0] is not None]
+    moved = [p for p in slices if getattr(changes.get((p[0], p[1])), "status", None)
+             not in quiet]
+    moved = sorted(moved, key=lambda p: (-abs(_mean([d for _, d in p[2]])), p[1], p[0])
+                   )[:_FOREST_SLICE_ROWS]
+    drawn = [p for p in pairs if p[0] is None] + moved
+    return (sorted(drawn, key=lambda p: (p[1], p[0] or "")), len(slices) - len(moved))
 
 
 def _comparison_chart(comparison):
@@ -10573,7 +10814,11 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
         outputs.append(_to_label_output(args, qrels, testset, chunks, metrics))
     _write_atomic(outputs)
     if summary_path is not None:
-        _append_step_summary(summary_path, text if args.format == "markdown" else markdown())
+        try:   # a log, not an artifact: the outputs are written, the exit code stands
+            _append_step_summary(summary_path,
+                                 text if args.format == "markdown" else markdown())
+        except EvalError as exc:
+            stderr.write("rag-eval: warning: %s\n" % _one_line(str(exc)))
     if not to_file:
         try:
             stdout.write(text)
@@ -10655,32 +10900,52 @@ def _cli_sweep(args, metrics, score):
 
 
 def _step_summary_path():
-    """The file --step-summary appends to: $GITHUB_STEP_SUMMARY, which must be set."""
+    """The file --step-summary appends to: $GITHUB_STEP_SUMMARY, which must be
+    set and open for appending (checked before any work, so that an unusable
+    summary is an error before any output is written)."""
     path = os.environ.get("GITHUB_STEP_SUMMARY", "")
     if not path:
         raise EvalError("--step-summary: $GITHUB_STEP_SUMMARY is not set (GitHub Actions sets "
                         "it in every step); drop --step-summary outside a workflow")
+    _append_step_summary(path, None)
     return path
 
 
 def _append_step_summary(path, text):
-    """Append ``text`` to the job summary file (GitHub reads it after the step)."""
+    """Append ``text`` to the job summary file (GitHub reads it after the step);
+    ``text`` None only checks that the file opens for appending."""
     try:
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text.rstrip("\n") + "\n\n")   # a blank line ends an HTML block
+            if text is not None:
+                # A blank line before (never merged with a paragraph already there)
+                # and after (a blank line ends an HTML block).
+                handle.write("\n" * (1 + (handle.tell() > 0 and not _ends_a_line(path)))
+                             + text.strip("\n") + "\n\n")
     except OSError as exc:
         raise EvalError("$GITHUB_STEP_SUMMARY %s: cannot append: %s"
                         % (path, exc.strerror or exc)) from None
 
 
+def _ends_a_line(path):
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
 def _step_summary_error(message):
-    """On an input error with --step-summary, the error as one escaped line of
-    the job summary (a log, not an artifact: best effort)."""
-    try:
-        _append_step_summary(_step_summary_path(), "**rag-eval error**: %s\n"
-                             % _md_text(message))
-    except EvalError:
-        pass
+    """On an error (exit 2) with --step-summary, the error as one escaped line
+    of the job summary (a log, not an artifact: best effort)."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY", "")
+    if path:
+        try:
+            _append_step_summary(path, "**rag-eval error**: %s" % _md_text(message))
+        except EvalError:
+            pass
+
+
+def _step_summary_asked(argv):
+    """Whether a command line that argparse refused asked for --step-summary."""
+    return any(arg == "--step-summary" for arg in (sys.argv[1:] if argv is None else argv))
 
 
 class _Tolerant:
@@ -10716,13 +10981,19 @@ def main(argv=None, *, stdout=None, stderr=None):
     stderr = _Tolerant(stderr or sys.stderr or io.StringIO())
     parser = build_parser()
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = stdout, stderr   # argparse prints --help and errors there
+    usage = io.StringIO()
+    sys.stdout, sys.stderr = stdout, usage   # argparse prints --help and errors there
     try:
         args = parser.parse_intermixed_args(argv)   # QRELS RUN may sit between options
     except SystemExit as exc:
+        stderr.write(usage.getvalue())
+        if exc.code == EXIT_ERROR and _step_summary_asked(argv):
+            _step_summary_error(_one_line(usage.getvalue().strip()
+                                          .replace("rag-eval: error: ", "", 1)))
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     finally:
         sys.stdout, sys.stderr = saved
+    stderr.write(usage.getvalue())
     if args.format is None:
         args.format = _format_of(args.output)
     global _PROGRESS
@@ -10742,9 +11013,12 @@ def main(argv=None, *, stdout=None, stderr=None):
             import traceback
             traceback.print_exc(file=stderr)
         detail = _one_line((str(exc).splitlines() or [""])[0][:200])
-        stderr.write("rag-eval: internal error (a bug in rag_eval, please report it): %s%s; "
-                     "rerun with --debug or RAG_EVAL_DEBUG=1 to see the traceback\n"
-                     % (type(exc).__name__, ": " + detail if detail else ""))
+        message = ("internal error (a bug in rag_eval, please report it): %s%s; rerun with "
+                   "--debug or RAG_EVAL_DEBUG=1 to see the traceback"
+                   % (type(exc).__name__, ": " + detail if detail else ""))
+        stderr.write("rag-eval: %s\n" % message)
+        if args.step_summary:
+            _step_summary_error(message)
         return EXIT_ERROR
     finally:
         if _PROGRESS is not None:

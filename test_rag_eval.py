@@ -291,7 +291,7 @@ class ExampleFixtureTest(unittest.TestCase):
         code, out, err = run_cli(example("qrels.json"), example("run.json"),
                                  "--baseline", example("baseline.json"))
         self.assertEqual(code, rag_eval.EXIT_REGRESSION)
-        self.assertIn("FAILED, 2 regressions: mrr@5, recall@5", out)
+        self.assertIn("FAILED, 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5", out)
         self.assertIn("0.5095", out)
 
 
@@ -5127,7 +5127,7 @@ class SliceCommandLineTest(TempDir, unittest.TestCase):
                                         "--slice-max-drop", "source=real:0",
                                         qrels=("t.jsonl", jsonl(*self.TESTSET)), run=worse)
         self.assertEqual(code, 1, err)
-        self.assertIn("FAILED, 2 regressions: mrr@2, source=synthetic: mrr@2", out)
+        self.assertIn("FAILED, 2 regressions (undecided: unjudged ids could explain them): mrr@2, source=synthetic: mrr@2", out)
         self.assertIn("max drop 0.02, source=real: 0", out)
         code, out, err = self.report_of("--metrics", "mrr", "--k", "2", "--baseline", saved,
                                         "--slice-max-drop", "source=synthetic:0.5",
@@ -6527,7 +6527,9 @@ class UndecidedGateTest(TempDir, unittest.TestCase):
                       out)
         self.assertIn("recall@2  1.0000    0.7500   -0.2500  REGRESSED", out)
         self.assertNotIn("recall@2  1.0000    0.7500   -0.2500  REGRESSED (", out)
-        self.assertIn("FAILED, 2 regressions: mrr@2, recall@2", out)
+        # Found by review: the verdict line says which are undecided.
+        self.assertIn("FAILED, 2 regressions (1 undecided: unjudged ids could explain it): "
+                      "mrr@2, recall@2", out)
         self.assertNotIn("unjudged bounds", out)    # shown only with --unjudged-bounds
 
     def test_json_fields(self):
@@ -7046,7 +7048,12 @@ rag\\_eval %s: 3 queries scored
 
     def test_the_first_line_is_the_verdict(self):
         cases = [(("--baseline", example("baseline.json")), 1,
-                  "**Gate failed**: 2 regressions: mrr@5, recall@5"),
+                  "**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5"),
+                 # Found by review: the three measures --metrics leaves out were called
+                 # regressions; they are missing.
+                 (("--baseline", example("baseline.json"), "--metrics", "recall", "--k", "5"), 1,
+                  "**Gate failed**: 1 regression (undecided: unjudged ids could explain it): "
+                  "recall@5; 3 missing: mrr@5, ndcg@5, success@5"),
                  (("--baseline", example("baseline.json"), "--max-drop", "0.1"), 0,
                   "**Gate passed**"),
                  ((), 0, "**rag\\_eval %s: 3 queries scored; 1 unscored (no relevant id): q4**"
@@ -7056,6 +7063,20 @@ rag\\_eval %s: 3 queries scored
                 code, out, err = run_cli(*EXAMPLE_FILES, "--format", "markdown", *argv)
                 self.assertEqual(code, expect_code, err)
                 self.assertEqual(out.splitlines()[0], first)
+
+    def test_the_verdict_names_at_most_ten_of_each_kind(self):
+        # Found by review: 499 names on the first line of a gate over 600 slices.
+        changes = tuple(rag_eval.MeasureChange("m%02d@5" % i, 0.5, 0.1, -0.4, "regressed")
+                        for i in range(12)) + tuple(
+            rag_eval.MeasureChange("x%02d@5" % i, 0.5, None, None, "missing") for i in range(3))
+        result = rag_eval.GateResult(False, changes, "0.02", ())
+        self.assertEqual(rag_eval._gate_headline(result),
+                         "**Gate failed**: 12 regressions: m00@5, m01@5, m02@5, m03@5, m04@5, "
+                         "m05@5, m06@5, m07@5, m08@5, m09@5, ... (2 more); 3 missing: x00@5, "
+                         "x01@5, x02@5")
+        self.assertTrue(rag_eval._gate_verdict(result, "b").endswith(
+            "FAILED, 12 regressions: m00@5, m01@5, m02@5, m03@5, m04@5, m05@5, m06@5, m07@5, "
+            "m08@5, m09@5, ... (2 more); 3 missing: x00@5, x01@5, x02@5"))
 
     def test_delta_at_the_gates_precision(self):
         # success@5: 2/3 against the baseline's 0.6667 is -0.0000333...: shown, not -0.0000.
@@ -7115,12 +7136,62 @@ rag\\_eval %s: 3 queries scored
     def test_the_verdict_and_gate_table_are_never_cut(self):
         code, out, err = self.big("--max-bytes", "100")
         self.assertEqual(code, 1, err)
-        self.assertTrue(out.startswith("**Gate failed**: 1 regression: mrr@5\n"))
+        self.assertTrue(out.startswith("**Gate failed**: 1 regression (undecided: unjudged ids "
+                                        "could explain it): mrr@5\n"))
         self.assertIn("| mrr@5 | 1.0000 | 0.7500 | -0.2500 | REGRESSED (undecided: 2500 unjudged "
                       "ids could explain it; label them: --to-label FILE) | 0.7500 |", out)
         self.assertNotIn("<details>", out)
         self.assertRegex(out, r"> \*\*\d+ sections left out\*\* \(\d+ rows\) to keep this "
                               r"under --max-bytes 100")
+
+    def test_a_large_gate_table_keeps_to_the_cap(self):
+        # Found by review: 600 slice values gave 106,813 bytes under the default cap, and
+        # the first line named 499 measures. 3000 queries, slice g=v000..v599 by i % 600;
+        # every odd slice falls from 1 to 0 (its queries rank x first).
+        rows = [{"query_id": "q%04d" % i, "relevant": {"d": 1},
+                 "slices": {"g": "v%03d" % (i % 600)}} for i in range(3000)]
+        testset = ("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        good = {r["query_id"]: ["d"] for r in rows}
+        bad = {q: ["x", "d"] if int(q[1:]) % 600 % 2 else ["d"] for q in good}
+        saved = os.path.join(self.tmp, "base.json")
+        argv = ("--metrics", "mrr,recall", "--k", "1", "--by", "g")
+        self.assertEqual(self.report_of(*argv, "--save-baseline", saved, qrels=testset,
+                                        run=good)[0], 0)
+        for cap in (None, 20000, rag_eval.MARKDOWN_FLOOR):
+            with self.subTest(cap=cap):
+                code, out, err = self.report_of(*argv, "--baseline", saved, "--format",
+                                                "markdown", *(("--max-bytes", str(cap))
+                                                              if cap else ()),
+                                                qrels=testset, run=bad)
+                self.assertEqual(code, 1, err)
+                self.assertLessEqual(len(out.encode()), cap or rag_eval.DEFAULT_MAX_BYTES)
+                # 300 odd slices x 2 measures + the 2 overall rows regressed; mrr@1 is
+                # undecided (an unjudged x at rank 1), recall@1 never (no bound for it here).
+                self.assertEqual(out.splitlines()[0],
+                                 "**Gate failed**: 602 regressions (301 undecided: unjudged ids "
+                                 "could explain them): mrr@1, recall@1, g=v001: mrr@1, g=v001: "
+                                 "recall@1, g=v003: mrr@1, g=v003: recall@1, g=v005: mrr@1, "
+                                 "g=v005: recall@1, g=v007: mrr@1, g=v007: recall@1, ... "
+                                 "(592 more)")
+                head = out.split("<details>", 1)[0]
+                self.assertIn("| recall@1 | 1.0000 | 0.5000 | -0.5000 | REGRESSED | 0.5000 |",
+                              head)
+                self.assertIn("| g=v001: recall@1 | 1.0000 | 0.0000 | -1.0000 | REGRESSED | "
+                              "0.0000 |", head)
+                self.assertNotIn("improved", head)
+                self.assertEqual(out.count("<details>"), out.count("</details>"))
+                # Every regressed slice row is in the table or counted as left out.
+                row = r"^\| g=v\d+: \w+@1 \| 1\.0000 \| 0\.0000 "
+                block = re.search(r"<details><summary>more regressed or missing slice rows "
+                                  r"\((\d+)\)</summary>.*?</details>", out, re.S)
+                shown = len(re.findall(row, head, re.M))
+                self.assertEqual(shown + int(block.group(1)) if block else shown, 600)
+                if block:
+                    left = re.search(r"> \*\*(\d+) of \d+ rows? left out", block.group(0))
+                    self.assertEqual(len(re.findall(row, block.group(0), re.M))
+                                     + (int(left.group(1)) if left else 0), int(block.group(1)))
+                else:
+                    self.assertIsNone(cap)
 
     def test_max_bytes_must_be_a_positive_integer(self):
         for bad in ("0", "-5", "x", "1.5"):
@@ -7144,8 +7215,8 @@ class StepSummaryTest(TempDir, unittest.TestCase):
         self.assertTrue(out.startswith("rag_eval "))          # stdout keeps --format text
         markdown = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"),
                            "--format", "markdown")[1]
-        self.assertEqual(summary, markdown + "\n")
-        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        self.assertEqual(summary, "\n" + markdown + "\n")
+        self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"))
         code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary")
         self.assertEqual(code, 0, err)                        # appended after the first
         self.assertEqual(summary.count("**Gate failed**"), 1)
@@ -7158,7 +7229,77 @@ class StepSummaryTest(TempDir, unittest.TestCase):
             "-o", out_path)
         self.assertEqual((code, out), (1, ""))
         self.assertFalse(json.loads(read_text(out_path))["gate"]["passed"])
-        self.assertTrue(summary.startswith("**Gate failed**"))
+        self.assertTrue(summary.startswith("\n**Gate failed**"))
+
+    def test_a_blank_line_before_the_block(self):
+        # Found by review: appended straight after a paragraph, the verdict merged with it.
+        path = self.write("summary.md", "an earlier step's paragraph")
+        code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary",
+                                                        "--max-drop", "0.5",
+                                                        "--baseline", example("baseline.json"),
+                                                        value=path)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(summary.startswith("an earlier step's paragraph\n\n**Gate passed**\n"),
+                        summary[:80])
+        self.assertTrue(summary.endswith("\n\n"))
+        self.write("summary.md", "a paragraph ending its line\n")
+        summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary", value=path)[3]
+        self.assertTrue(summary.startswith("a paragraph ending its line\n\n**rag\\_eval "),
+                        summary[:80])
+
+    def test_an_unusable_summary_file_is_an_error_before_any_output(self):
+        # Found by review: the outputs were written, then the append failed with exit 2.
+        out_path = os.path.join(self.tmp, "o.json")
+        saved = os.path.join(self.tmp, "nb.json")
+        code, out, err, summary = self.run_with_summary(
+            *EXAMPLE_FILES, "--save-baseline", saved, "-o", out_path, "--step-summary",
+            value=os.path.join(self.tmp, "nodir", "s.md"))
+        self.assertEqual(code, 2)
+        self.assertEqual(err.splitlines(), ["rag-eval: error: $GITHUB_STEP_SUMMARY %s: cannot "
+                                            "append: No such file or directory"
+                                            % os.path.join(self.tmp, "nodir", "s.md")])
+        self.assertFalse(os.path.exists(out_path))
+        self.assertFalse(os.path.exists(saved))
+
+    def test_a_failed_append_at_the_end_is_a_warning(self):
+        # Found by review: the summary is a log, not an artifact: the exit code stands.
+        out_path = os.path.join(self.tmp, "o.json")
+        real = rag_eval._append_step_summary
+
+        def fail_when_writing(path, text):
+            if text is not None:
+                raise rag_eval.EvalError("$GITHUB_STEP_SUMMARY %s: cannot append: disk full"
+                                         % path)
+            return real(path, text)
+        with unittest.mock.patch.object(rag_eval, "_append_step_summary", fail_when_writing):
+            code, out, err, summary = self.run_with_summary(
+                *EXAMPLE_FILES, "--baseline", example("baseline.json"), "-o", out_path,
+                "--step-summary")
+        self.assertEqual(code, 1, err)
+        self.assertIn("rag-eval: warning: $GITHUB_STEP_SUMMARY %s: cannot append: disk full\n"
+                      % os.path.join(self.tmp, "summary.md"), err)
+        self.assertTrue(os.path.exists(out_path))
+
+    def test_a_usage_error_is_one_escaped_line(self):
+        # Found by review: argparse's errors never reached the summary.
+        code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary",
+                                                        "--max-drpo", "0.1")
+        self.assertEqual(code, 2)
+        self.assertEqual(err, "rag-eval: error: unrecognized arguments: --max-drpo 0.1 "
+                              "(see --help)\n")
+        self.assertEqual(summary, "\n**rag-eval error**: unrecognized arguments: --max-drpo "
+                                  "0.1 (see --help)\n\n")
+        code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--max-drpo", "0.1",
+                                                        value=os.path.join(self.tmp, "s2.md"))
+        self.assertEqual((code, summary), (2, None))     # not asked for: nothing appended
+
+    def test_an_internal_error_is_one_line_too(self):
+        with unittest.mock.patch.object(rag_eval, "_run_cli", side_effect=ZeroDivisionError("x")):
+            code, out, err, summary = self.run_with_summary(*EXAMPLE_FILES, "--step-summary")
+        self.assertEqual(code, 2)
+        self.assertEqual(summary.strip(), "**rag-eval error**: internal error (a bug in "
+                         "rag\\_eval, please report it): ZeroDivisionError: x; rerun with "
+                         "--debug or RAG\\_EVAL\\_DEBUG=1 to see the traceback")
 
     def test_the_cap_applies(self):
         qrels = {"q%d" % i: {"d": 1} for i in range(3000)}
@@ -7169,7 +7310,7 @@ class StepSummaryTest(TempDir, unittest.TestCase):
                                             "5000", qrels=qrels, run=run)
         self.assertEqual(code, 0, err)
         summary = read_text(os.path.join(self.tmp, "s.md"))
-        self.assertLessEqual(len(summary.encode()), 5000 + 1)   # + the blank line after it
+        self.assertLessEqual(len(summary.encode()), 5000 + 2)   # + the blank lines around it
         self.assertIn("rows left out** to keep this under --max-bytes 5000", summary)
 
     def test_unset_variable_is_an_error(self):
@@ -7188,8 +7329,8 @@ class StepSummaryTest(TempDir, unittest.TestCase):
                                                         "--step-summary")
         self.assertEqual(code, 2)
         self.assertEqual(len(err.splitlines()), 1)
-        lines = summary.splitlines()
-        self.assertEqual(len([line for line in lines if line]), 1)
+        lines = [line for line in summary.splitlines() if line]
+        self.assertEqual(len(lines), 1)
         self.assertTrue(lines[0].startswith("**rag-eval error**: "), lines)
         self.assertIn("r\\|&lt;b&gt;.json", lines[0])
 
@@ -7219,8 +7360,9 @@ class OutputFormatTest(TempDir, unittest.TestCase):
 
 
 class LoadReportTest(TempDir, unittest.TestCase):
-    """load_report / Report.from_dict read a JSON report back: every field the
-    JSON holds comes back, so the JSON written again is the same bytes."""
+    """load_report / Report.from_dict read a JSON report back: the report's
+    fields come back, so render_json writes the same bytes again; the results
+    of the run (gate, comparison, sweep, elapsed_seconds) are not read."""
 
     def round_trip(self, report, result=None):
         text = rag_eval.render_json(report, result, per_query=True)
@@ -7275,6 +7417,19 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertEqual(loaded.by, ("source", "tag"))
         rag_eval.render_text(loaded, per_query=True)      # renders without its membership
 
+    def test_the_results_of_the_run_are_not_read(self):
+        # Found by review: the README said every field the JSON holds comes back.
+        path = os.path.join(self.tmp, "r.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--per-query", "--baseline",
+                                 example("baseline.json"), "--compare", example("run.json"),
+                                 "--timing", "--resamples", "100", "-o", path)
+        self.assertEqual(code, 1, err)
+        written = json.loads(read_text(path))
+        self.assertTrue({"gate", "comparison", "elapsed_seconds"} <= set(written))
+        again = json.loads(rag_eval.render_json(rag_eval.load_report(path), per_query=True))
+        self.assertEqual(again, {k: v for k, v in written.items()
+                                 if k not in ("gate", "comparison", "elapsed_seconds")})
+
     def test_from_the_command_line(self):
         path = os.path.join(self.tmp, "r.json")
         code, out, err = run_cli(*EXAMPLE_FILES, "--per-query", "--meta", "run.id=7",
@@ -7285,6 +7440,87 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertEqual(loaded.inputs["run"]["path"], example("run.json"))
         self.assertEqual(rag_eval.render_json(loaded, per_query=True), read_text(path))
 
+    def test_malformed_fields_are_one_line_naming_the_field(self):
+        # Found by review: mean 7.0 loaded and passed a gate at 0.9; the others loaded,
+        # then failed later with a raw TypeError or KeyError; a string became a tuple
+        # of its characters.
+        report = sliced_report(holdout="split=holdout", by=["source"], reveal_holdout=True,
+                               unjudged_bounds=True)
+        good = json.loads(rag_eval.render_json(report, per_query=True))
+        some = next(iter(good["per_query"]))
+        cases = [(dict(good, mean=dict(good["mean"], **{"recall@5": 7.0})),
+                  "mean: 'recall@5' must be a number in [0, 1], got 7.0"),
+                 (dict(good, mean={"nonsense@@": 0.5}), "mean: "),
+                 (dict(good, per_query={some: {"recall@5": -1}}),
+                  "per_query %r: 'recall@5' must be a number in [0, 1], got -1" % some),
+                 (dict(good, slices={"x=y": 1}), "slices 'x=y': expected an object, got 1"),
+                 (dict(good, slices={"xy": good["slices"]["source=real"]}),
+                  "slices: 'xy' is not a slice name field=value"),
+                 (dict(good, answerability=[1]), "answerability: expected an object, got [1]"),
+                 (dict(good, holdout=dict(good["holdout"], queries="3")),
+                  "holdout: queries, unscored and missing_from_run must be counts"),
+                 (dict(good, n={"recall@5": 3}), "n: expected a count for each of the measures"),
+                 (dict(good, measures=["nonsense@@"]), "measures: "),
+                 (dict(good, unjudged_bounds={"mean": {"recall@5": [1]}}),
+                  "unjudged_bounds mean 'recall@5': expected [lower, upper], got [1]"),
+                 (dict(good, unjudged_bounds={"mean": {"recall@5": [0.1, 2]}}),
+                  "unjudged_bounds mean: 'recall@5' must be a number in [0, 1], got 2"),
+                 (dict(good, inputs=[1]), "inputs: expected an object, got [1]"),
+                 (dict(good, warnings="abc"), "warnings: expected a list, got 'abc'"),
+                 (dict(good, unscored=[1]), "unscored: expected a string, got 1"),
+                 (dict(good, abstention={"abstained": -1}),
+                  "abstention 'abstained': expected a count, got -1"),
+                 (dict(good, ties={"per_query": {"q": "x"}}), "ties per_query 'q': expected a count"),
+                 (dict(good, average="best"), "average must be one of scored, trec_eval"),
+                 (dict(good, meta={"a": 1}), "meta"),
+                 (dict(good, min_score="x"), "min_score")]
+        self.assertEqual(rag_eval.render_json(rag_eval.Report.from_dict(good), per_query=True),
+                         rag_eval.render_json(report, per_query=True))
+        for number, (data, expect) in enumerate(cases):
+            with self.subTest(expect=expect):
+                path = self.write("bad%d.json" % number, json.dumps(data))
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.load_report(path)
+                message = str(caught.exception)
+                self.assertTrue(message.startswith(path + ": "), message)
+                self.assertIn(expect, message)
+                self.assertEqual(len(message.splitlines()), 1)
+        with self.assertRaises(rag_eval.EvalError):   # the gate never sees the 7.0
+            rag_eval.assert_no_regression(rag_eval.Report.from_dict(cases[0][0]),
+                                          {"recall@5": 0.9})
+
+    def test_without_per_query_values(self):
+        # Found by review: "queries": 3 came back as 0, and a gate then called every
+        # query of a per-query baseline removed.
+        path = os.path.join(self.tmp, "r.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "-o", path)
+        self.assertEqual(code, 0, err)
+        loaded = rag_eval.load_report(path)
+        self.assertEqual((loaded.per_query, loaded.scored_count), ({}, 3))
+        self.assertEqual(rag_eval.render_json(loaded), read_text(path))
+        self.assertTrue(repr(loaded).startswith("<Report 3 queries, 1 unscored: "), repr(loaded))
+        self.assertTrue(rag_eval.render_text(loaded).startswith(
+            "rag_eval %s: 3 queries scored; 1 unscored" % rag_eval.__version__))
+        # Against a baseline with per-query values: the means alone, as a means-only baseline.
+        report = example_report()
+        result = rag_eval.gate(loaded, rag_eval.load_baseline(io.StringIO(
+            json.dumps(rag_eval.baseline_dict(report)))))
+        means_only = rag_eval.gate(report, rag_eval.Baseline(report.mean))
+        self.assertEqual((result.queries_removed, result.queries_added, result.query_drops),
+                         ((), (), None))
+        self.assertEqual(result.changes, means_only.changes)
+        self.assertEqual(result.notes, ("the report holds means only (read from a JSON report "
+                                        "written without --per-query): per-query checks are "
+                                        "unavailable",))
+        self.assertNotIn("per_query", rag_eval.baseline_dict(loaded))
+        with open(path) as handle:
+            data = json.load(handle)
+        for bad in (-1, "3", True):
+            with self.subTest(queries=bad):
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.Report.from_dict(dict(data, queries=bad))
+                self.assertIn("queries: expected a count", str(caught.exception))
+
     def test_not_a_report_is_one_line_naming_the_file(self):
         saved = os.path.join(self.tmp, "base.json")
         rag_eval.save_baseline(example_report(), saved)
@@ -7293,7 +7529,7 @@ class LoadReportTest(TempDir, unittest.TestCase):
                  (self.write("b.json", "[1]"), "b.json: not a rag_eval JSON report"),
                  (saved, "base.json: a baseline (read it with load_baseline)"),
                  (self.write("c.json", json.dumps(dict(good, mean={"mrr@5": "x"}))),
-                  "c.json: mean: expected {measure: number}"),
+                  "c.json: mean: 'mrr@5' must be a number in [0, 1], got 'x'"),
                  (self.write("d.json", json.dumps({k: v for k, v in good.items()
                                                    if k != "warnings"})),
                   "d.json: not a rag_eval JSON report (--format json): KeyError"),
@@ -7363,7 +7599,8 @@ class AssertNoRegressionTest(TempDir, unittest.TestCase):
         with self.assertRaises(AssertionError) as caught:
             rag_eval.assert_no_regression(report, example("baseline.json"))
         message = str(caught.exception)
-        self.assertTrue(message.startswith("gate vs %s (max drop 0.02): FAILED, 2 regressions: "
+        self.assertTrue(message.startswith("gate vs %s (max drop 0.02): FAILED, 2 regressions "
+                                           "(undecided: unjudged ids could explain them): "
                                            "mrr@5, recall@5\n" % example("baseline.json")))
         code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"))
         self.assertEqual(code, 1)
@@ -7382,8 +7619,9 @@ class AssertNoRegressionTest(TempDir, unittest.TestCase):
             q: {"mrr@5": 0.3} for q in worse.per_query})
         with self.assertRaises(AssertionError) as caught:
             rag_eval.assert_no_regression(worse, report)
-        self.assertIn("gate vs report (max drop 0.02): FAILED, 4 regressions: mrr@5, ndcg@5, "
-                      "recall@5, success@5\n",
+        # Found by review: missing measures were called regressions.
+        self.assertIn("gate vs report (max drop 0.02): FAILED, 1 regression: mrr@5; 3 missing: "
+                      "ndcg@5, recall@5, success@5\n",
                       str(caught.exception))
 
 
@@ -7512,7 +7750,7 @@ class ActionTest(TempDir, unittest.TestCase):
                                      baseline=example("baseline.json"), report=report)
         code, err, summary = self.run_step(step, env)
         self.assertEqual(code, 1, err)
-        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"),
+        self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"),
                         summary[:200])
         doc = json.loads(read_text(report))
         self.assertFalse(doc["gate"]["passed"])
@@ -7524,10 +7762,22 @@ class ActionTest(TempDir, unittest.TestCase):
                                      options="--max-drop 0.1 --seed 3")
         code, err, summary = self.run_step(step, env)
         self.assertEqual(code, 0, err)
-        self.assertTrue(summary.startswith("**Gate passed**\n"), summary[:200])
+        self.assertTrue(summary.startswith("\n**Gate passed**\n"), summary[:200])
         self.assertIn("Gate vs %s (max drop 0.1):" % example("baseline.json").replace("_", "\\_"),
                       summary)
         self.assertTrue(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
+
+    def test_options_are_never_file_name_patterns(self):
+        # Found by review: the unquoted $RAG_EVAL_OPTIONS expanded --meta who=* to file names.
+        self.write("who=one", "")
+        self.write("who=two", "")
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"),
+                                     options="--max-drop 0.1 --meta who=*")
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 0, err)
+        doc = json.loads(read_text(os.path.join(self.tmp, "rag_eval-report.json")))
+        self.assertEqual(doc["meta"], {"who": "*"})
 
     def test_the_readme_job_as_written(self):
         readme = read_text(os.path.join(HERE, "README.md"))
@@ -7549,7 +7799,7 @@ class ActionTest(TempDir, unittest.TestCase):
             shutil.copy(example(name), os.path.join(self.tmp, "eval"))
         code, err, summary = self.run_step(gate_step)
         self.assertEqual(code, 1, err)
-        self.assertTrue(summary.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
+        self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"))
         doc = json.loads(read_text(os.path.join(self.tmp, keep["with"]["path"])))
         self.assertFalse(doc["gate"]["passed"])
 
@@ -7609,6 +7859,18 @@ class ProgressTest(TempDir, unittest.TestCase):
         self.assertEqual(draws[-1].rstrip(), "rag-eval: r.json: 3000 queries scored, %s of %s "
                                              "read, 9.3 s" % (size.split()[0], size))
         self.assertEqual(len(draws), 28)     # looks at 1.2, 1.5, ..., 9.3 s, each 0.3 s apart
+
+    def test_cut_to_the_terminal_width(self):
+        # Found by review: a line wider than the terminal wraps, and \r then redraws only
+        # its last row, leaving the others on screen.
+        with unittest.mock.patch.dict(os.environ, {"COLUMNS": "30"}):
+            code, out, err = self.cli()
+        self.assertEqual(code, 0, err)
+        draws = [part for part in err.split("\r") if part.startswith("rag-eval: r.json")]
+        self.assertTrue(draws)
+        self.assertEqual(draws[-1], "rag-eval: r.json: 3000 querie")   # 29 characters
+        self.assertEqual({len(part) for part in draws}, {29})      # columns - 1
+        self.assertEqual(on_screen(err), "")                       # erased
 
     def test_not_before_a_second(self):
         code, out, err = self.cli(step=0.0001)
@@ -7829,8 +8091,9 @@ class HtmlReportTest(TempDir, unittest.TestCase):
     def test_bundled_example(self):
         page = self.example_page()
         parsed = self.assertPage(page)
-        self.assertIn('<p class="verdict fail">gate vs %s (max drop 0.02): FAILED, 2 regressions: '
-                      'mrr@5, recall@5</p>' % html.escape(example("baseline.json")), page)
+        self.assertIn('<p class="verdict fail">gate vs %s (max drop 0.02): FAILED, 2 regressions '
+                      '(undecided: unjudged ids could explain them): mrr@5, recall@5</p>'
+                      % html.escape(example("baseline.json")), page)
         self.assertIn("<title>rag_eval report: gate FAILED</title>", page)
         # The means chart: recall@5 = 2/3 against its baseline 0.70, allowed 0.02.
         self.assertIn("recall@5: mean 0.6666666666666666; baseline 0.7; allowed drop 0.02; "
@@ -7841,7 +8104,7 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         # A means-only baseline: no paired deltas, said in words.
         self.assertIn("No per-query baseline values, so no paired deltas to draw: the baseline "
                       "holds means only.", page)
-        self.assertNotIn("paired deltas with 95% bootstrap intervals", parsed.titles)
+        self.assertFalse([t for t in parsed.titles if t.startswith("paired deltas with 95%")])
         # The tables are the text renderer's, verdicts in its words.
         self.assertIn("<td>REGRESSED (undecided: 10 unjudged ids could explain it; label them: "
                       "--to-label FILE)</td>", page)
@@ -7894,7 +8157,7 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         page, before = self.sliced_page()
         parsed = self.assertPage(page)
         for title in ("current mean of each measure against the baseline",
-                      "paired deltas with 95% bootstrap intervals",
+                      "paired deltas with 95% intervals (paired bootstrap)",
                       "per-query deltas of recall@1, sorted",
                       "run minus %s with 95%% bootstrap intervals" % before,
                       "judged@k below 1"):
@@ -7922,6 +8185,35 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         # judged@1 of the real slice: r1's id is labelled, r2's and r3's "x" are not.
         self.assertIn("source=real: recall@1: judged@k 0.3333333333333333", parsed.titles)
         self.assertEqual(page, self.sliced_page()[0])
+
+    def test_the_forest_draws_the_slice_rows_that_moved_most(self):
+        # Found by review: 600 slices drew 1202 rows (1.18 MB, 34 s). 600 queries, slice
+        # g=v000..v119 by i % 120: every odd slice falls (mrr@1 1 -> 0 on its queries,
+        # which rank x first), every even one is unchanged.
+        rows = [{"query_id": "q%04d" % i, "relevant": {"d": 1},
+                 "slices": {"g": "v%03d" % (i % 120)}} for i in range(600)]
+        testset = self.write("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        good = self.write("good.json", json.dumps({r["query_id"]: ["d"] for r in rows}))
+        bad = self.write("bad.json", json.dumps({r["query_id"]: ["x", "d"] if i % 120 % 2
+                                                 else ["d"] for i, r in enumerate(rows)}))
+        saved = os.path.join(self.tmp, "base.json")
+        argv = ("--metrics", "mrr", "--k", "1", "--by", "g", "--resamples", "200")
+        self.assertEqual(run_cli(testset, good, *argv, "--save-baseline", saved)[0], 0)
+        code, page, err = run_cli(testset, bad, *argv, "--baseline", saved, "--format", "html")
+        self.assertEqual(code, 1, err)
+        parsed = self.assertPage(page)
+        tips = [t for t in parsed.titles if ": paired delta " in t]
+        # The overall row (600 queries: the normal interval) and 50 of the 60 fallen
+        # slices (5 queries each: the bootstrap), all of them -1: the first 50 by name.
+        self.assertEqual(len(tips), 51)
+        self.assertEqual(sorted(t.split(":")[0] for t in tips if t.startswith("g=")),
+                         ["g=v%03d" % i for i in range(1, 101, 2)])
+        self.assertIn("paired deltas with 95% intervals (normal approximation and paired "
+                      "bootstrap)", parsed.titles)
+        self.assertTrue(any(c.endswith("70 slice rows not drawn: unchanged or within the "
+                                       "tolerance, or beyond the 50 that moved most (the "
+                                       "tables hold every row).") for c in parsed.captions),
+                        parsed.captions)
 
     def test_a_number_in_a_tooltip_is_the_librarys(self):
         qrels = {"q%d" % i: {"d": 1} for i in range(8)}
@@ -8016,6 +8308,8 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         half = rag_eval.margin_of_error(diffs)
         self.assertIn("mrr@2: paired delta -0.125, 95%% CI [%r, %r] (normal approximation), "
                       "5000 queries" % (-0.125 - half, -0.125 + half), page)
+        # Found by review: the chart called these bootstrap intervals.
+        self.assertIn("paired deltas with 95% intervals (normal approximation)", parsed.titles)
         self.assertIn("mrr@2: 1250 queries fell, 0 rose, 3750 unchanged (of the 5000 both "
                       "hold); 1250 queries fell by more than the tolerated 0.0200. Sorted from "
                       "the largest drop to the largest gain. 5000 queries drawn as 400 bars, "
@@ -9934,7 +10228,7 @@ class TrecOutputTest(TempDir, unittest.TestCase):
                              "--baseline", example("baseline.json"))
         gate_text = text[text.index("gate vs"):]
         self.assertTrue(err.startswith(gate_text), err)
-        self.assertIn("FAILED, 2 regressions: mrr@5, recall@5", err)
+        self.assertIn("FAILED, 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5", err)
         # a passing gate: exit 0, its verdict on stderr
         base = self.write("base.json", json.dumps({"recall@5": 0.5}))
         code, out, err = self.trec("--baseline", base, "--metrics", "recall@5")
