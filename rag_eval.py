@@ -8621,7 +8621,19 @@ def _report_fields(data):
         min_score=None if data.get("min_score") is None else _checked_min_score(
             data["min_score"]),
         scored_count=None if per_query is not None else _count(data["queries"], "queries"),
-        unjudged=None if bounds is None else _checked_bounds(bounds))
+        unjudged=None if bounds is None else _checked_bounds(bounds),
+        scores=_loaded_scores(data.get("scores")))
+
+
+def _loaded_scores(saved):
+    """A JSON report's judge-score block as the gate reads it: the ranges
+    (checked as a baseline's: they decide what every value means, so a gate
+    against a baseline of other ranges is refused) and the inputs; the judge
+    noise and borderline tables are not read back."""
+    if saved is None:
+        return None
+    checked = _checked_saved_scores(saved, "scores")
+    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"]}
 
 
 def _checked_dict(value, what, optional=False):

@@ -2316,6 +2316,21 @@ class ScoreReportTest(TempDir, unittest.TestCase):
             self.assertIn("score(field=f): 1 query the baseline scored has no score now ('q3'):"
                           " compared on the queries both hold", gate["notes"])
 
+    def test_a_loaded_report_keeps_its_ranges(self):
+        # Found by review: load_report dropped the scores block, so a report made with
+        # --score-range rel=1:5 gated against a baseline of the default 0:1 passed.
+        baseline = os.path.join(self.tmp, "b.json")
+        scores = '{"query_id": "q1", "rel": 0.6}\n{"query_id": "q2", "rel": 0.6}\n'
+        self.assertEqual(self.cli("--save-baseline", baseline, scores=scores)[0], 0)
+        saved = os.path.join(self.tmp, "r.json")
+        code, _, err = self.cli("--score-range", "rel=1:5", "--format", "json", "-o", saved,
+                                scores='{"query_id": "q1", "rel": 3}\n{"query_id": "q2", "rel": 3}\n')
+        self.assertEqual(code, 0, err)
+        report = rag_eval.load_report(saved)
+        self.assertEqual(report.scores["ranges"], {"rel": (1.0, 5.0)})
+        with self.assertRaisesRegex(rag_eval.EvalError, "made with the range 0:1 of rel"):
+            rag_eval.gate(report, rag_eval.load_baseline(baseline))
+
     def assertBadScores(self, scores, expect, *argv, name="s.jsonl"):
         """exit 2, one line naming ``expect``, nothing written."""
         out_path, saved = os.path.join(self.tmp, "out.json"), os.path.join(self.tmp, "b.json")
