@@ -8883,9 +8883,12 @@ def _judge_sections(report, per_query):
                  "%d more in the JSON output" % (len(queries) - len(shown))
                  if len(shown) < len(queries) else
                  "a run at the threshold passes; every other query's runs agree"]
-        yield ("borderline queries of %s: runs on both sides of %s (%d)"
-               % (name, _number_text(found["threshold"]), len(queries)),
-               ["query", "runs >= threshold", "runs below"], rows, notes)
+        x = _number_text(found["threshold"])
+        lo, hi = block["ranges"][dict(parse_measure(name).params)["field"]]
+        passing, failing = (("runs <= %s (lower is better)" % x, "runs > %s" % x) if hi < lo
+                            else ("runs >= %s" % x, "runs < %s" % x))
+        yield ("borderline queries of %s: runs on both sides of %s (%d)" % (name, x, len(queries)),
+               ["query", passing, failing], rows, notes)
 
 
 def _answerability_section(report):

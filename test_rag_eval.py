@@ -2430,6 +2430,21 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
         self.assertRegex(out, r"score\(field=faithfulness\)\s+0\.6000\s+-\s+-\s+MISSING")
 
+    def test_borderline_header_states_the_pass_direction(self):
+        # found by review: a lower-is-better field's table said "runs >= threshold"
+        # though runs <= the threshold pass. harm 5:1, threshold 2, runs 1, 3, 2:
+        # 1 and 2 pass (<= 2), 3 fails: 2/3 and 1/3.
+        scores = jsonl({"query_id": "a", "harm": [1, 3, 2]}, {"query_id": "b", "harm": 1})
+        code, out, err = self.cli("--score-range", "harm=5:1", "--pass-threshold", "harm=2",
+                                  scores=scores)
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"query\s+runs <= 2 \(lower is better\)\s+runs > 2\n")
+        self.assertRegex(out, r"a\s+2/3 \(0\.6667\)\s+1/3 \(0\.3333\)")
+        code, out, err = self.cli("--pass-threshold", "f=0.6",
+                                  scores=jsonl({"query_id": "a", "f": [0.6, 0.5]}))
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"query\s+runs >= 0\.6\s+runs < 0\.6\n")
+
     def test_every_bad_value_is_exit_2_naming_query_and_field(self):
         good = '{"query_id": "q1", "f": 0.5}\n'
         for line, expect in [
