@@ -3728,7 +3728,7 @@ def _number_text(x):
 
 def _query_runs(value, field, lo, hi, where):
     """The runs of one query's value for ``field``, mapped from [lo, hi] onto
-    [0, 1]; () when missing (null or an empty list).  ``where`` names the
+    [0, 1]; () when missing (null, an empty list or a list of nulls).  ``where`` names the
     line and query.
 
     >>> _query_runs([2, 5, 4], "f", 1.0, 5.0, "x"), _query_runs(True, "f", 1.0, 0.0, "x")
@@ -3741,6 +3741,8 @@ def _query_runs(value, field, lo, hi, where):
     if value is None:
         return ()
     items = value if isinstance(value, list) else [value]
+    if all(item is None for item in items):     # [null]: every run failed, a missing score
+        return ()
     if len({isinstance(item, bool) for item in items if isinstance(item, (int, float))}) > 1:
         raise EvalError("%s, field %s: true/false mixed with numbers; a field holds "
                         "true/false only or numbers only" % (where, field))

@@ -2330,6 +2330,11 @@ class ScoreFileTest(TempDir, unittest.TestCase):
                                      "query 'q1', field f, run 2: null", allow_missing=True)
         self.assertIn("drop the failed run", message)
         self.assertNotIn("None", message)
+        # [null] (DeepEval's converter when every run errored) is a missing score
+        every_run_failed = jsonl({"query_id": "q1", "f": [None]}, {"query_id": "q2", "f": 0.5})
+        self.assertRefused(every_run_failed, "s.jsonl:1: query 'q1' has no f score")
+        s = self.scores(every_run_failed, allow_missing=True)
+        self.assertEqual((s.unscored, s.runs), ({"f": ("q1",)}, {"f": {"q2": (0.5,)}}))
 
 
 class ScoreReportTest(TempDir, unittest.TestCase):
