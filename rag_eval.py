@@ -3572,20 +3572,20 @@ def _jsonl_score_records(inp):
 
 def _csv_cell(text, where):
     """A CSV cell as a JSONL value: None (empty), a bool (true or false in any
-    case: pandas writes True), a list (a JSON array: repeated runs), a float
-    (ASCII float() text, nan and inf included, refused later with their
-    field), or else the text itself.
+    case: pandas writes True), a float (ASCII float() text, nan and inf
+    included, refused later with their field), or else the text itself.  A
+    cell opening with ``[`` stays text here: it is read as a JSON array
+    (repeated runs) only in a score field (_json_cells), since pandas writes
+    a text list such as retrieved_contexts as ``['ctx a', 'ctx b']``.
 
     >>> [_csv_cell(t, "x") for t in ("", "True", "0.5", "[1, 0.5]", "nan", "1_0", "n/a")]
-    [None, True, 0.5, [1, 0.5], nan, '1_0', 'n/a']
+    [None, True, 0.5, '[1, 0.5]', nan, '1_0', 'n/a']
     """
     text = text.strip()
     if not text:
         return None
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
-    if text[:1] == "[":
-        return _score_json(text, where)
     try:
         return _number(text, float)
     except ValueError:
@@ -3620,12 +3620,42 @@ def _csv_score_records(inp, text_columns=()):
         raise EvalError("%s:%d: bad CSV: %s" % (inp.name, reader.line_num, exc)) from None
 
 
-def _is_score_value(value):
-    """A number, a boolean, or a non-empty list of them (NaN and inf included:
-    refused later, with the query and field named)."""
+def _is_text_value(value, csv_cell=False):
+    """True for a value that is text and not a number: a string that float()
+    cannot read even without its spaces and control characters, an object,
+    or a non-empty list of such values.  A key whose values are all text
+    (nulls and empty lists aside) is not a score field (see _score_fields).
+    ``csv_cell``: a CSV cell opening with ``[`` is judged as the JSON array
+    it holds, and as text when it is not JSON (pandas' ``['a', 'b']``).
+
+    >>> [_is_text_value(v) for v in ("why?", "0.8", "0.5\\x00", ["a", "b"], [0.5], None, [])]
+    [True, False, False, True, False, False, False]
+    >>> _is_text_value("['a', 'b']", csv_cell=True), _is_text_value("[1, 0.5]", csv_cell=True)
+    (True, False)
+    """
+    import unicodedata
+    if isinstance(value, str):
+        if csv_cell and value[:1] == "[":
+            try:
+                return _is_text_value(json.loads(value))
+            except (ValueError, RecursionError):
+                return True
+        if len(value) > 64:         # a long text (a context, an answer): no number
+            return True
+        bare = "".join(ch for ch in value if not unicodedata.category(ch)[0] in "CZ")
+        try:
+            float(bare)
+        except ValueError:
+            return bare.lower() not in ("true", "false", "null", "none")
+        return False
     if isinstance(value, list):
-        return bool(value) and all(isinstance(v, (int, float)) for v in value)
-    return isinstance(value, (int, float))
+        return bool(value) and all(_is_text_value(v) for v in value)
+    return isinstance(value, dict)
+
+
+def _is_empty_value(value):
+    """None or an empty list: a value that decides nothing about its key."""
+    return value is None or value == []
 
 
 def _checked_field_name(name, what):
@@ -3668,18 +3698,22 @@ def _checked_ranges(ranges):
     return out
 
 
-def _score_fields(records, id_column, fields, name):
+def _score_fields(records, id_column, fields, name, csv_cells=False):
     """The score fields of a file's records: ``fields`` checked (each a key of
-    some record), else every key whose values are all numbers or booleans (or
-    lists of them), in order of first sight.  A key with scores on some lines
-    and other values on others is a field: its other values are refused by
-    _query_runs, naming the line."""
+    some record), else every key but the id column and input_sha256 unless
+    all its values are text that is not a number (see _is_text_value; nulls
+    and empty lists aside), in order of first sight.  So a field of nulls, of
+    quoted numbers or of a failed judge is a field, and its values are refused
+    by _query_runs naming the line, rather than dropped in silence.  A file
+    with no score field is refused."""
     keys = {}
     for _, record in records:
         for key, value in record.items():
             if key != id_column and key not in _RESERVED_SCORE_KEYS:
-                keys.setdefault(key, False)
-                keys[key] = keys[key] or _is_score_value(value)
+                seen = keys.setdefault(key, [False, True])     # [any value, all text]
+                if not _is_empty_value(value):
+                    seen[0] = True
+                    seen[1] = seen[1] and _is_text_value(value, csv_cells)
     if fields is not None:
         for field in fields:
             if field == id_column or field in _RESERVED_SCORE_KEYS:
@@ -3689,7 +3723,11 @@ def _score_fields(records, id_column, fields, name):
                 raise EvalError("%s: no field %r (fields: %s)"
                                 % (name, field, ", ".join(map(repr, keys)) or "none"))
         return tuple(fields)
-    found = tuple(key for key, scored in keys.items() if scored)
+    found = tuple(key for key, (any_value, all_text) in keys.items()
+                  if not (any_value and all_text))
+    if not found:
+        raise EvalError("%s: no score field: every column but the id is text (a score field "
+                        "holds numbers or true/false)" % name)
     for field in found:
         _checked_field_name(field, "%s: the field" % name)
     return found
@@ -3702,7 +3740,7 @@ def _number_text(x):
 
 def _query_runs(value, field, lo, hi, where):
     """The runs of one query's value for ``field``, mapped from [lo, hi] onto
-    [0, 1]; () when missing (null or an empty list).  ``where`` names the
+    [0, 1]; () when missing (null, an empty list or a list of nulls).  ``where`` names the
     line and query.
 
     >>> _query_runs([2, 5, 4], "f", 1.0, 5.0, "x"), _query_runs(True, "f", 1.0, 0.0, "x")
@@ -3715,9 +3753,17 @@ def _query_runs(value, field, lo, hi, where):
     if value is None:
         return ()
     items = value if isinstance(value, list) else [value]
+    if all(item is None for item in items):     # [null]: every run failed, a missing score
+        return ()
+    if len({isinstance(item, bool) for item in items if isinstance(item, (int, float))}) > 1:
+        raise EvalError("%s, field %s: true/false mixed with numbers; a field holds "
+                        "true/false only or numbers only" % (where, field))
     runs = []
     for i, item in enumerate(items):
         at = "%s, field %s%s" % (where, field, ", run %d" % (i + 1) if value is items else "")
+        if item is None and value is items:
+            raise EvalError("%s: null, a failed run among scored ones: drop the failed run "
+                            "from the list (a null or empty value is a missing score)" % at)
         if not isinstance(item, (int, float)):
             raise EvalError("%s: %s is not a score (a number, true/false, or a list of them)"
                             % (at, _short_repr(item, 40)))
@@ -3764,7 +3810,8 @@ def load_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
     :class:`Scores`: per query and field, the judge runs mapped onto [0, 1].
 
     ``id_column`` names the query id (default ``query_id``); ``fields`` the
-    score fields to read (default: every field of numbers or booleans);
+    score fields to read (default: every key but the id, input_sha256 and the
+    text columns, see _score_fields);
     ``ranges`` maps a field to its range ``(lo, hi)`` (default (0, 1); hi < lo:
     lower is better); with ``allow_missing`` a missing value lists the query
     as unscored for that field instead of raising.  Every bad value raises
@@ -3809,7 +3856,9 @@ def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
     if present_only and fields is not None:
         keys = set().union(*(record.keys() for _, record in records))
         fields = tuple(f for f in fields if f in keys)
-    found = _score_fields(records, id_column, fields, inp.name)
+    found = _score_fields(records, id_column, fields, inp.name, fmt == "csv")
+    if fmt == "csv":
+        _json_cells(records, found)
     for field in ranges:
         if field not in found and not present_only:
             raise EvalError("%s: a score range is given for %r, which is not a score field "
@@ -3818,11 +3867,22 @@ def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
     return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt))
 
 
+def _json_cells(records, fields):
+    """Read the cells of CSV score fields that open with ``[`` as JSON arrays
+    (repeated runs), in place; text columns are left as they are."""
+    for where, record in records:
+        for field in fields:
+            value = record.get(field)
+            if isinstance(value, str) and value[:1] == "[":
+                record[field] = _score_json(value, where)
+
+
 def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
     """The Scores of a file's records (see load_scores)."""
     runs = {field: {} for field in fields}
     unscored = {field: [] for field in fields}
     kinds = dict.fromkeys(fields, "boolean")
+    booleans = {}        # field: whether its first value was true/false
     first_seen, hashes = {}, {}
     for where, record in records:
         qid = _score_id(record, id_column, where)
@@ -3841,6 +3901,11 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
             value = record.get(field)
             got = _query_runs(value, field, lo, hi, "%s: query %r" % (where, qid))
             if got:
+                is_bool = isinstance(value if not isinstance(value, list) else value[0], bool)
+                if booleans.setdefault(field, is_bool) != is_bool:
+                    raise EvalError("%s: query %r, field %s: true/false mixed with numbers; a "
+                                    "field holds true/false only or numbers only"
+                                    % (where, qid, field))
                 runs[field][qid] = got
                 kinds[field] = max(kinds[field], _value_kind(value), key=_KIND_ORDER.index)
             elif allow_missing:
@@ -3850,7 +3915,8 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
                                 "such queries as unscored)" % (where, qid, field))
     for field in fields:
         if not runs[field]:
-            kinds[field] = "number"     # nothing seen: no claim
+            raise EvalError("%s: field %s has no score on any query (a judge that failed on "
+                            "every query?)" % (info["path"], field))
     return Scores(fields, runs, {f: tuple(ids) for f, ids in unscored.items()},
                   tuple(first_seen), kinds,
                   {f: ranges.get(f, SCORE_RANGE) for f in fields}, hashes,
@@ -9064,9 +9130,12 @@ def _judge_sections(report, per_query):
                  "%d more in the JSON output" % (len(queries) - len(shown))
                  if len(shown) < len(queries) else
                  "a run at the threshold passes; every other query's runs agree"]
-        yield ("borderline queries of %s: runs on both sides of %s (%d)"
-               % (name, _number_text(found["threshold"]), len(queries)),
-               ["query", "runs >= threshold", "runs below"], rows, notes)
+        x = _number_text(found["threshold"])
+        lo, hi = block["ranges"][dict(parse_measure(name).params)["field"]]
+        passing, failing = (("runs <= %s (lower is better)" % x, "runs > %s" % x) if hi < lo
+                            else ("runs >= %s" % x, "runs < %s" % x))
+        yield ("borderline queries of %s: runs on both sides of %s (%d)" % (name, x, len(queries)),
+               ["query", passing, failing], rows, notes)
 
 
 def _answerability_section(report):

@@ -2188,8 +2188,8 @@ class ScoreFileTest(TempDir, unittest.TestCase):
                                                   "outside the range [0, 1] (declare another "
                                                   "with --score-range f=LO:HI)"),
                 ('{"query_id": "q2", "f": [0.5, 2]}', "query 'q2', field f, run 2: 2 is outside"),
-                ('{"query_id": "q2", "f": [0.5, null]}', "query 'q2', field f, run 2: None is "
-                                                         "not a score"),
+                ('{"query_id": "q2", "f": [0.5, null]}', "query 'q2', field f, run 2: null, a "
+                                                         "failed run"),
                 ('{"query_id": "q2", "f": "0.5"}', "query 'q2', field f: '0.5' is not a score"),
                 ('{"query_id": "q2", "f": [[0.5]]}', "field f, run 1: [0.5] is not a score"),
                 ('{"query_id": "q1", "f": 0.5}', "s.jsonl:2: query 'q1' again (first on "
@@ -2276,6 +2276,65 @@ class ScoreFileTest(TempDir, unittest.TestCase):
         path = self.write("s.jsonl.gz", gzip.compress(text.encode()))
         self.assertEqual(rag_eval.load_scores(path).values("f"), {"q1": 0.25})
         self.assertEqual(rag_eval.load_scores(io.StringIO(text)).values("f"), {"q1": 0.25})
+
+    def test_a_field_without_a_usable_value_is_refused(self):
+        # found by review: auto-detection kept only keys with a number, so these
+        # read as "0 queries scored" and exit 0; a key is a score field unless
+        # every value it has is text that is not a number.
+        two = lambda a, b: jsonl({"query_id": "q1", "f": a}, {"query_id": "q2", "f": b})
+        self.assertRefused(two(None, None), "query 'q1' has no f score")
+        self.assertRefused(two([], []), "query 'q1' has no f score")
+        self.assertRefused(two("0.8", "0.9"), "query 'q1', field f: '0.8' is not a score")
+        self.assertRefused(two([0.5, None], [0.5, None]), "query 'q1', field f, run 2: null")
+        self.assertRefused("query_id,f\nq1,0.5\x00\nq2,0.5\n", "query 'q1', field f: ",
+                           name="s.csv")
+        # Ragas's export when the judge failed on every row: faithfulness empty
+        ragas = ("query_id,user_input,faithfulness,answer_relevancy\n"
+                 "q1,a,,0.9\nq2,b,,0.8\n")
+        self.assertRefused(ragas, "s.csv:2: query 'q1' has no faithfulness score",
+                           name="s.csv")
+        for text, name in ((ragas, "s.csv"), (two(None, None), "s.jsonl"),
+                           (two([], []), "s.jsonl")):
+            field = "faithfulness" if name == "s.csv" else "f"
+            self.assertRefused(text, "field %s has no score on any query" % field,
+                               name=name, allow_missing=True)
+        # a file with no score field at all
+        self.assertRefused("query_id,user_input\nq1,a\nq2,b\n", "s.csv: no score field",
+                           name="s.csv")
+        # text columns, some cells empty, are still not fields
+        s = self.scores("query_id,user_input,reference,f\nq1,a,,0.5\nq2,b,c,1\n", "s.csv")
+        self.assertEqual(s.fields, ("f",))
+
+    def test_csv_text_columns_are_not_parsed_as_json(self):
+        # found by review: pandas writes retrieved_contexts as "['ctx a', 'ctx b']",
+        # a Python list, not JSON; it was refused as invalid JSON
+        s = self.scores('query_id,retrieved_contexts,f\nq1,"[\'ctx a\', \'ctx b\']",0.5\n'
+                        'q2,"[\'it\'\'s\']","[1, 0.5]"\n', "s.csv")
+        self.assertEqual(s.fields, ("f",))
+        self.assertEqual(s.runs["f"], {"q1": (0.5,), "q2": (1.0, 0.5)})
+        # a score field's cell is still JSON, and a bad one is still refused
+        self.assertRefused("query_id,f\nq1,0.5\nq2,\"[1, 0.5\"\n", "s.csv:3: invalid JSON",
+                           name="s.csv")
+
+    def test_booleans_and_numbers_do_not_mix_in_a_field(self):
+        # found by review: [true, 0.5] was read as runs 1 and 0.5
+        self.assertRefused(jsonl({"query_id": "q1", "f": [True, 0.5]}),
+                           "query 'q1', field f: true/false mixed with numbers")
+        self.assertRefused(jsonl({"query_id": "q1", "f": 0.5}, {"query_id": "q2", "f": True}),
+                           "query 'q2', field f: true/false mixed with numbers")
+
+    def test_a_null_run_names_null_and_says_to_drop_it(self):
+        # found by review: the message said None; a partly failed repeated run stays
+        # an error even with --allow-missing-scores
+        message = self.assertRefused(jsonl({"query_id": "q1", "f": [0.5, None]}),
+                                     "query 'q1', field f, run 2: null", allow_missing=True)
+        self.assertIn("drop the failed run", message)
+        self.assertNotIn("None", message)
+        # [null] (DeepEval's converter when every run errored) is a missing score
+        every_run_failed = jsonl({"query_id": "q1", "f": [None]}, {"query_id": "q2", "f": 0.5})
+        self.assertRefused(every_run_failed, "s.jsonl:1: query 'q1' has no f score")
+        s = self.scores(every_run_failed, allow_missing=True)
+        self.assertEqual((s.unscored, s.runs), ({"f": ("q1",)}, {"f": {"q2": (0.5,)}}))
 
 
 class ScoreReportTest(TempDir, unittest.TestCase):
@@ -2394,6 +2453,41 @@ class ScoreReportTest(TempDir, unittest.TestCase):
                           "d": {"fail": 2, "pass": 2, "runs": 4}})
         self.assertBadScores(scores, "pass threshold: 'g' is not a measured score field",
                              "--pass-threshold", "g=0.5")
+
+    def test_a_failed_judge_column_is_exit_2_and_a_lacking_field_is_missing(self):
+        # found by review: Ragas's export with faithfulness empty on every row read
+        # as answer_relevancy alone, exit 0, and --save-baseline left faithfulness out
+        good = ("query_id,user_input,faithfulness,answer_relevancy\n"
+                "q1,a,0.5,0.9\nq2,b,0.7,0.8\n")
+        failed = good.replace("0.5,", ",").replace("0.7,", ",")
+        self.assertBadScores(failed, "s.csv:2: query 'q1' has no faithfulness score",
+                             name="s.csv")
+        self.assertBadScores(failed, "s.csv: field faithfulness has no score on any query",
+                             "--allow-missing-scores", name="s.csv")
+        self.assertBadScores("query_id,user_input\nq1,a\n", "s.csv: no score field",
+                             name="s.csv")
+        # a baseline field the current file lacks is MISSING: the gate fails
+        saved = os.path.join(self.tmp, "base.json")
+        self.assertEqual(self.cli("--save-baseline", saved, scores=good, name="s.csv")[0], 0)
+        lacking = "query_id,user_input,answer_relevancy\nq1,a,0.9\nq2,b,0.8\n"
+        code, out, err = self.cli("--baseline", saved, scores=lacking, name="s.csv")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertRegex(out, r"score\(field=faithfulness\)\s+0\.6000\s+-\s+-\s+MISSING")
+
+    def test_borderline_header_states_the_pass_direction(self):
+        # found by review: a lower-is-better field's table said "runs >= threshold"
+        # though runs <= the threshold pass. harm 5:1, threshold 2, runs 1, 3, 2:
+        # 1 and 2 pass (<= 2), 3 fails: 2/3 and 1/3.
+        scores = jsonl({"query_id": "a", "harm": [1, 3, 2]}, {"query_id": "b", "harm": 1})
+        code, out, err = self.cli("--score-range", "harm=5:1", "--pass-threshold", "harm=2",
+                                  scores=scores)
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"query\s+runs <= 2 \(lower is better\)\s+runs > 2\n")
+        self.assertRegex(out, r"a\s+2/3 \(0\.6667\)\s+1/3 \(0\.3333\)")
+        code, out, err = self.cli("--pass-threshold", "f=0.6",
+                                  scores=jsonl({"query_id": "a", "f": [0.6, 0.5]}))
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"query\s+runs >= 0\.6\s+runs < 0\.6\n")
 
     def test_every_bad_value_is_exit_2_naming_query_and_field(self):
         good = '{"query_id": "q1", "f": 0.5}\n'
