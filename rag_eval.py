@@ -3157,7 +3157,7 @@ def _chunk_records(text, name):
     try:
         joined = "[%s]" % ",".join(line for _, line in numbered)
         records = json.loads(joined, parse_constant=_reject_constant)
-        if (not all(type(r) is dict for r in records)
+        if (len(records) != len(numbered) or not all(type(r) is dict for r in records)
                 or sum(map(len, records)) != _key_bound(joined)
                 or _SURROGATE_ESCAPE.search(joined)):
             raise ValueError("check line by line")
@@ -8835,7 +8835,8 @@ def _chunk_map_bulk(text, name):
     joined = "[" + body.replace("\n", ",") + "]"
     try:
         records = json.loads(joined, parse_constant=_reject_constant)
-        chunks = _bulk_checked(records, joined)
+        # A line holding two objects joined by a comma parses as two records.
+        chunks = _bulk_checked(records, joined) if len(records) == body.count("\n") + 1 else None
     except (ValueError, TypeError, KeyError, EvalError, RecursionError):
         chunks = None
     return _chunk_map_plain(text, name) if chunks is None else chunks

@@ -5938,6 +5938,12 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             text = "\n".join(lines) + rng.choice(["\n", "", "\n\n"])
             self.assertEqual(outcome(rag_eval._chunk_map_bulk, text),
                              outcome(rag_eval._chunk_map_plain, text), text)
+        # Two objects on one line, joined by a comma, are one bad line to both
+        # readers (the lines joined into an array would parse them as two).
+        two = ('{"id": "a", "doc": "d", "start": 0, "end": 5}\n'
+               '{"id": "b", "doc": "d", "start": 5, "end": 9}, {"id": "c", "doc": "d"}\n')
+        for reader in (rag_eval._chunk_map_bulk, rag_eval._chunk_map_plain):
+            self.assertEqual(outcome(reader, two), "m.jsonl:2:46: invalid JSON: Extra data")
 
     def test_rankers(self):
         # Ranked lists, score maps and _Scored (in order or not; text or the fast
