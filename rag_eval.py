@@ -2601,6 +2601,9 @@ def _jsonl_qrels(inp):
     return qrels, {qid: queries.get(qid) or {"slices": {}} for qid in qrels}
 
 
+_jsonl_qrels_of = _jsonl_qrels      # hook: Part II installs _jsonl_labels_bulk
+
+
 # --- to-label rows read back ---------------------------------------------------------
 #
 # --to-label writes {"query_id", "id", ["doc", "start", "end",] "best_rank",
@@ -3130,7 +3133,7 @@ def _read_qrels(source, format=None, notes=None):
     elif fmt == "json":
         qrels = dict(_json_queries(inp, "qrels"))
     else:
-        qrels, queries = _jsonl_qrels(inp)
+        qrels, queries = _jsonl_qrels_of(inp)
         if getattr(inp, "pending", 0) and notes is not None:
             notes.append("%s: skipped %s with \"grade\": null (not labelled yet)"
                          % (inp.name, _plural(inp.pending, "row", "rows")))
@@ -7951,6 +7954,8 @@ def _command():
 #     (hash in a process)                                                 (sha256 in the reports)
 #   _chunk_map_bulk         _chunk_map_of        _chunk_map_plain         chunk_map_readers
 #     (columns at C speed)
+#   _jsonl_labels_bulk      _jsonl_qrels_of      _jsonl_qrels             jsonl_label_readers
+#     (label lines at once)
 #   every one at once       RAG_EVAL_PLAIN=1                              reports_are_byte_identical
 #
 #   * AccelerationTwinsTest.test_<name>, in test_rag_eval.py.
@@ -8872,8 +8877,68 @@ def _bulk_checked(records, joined):
     return chunks
 
 
+# --- span labels, column by column ----------------------------------------------------
+#
+# JSONL qrels of label lines only, {"query_id", "doc", "grade"[, "start", "end"]}:
+# one json.loads of the lines joined into an array, each column checked at C
+# speed.  Any other form or any doubt (other keys, a null, a blank line, a bad
+# value) takes the plain reader, _jsonl_qrels, which names the line of an error.
+
+_LABEL_LINE_KEYS = frozenset((frozenset(("query_id", "doc", "grade")),
+                              frozenset(("query_id", "doc", "start", "end", "grade"))))
+
+
+def _jsonl_labels_bulk(inp):
+    """_jsonl_qrels of a file of label lines, read at once."""
+    try:
+        labels = _bulk_labels(inp.text())
+    except EvalError:           # not UTF-8: the plain reader names the line
+        labels = None
+    if labels is None:
+        return _jsonl_qrels(inp)
+    inp.pending = 0
+    return labels, None
+
+
+def _bulk_labels(text):
+    """{qid: [Label, ...]} of well-formed label lines, or None."""
+    body = text.strip("\n")
+    if not body or "\n\n" in body or "\r" in body:
+        return None
+    joined = "[" + body.replace("\n", ",") + "]"
+    try:
+        records = json.loads(joined, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None
+    if (len(records) != body.count("\n") + 1 or set(map(type, records)) != {dict}
+            or sum(map(len, records)) != _key_bound(joined) or _SURROGATE_ESCAPE.search(joined)
+            or not set(map(frozenset, records)) <= _LABEL_LINE_KEYS):
+        return None
+    qids = list(map(operator.itemgetter("query_id"), records))
+    docs = list(map(operator.itemgetter("doc"), records))
+    grades = list(map(operator.itemgetter("grade"), records))
+    starts = [r.get("start") for r in records]
+    ends = [r.get("end") for r in records]
+    if set(map(type, qids)) != {str} or set(map(type, docs)) != {str} or set(
+            map(type, grades)) != {int}:
+        return None
+    spans = [(s, e) for s, e in zip(starts, ends) if s is not None or e is not None]
+    if spans:
+        starts_given, ends_given = zip(*spans)
+        if (set(map(type, starts_given)) != {int} or set(map(type, ends_given)) != {int}
+                or min(starts_given) < 0 or not all(map(operator.lt, starts_given, ends_given))):
+            return None
+    make = functools.partial(tuple.__new__, Label)
+    labels = {}
+    for qid, label in zip(qids, map(make, zip(docs, starts, ends, grades,
+                                              itertools.repeat(None)))):
+        labels.setdefault(qid, []).append(label)
+    return labels
+
+
 _HOOKS = {
     "_chunk_map_of": (_chunk_map_bulk, _chunk_map_plain),
+    "_jsonl_qrels_of": (_jsonl_labels_bulk, _jsonl_qrels),
     "_trec_run_queries": (_trec_run_queries_fast, _trec_run_queries_plain),
     "_labels_for_ranking": (_labels_for_fast, _labels_for),
     "_trec_qrels": (_trec_qrels_whole, _trec_qrels_checked),
