@@ -4494,7 +4494,7 @@ def _lost_at_ingestion(scorer):
     for chunk in scorer.mapping.chunks.values():
         if chunk.doc in needed:
             held.setdefault(chunk.doc, []).append((chunk.start, chunk.end))
-    covered = {doc: _union([h for h in have if h[0] is not None]) for doc, have in held.items()}
+    covered = {}    # doc -> the union of its chunks' spans, worked out when a span asks
     reads_spans = any(call.view == "spans" or isinstance(call.view, tuple)
                       for call in scorer.units)
     share, lost = _exact_share(_needed_cover(scorer)), {}
@@ -4502,7 +4502,12 @@ def _lost_at_ingestion(scorer):
         for doc, start, end, grade in _evidence(spans[qid], scorer.rel):
             if doc not in held:
                 lost.setdefault(qid, []).append((doc, start, end))
-            elif start is not None and reads_spans and covered[doc]:
+                continue
+            if start is None or not reads_spans:
+                continue
+            if doc not in covered:
+                covered[doc] = _union([h for h in held[doc] if h[0] is not None])
+            if covered[doc]:
                 have = _shared(covered[doc], [(start, end)])
                 if not have or have * share.denominator < share.numerator * (end - start):
                     lost.setdefault(qid, []).append((doc, start, end))
