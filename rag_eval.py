@@ -2748,6 +2748,9 @@ def _jsonl_qrels(inp, rows_label="id"):
     return qrels, {qid: queries.get(qid) or {"slices": {}} for qid in qrels}
 
 
+_jsonl_qrels_of = _jsonl_qrels      # hook: Part II installs _jsonl_labels_bulk
+
+
 # --- to-label rows read back ---------------------------------------------------------
 #
 # --to-label writes {"query_id", "id", ["doc", "start", "end",] "best_rank",
@@ -3305,7 +3308,7 @@ def _read_qrels(source, format=None, notes=None, rows_label="id"):
     elif fmt == "json":
         qrels = dict(_json_queries(inp, "qrels"))
     else:
-        qrels, queries = _jsonl_qrels(inp, rows_label)
+        qrels, queries = _jsonl_qrels_of(inp, rows_label)
         if getattr(inp, "pending", 0) and notes is not None:
             notes.append("%s: skipped %s with \"grade\": null (not labelled yet)"
                          % (inp.name, _plural(inp.pending, "row", "rows")))
@@ -3332,7 +3335,7 @@ def _chunk_records(text, name):
     try:
         joined = "[%s]" % ",".join(line for _, line in numbered)
         records = json.loads(joined, parse_constant=_reject_constant)
-        if (not all(type(r) is dict for r in records)
+        if (len(records) != len(numbered) or not all(type(r) is dict for r in records)
                 or sum(map(len, records)) != _key_bound(joined)
                 or _SURROGATE_ESCAPE.search(joined)):
             raise ValueError("check line by line")
@@ -5281,7 +5284,7 @@ def _lost_at_ingestion(scorer):
     for chunk in scorer.mapping.chunks.values():
         if chunk.doc in needed:
             held.setdefault(chunk.doc, []).append((chunk.start, chunk.end))
-    covered = {doc: _union([h for h in have if h[0] is not None]) for doc, have in held.items()}
+    covered = {}    # doc -> the union of its chunks' spans, worked out when a span asks
     reads_spans = any(call.view == "spans" or isinstance(call.view, tuple)
                       for call in scorer.units)
     share, lost = _exact_share(_needed_cover(scorer)), {}
@@ -5289,7 +5292,12 @@ def _lost_at_ingestion(scorer):
         for doc, start, end, grade in _evidence(spans[qid], scorer.rel):
             if doc not in held:
                 lost.setdefault(qid, []).append((doc, start, end))
-            elif start is not None and reads_spans and covered[doc]:
+                continue
+            if start is None or not reads_spans:
+                continue
+            if doc not in covered:
+                covered[doc] = _union([h for h in held[doc] if h[0] is not None])
+            if covered[doc]:
                 have = _shared(covered[doc], [(start, end)])
                 if not have or have * share.denominator < share.numerator * (end - start):
                     lost.setdefault(qid, []).append((doc, start, end))
@@ -11164,6 +11172,8 @@ def _command():
 #     (hash in a process)                                                 (sha256 in the reports)
 #   _chunk_map_bulk         _chunk_map_of        _chunk_map_plain         chunk_map_readers
 #     (columns at C speed)
+#   _jsonl_labels_bulk      _jsonl_qrels_of      _jsonl_qrels             jsonl_label_readers
+#     (label lines at once)
 #   every one at once       RAG_EVAL_PLAIN=1                              reports_are_byte_identical
 #
 #   * AccelerationTwinsTest.test_<name>, in test_rag_eval.py.
@@ -12054,7 +12064,8 @@ def _chunk_map_bulk(text, name):
     joined = "[" + body.replace("\n", ",") + "]"
     try:
         records = json.loads(joined, parse_constant=_reject_constant)
-        chunks = _bulk_checked(records, joined)
+        # A line holding two objects joined by a comma parses as two records.
+        chunks = _bulk_checked(records, joined) if len(records) == body.count("\n") + 1 else None
     except (ValueError, TypeError, KeyError, EvalError, RecursionError):
         chunks = None
     return _chunk_map_plain(text, name) if chunks is None else chunks
@@ -12068,6 +12079,12 @@ def _bulk_checked(records, joined):
         return None
     ids = list(map(operator.itemgetter("id"), records))
     docs = list(map(operator.itemgetter("doc"), records))
+    # One fresh string per document, made in a row: the chunks share it, and a
+    # forked worker reading chunk.doc (a reference count written) copies the
+    # few pages these lie on, not a page per chunk read (64,000 -> 28,000 page
+    # faults a worker, unit=doc on the 1M-chunk bench map).
+    names = {doc: doc.encode().decode() for doc in dict.fromkeys(docs)}
+    docs = list(map(names.__getitem__, docs))
     starts = [r.get("start") for r in records]
     ends = [r.get("end") for r in records]
     tokens = [r.get("tokens") for r in records]
@@ -12090,8 +12107,69 @@ def _bulk_checked(records, joined):
     return chunks
 
 
+# --- span labels, column by column ----------------------------------------------------
+#
+# JSONL qrels of label lines only, {"query_id", "doc", "grade"[, "start", "end"]}:
+# one json.loads of the lines joined into an array, each column checked at C
+# speed.  Any other form or any doubt (other keys, a null, a blank line, a bad
+# value) takes the plain reader, _jsonl_qrels, which names the line of an error.
+
+_LABEL_LINE_KEYS = frozenset((frozenset(("query_id", "doc", "grade")),
+                              frozenset(("query_id", "doc", "start", "end", "grade"))))
+
+
+def _jsonl_labels_bulk(inp, rows_label="id"):
+    """_jsonl_qrels of a file of label lines, read at once (to-label rows,
+    which ``rows_label`` is about, go to the plain reader)."""
+    try:
+        labels = _bulk_labels(inp.text())
+    except EvalError:           # not UTF-8: the plain reader names the line
+        labels = None
+    if labels is None:
+        return _jsonl_qrels(inp, rows_label)
+    inp.pending = 0
+    return labels, None
+
+
+def _bulk_labels(text):
+    """{qid: [Label, ...]} of well-formed label lines, or None."""
+    body = text.strip("\n")
+    if not body or "\n\n" in body or "\r" in body:
+        return None
+    joined = "[" + body.replace("\n", ",") + "]"
+    try:
+        records = json.loads(joined, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None
+    if (len(records) != body.count("\n") + 1 or set(map(type, records)) != {dict}
+            or sum(map(len, records)) != _key_bound(joined) or _SURROGATE_ESCAPE.search(joined)
+            or not set(map(frozenset, records)) <= _LABEL_LINE_KEYS):
+        return None
+    qids = list(map(operator.itemgetter("query_id"), records))
+    docs = list(map(operator.itemgetter("doc"), records))
+    grades = list(map(operator.itemgetter("grade"), records))
+    starts = [r.get("start") for r in records]
+    ends = [r.get("end") for r in records]
+    if set(map(type, qids)) != {str} or set(map(type, docs)) != {str} or set(
+            map(type, grades)) != {int}:
+        return None
+    spans = [(s, e) for s, e in zip(starts, ends) if s is not None or e is not None]
+    if spans:
+        starts_given, ends_given = zip(*spans)
+        if (set(map(type, starts_given)) != {int} or set(map(type, ends_given)) != {int}
+                or min(starts_given) < 0 or not all(map(operator.lt, starts_given, ends_given))):
+            return None
+    make = functools.partial(tuple.__new__, Label)
+    labels = {}
+    for qid, label in zip(qids, map(make, zip(docs, starts, ends, grades,
+                                              itertools.repeat(None)))):
+        labels.setdefault(qid, []).append(label)
+    return labels
+
+
 _HOOKS = {
     "_chunk_map_of": (_chunk_map_bulk, _chunk_map_plain),
+    "_jsonl_qrels_of": (_jsonl_labels_bulk, _jsonl_qrels),
     "_trec_run_queries": (_trec_run_queries_fast, _trec_run_queries_plain),
     "_labels_for_ranking": (_labels_for_fast, _labels_for),
     "_trec_qrels": (_trec_qrels_whole, _trec_qrels_checked),

@@ -8867,6 +8867,12 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             text = "\n".join(lines) + rng.choice(["\n", "", "\n\n"])
             self.assertEqual(outcome(rag_eval._chunk_map_bulk, text),
                              outcome(rag_eval._chunk_map_plain, text), text)
+        # Two objects on one line, joined by a comma, are one bad line to both
+        # readers (the lines joined into an array would parse them as two).
+        two = ('{"id": "a", "doc": "d", "start": 0, "end": 5}\n'
+               '{"id": "b", "doc": "d", "start": 5, "end": 9}, {"id": "c", "doc": "d"}\n')
+        for reader in (rag_eval._chunk_map_bulk, rag_eval._chunk_map_plain):
+            self.assertEqual(outcome(reader, two), "m.jsonl:2:46: invalid JSON: Extra data")
 
     def test_rankers(self):
         # Ranked lists, score maps and _Scored (in order or not; text or the fast
@@ -8903,6 +8909,58 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             self.assertEqual(fast, plain, (form, plain_ranking, labels, cutoffs, exact))
             forms[form] += 1
         self.assertGreater(min(forms.values()), 1000, forms)
+
+    # -- _jsonl_qrels_of: _jsonl_labels_bulk == _jsonl_qrels ------------------------
+    def test_jsonl_label_readers(self):
+        # Seeded label-line files, well formed and mutated (nulls, floats, bools,
+        # negative or crossed offsets, other keys, other line forms, blank lines,
+        # CRLF, two objects on a line, bad JSON): the bulk reader gives the plain
+        # reader's labels and pending rows, or its error, every time.
+        rng = random.Random(23)
+
+        def outcome(reader, text):
+            inp = rag_eval._Input(io.StringIO(text))
+            try:
+                return reader(inp), inp.pending, inp.digest.hexdigest()
+            except rag_eval.EvalError as exc:
+                return str(exc)
+        mutations = ['"start": null', '"end": null', '"start": 1.5', '"start": true', '"end": 0',
+                     '"grade": null', '"grade": true', '"grade": 2.0', '"grade": -1',
+                     '"doc": 5', '"query_id": 7', '"query_id": null', '"doc_sha256": "ab"',
+                     '"x": 1', '"start": -3', '"id": "c1"', '"qid": "q9"', '"grades": {}',
+                     '"relevant": ["d1"]', '"answerable": false', '"doc": "\\udc00"']
+        seen = {"bulk": 0, "plain": 0}
+        for case in range(1500):
+            lines = []
+            for i in range(rng.randint(1, 10)):
+                record = {"query_id": "q%d" % rng.randrange(4), "doc": "d%d" % rng.randrange(3),
+                          "grade": rng.randint(0, 3)}
+                if rng.random() < 0.7:
+                    record["start"] = rng.randrange(0, 50)
+                    record["end"] = record["start"] + rng.randint(1, 30)
+                    if rng.random() < 0.5:
+                        record = {k: record[k] for k in rng.sample(list(record), len(record))}
+                if rng.random() < 0.1:      # a field set (or replaced) to a bad value
+                    record.update(json.loads("{%s}" % rng.choice(mutations)))
+                line = json.dumps(record)
+                if rng.random() < 0.03:     # a key given twice
+                    line = line[:-1] + ", " + rng.choice(mutations) + "}"
+                if rng.random() < 0.02:
+                    line = line[:rng.randrange(len(line))]
+                if rng.random() < 0.02:
+                    line = line + ", " + line
+                lines.append(line)
+            if rng.random() < 0.05:
+                lines.insert(rng.randrange(len(lines) + 1), rng.choice(["", "  "]))
+            end = rng.choice(["\n", "", "\n\n"])
+            text = ("\r\n" if rng.random() < 0.03 else "\n").join(lines) + end
+            if rng.random() < 0.03:
+                text = "\ufeff" + text
+            seen["bulk" if rag_eval._bulk_labels(text.lstrip("\ufeff")) is not None
+                 else "plain"] += 1
+            self.assertEqual(outcome(rag_eval._jsonl_labels_bulk, text),
+                             outcome(rag_eval._jsonl_qrels, text), text)
+        self.assertGreater(min(seen.values()), 300, seen)
 
     # -- _top_chunks: _top_chunks_fast == _top_chunks_plain -----------------------
     def test_top_chunks(self):
