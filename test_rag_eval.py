@@ -293,6 +293,15 @@ class ExampleFixtureTest(unittest.TestCase):
         self.assertEqual(code, rag_eval.EXIT_REGRESSION)
         self.assertIn("FAILED, 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5", out)
         self.assertIn("0.5095", out)
+        # The README's first example shows this output, line for line.
+        readme = read_text(os.path.join(HERE, "README.md"))
+        start = readme.index("```\nrag_eval 0.1.0: 3 queries scored") + 4
+        shown = readme[start:readme.index("```", start)].splitlines()
+        printed = (out + err).replace(example("baseline.json"), "baseline.json").splitlines()
+        self.assertEqual(len(shown), len(printed))
+        for line, real in zip(shown, printed):
+            self.assertTrue(real.startswith(line[:-len(" ...")]) if line.endswith(" ...")
+                            else real == line, (line, real))
 
 
 # ---------------------------------------------------------------------------
