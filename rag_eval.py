@@ -8710,18 +8710,21 @@ def _loaded_scores(saved):
     return {"inputs": checked.get("inputs"), "ranges": checked["ranges"]}
 
 
+def _checked_type(value, kind, noun, what):
+    """``value`` when it is a ``kind``, else an EvalError naming ``what``."""
+    if not isinstance(value, kind):
+        raise EvalError("%s: expected %s, got %s" % (what, noun, _short_repr(value)))
+    return value
+
+
 def _checked_dict(value, what, optional=False):
     if value is None and optional:
         return None
-    if not isinstance(value, dict):
-        raise EvalError("%s: expected an object, got %s" % (what, _short_repr(value)))
-    return value
+    return _checked_type(value, dict, "an object", what)
 
 
 def _checked_list(value, what):
-    if not isinstance(value, list):
-        raise EvalError("%s: expected a list, got %s" % (what, _short_repr(value)))
-    return value
+    return _checked_type(value, list, "a list", what)
 
 
 def _checked_strs(values, what):
@@ -8810,9 +8813,7 @@ def _count(value, what):
 
 
 def _checked_str(value, what):
-    if not isinstance(value, str):
-        raise EvalError("%s: expected a string, got %s" % (what, _short_repr(value)))
-    return value
+    return _checked_type(value, str, "a string", what)
 
 
 def _checked_values(values, what):
