@@ -8224,6 +8224,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                     for change in _subset_changes(subset, paired, pvalues, alpha,
                                                   report.unjudged))
     notes += _slice_notes(report, baseline, subsets, mode) + _lost_score_notes(subsets)
+    changes, unpaired = _unpaired_lost_scores(changes, report, baseline)
+    notes += unpaired
     notes += _judge_noise_notes(report, baseline, subsets[0].allowed)
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
         [(s.name, s.rows, s.allowed) for s in subsets if s.listed])] if n]
@@ -8333,6 +8335,25 @@ def _both_held_means(subset, measure):
         return None, subset.before[measure]
     return (_mean([subset.rows[q][measure] for q in both]),
             _mean([subset.then[q][measure] for q in both]))
+
+
+def _unpaired_lost_scores(changes, report, baseline):
+    """(changes, notes): a judge score that left queries unscored cannot be
+    compared on the queries both sides hold when either side holds means
+    only (see _lost_scores), so its rows are MISSING, never passed."""
+    if baseline.per_query is not None and report.per_query:
+        return changes, []
+    lost = {m: ids for m, ids in ((report.scores or {}).get("unscored") or {}).items() if ids}
+    hit = sorted({c.measure for c in changes if c.measure in lost and c.status != "missing"})
+    if not hit:
+        return changes, []
+    changes = tuple(MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
+                    if c.measure in hit else c for c in changes)
+    return changes, ["%s: %s no score now and the %s holds means only, so the mean cannot be "
+                     "compared on the queries both hold: missing (gate per-query values: "
+                     "--save-baseline, --per-query)" % (
+                         m, _plural(len(lost[m]), "query has", "queries have"),
+                         "baseline" if baseline.per_query is None else "report") for m in hit]
 
 
 def _lost_score_notes(subsets):
@@ -8696,18 +8717,40 @@ def _report_fields(data):
             data["min_score"]),
         scored_count=None if per_query is not None else _count(data["queries"], "queries"),
         unjudged=None if bounds is None else _checked_bounds(bounds),
-        scores=_loaded_scores(data.get("scores")))
+        scores=_loaded_scores(data.get("scores")),
+        drift=_loaded_drift(data.get("drift")))
 
 
 def _loaded_scores(saved):
     """A JSON report's judge-score block as the gate reads it: the ranges
     (checked as a baseline's: they decide what every value means, so a gate
-    against a baseline of other ranges is refused) and the inputs; the judge
+    against a baseline of other ranges is refused), the inputs and the
+    queries each field left unscored (see _unpaired_lost_scores); the judge
     noise and borderline tables are not read back."""
     if saved is None:
         return None
     checked = _checked_saved_scores(saved, "scores")
-    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"]}
+    unscored = {_checked_measure_name(m, "scores unscored"): list(_checked_strs(
+        ids, "scores unscored %s" % m)) for m, ids in _checked_dict(
+            checked.get("unscored") or {}, "scores unscored").items()}
+    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"], "unscored": unscored}
+
+
+def _loaded_drift(drift):
+    """A JSON report's --drift block, checked by laying it out as every
+    renderer does (an EvalError, never a later TypeError)."""
+    if drift is None:
+        return None
+    try:
+        if type(_checked_dict(drift, "drift")["passed"]) is not bool:
+            raise TypeError("passed is not true or false")
+        list(_drift_sections(drift))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        if isinstance(exc, EvalError):
+            raise
+        raise EvalError("drift: not a --drift block (%s %s)"
+                        % (type(exc).__name__, _short_repr(str(exc)))) from None
+    return drift
 
 
 def _checked_type(value, kind, noun, what):
@@ -8865,6 +8908,9 @@ def assert_no_regression(report, baseline, **gate_options):
     if not result.passed:
         name = baseline.source if isinstance(baseline, Baseline) else "baseline"
         raise AssertionError(_text_of(_gate_sections(result, name), first=1).rstrip("\n"))
+    if report.drift is not None and not report.drift["passed"]:    # the run failed on it
+        raise AssertionError(_text_of(list(_drift_sections(report.drift))[:1],
+                                      first=1).rstrip("\n"))
     return result
 
 
@@ -10087,6 +10133,10 @@ def render_html(report, gate_result=None, comparisons=(), *, per_query=False,
             "pass" if gate_result.passed else "fail",
             _esc(_gate_verdict(gate_result, baseline_name)))
         title += ": gate %s" % ("passed" if gate_result.passed else "FAILED")
+    drift = list(_drift_sections(report.drift))[:1]
+    if drift and not report.drift["passed"]:    # the run fails on it: said first
+        verdict = '<p class="verdict fail">%s</p>\n' % _esc(drift[0][0]) + verdict
+        title += ": judge drift FAILED"
     charts = ["<h2>Charts</h2>\n", _means_chart(report, gate_result)]
     if gate_result is not None:
         charts += [_judged_chart(gate_result), _gate_charts(report, gate_result, baseline,

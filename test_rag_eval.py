@@ -2385,6 +2385,28 @@ class ScoreReportTest(TempDir, unittest.TestCase):
             self.assertIn("score(field=f): 1 query the baseline scored has no score now ('q3'):"
                           " compared on the queries both hold", gate["notes"])
 
+    def test_a_lost_score_against_means_only_is_missing(self):
+        # Found by review: q4 (0.1) lost its score; with a means-only baseline the
+        # current mean over q1-q3 (0.8) read "improved" against 0.7 (0.9 * 3 + 0.1) / 4.
+        # Neither side can pair the queries, so the measure is MISSING and fails.
+        baseline = self.write("b.json", json.dumps({"score(field=f)": 0.7}))
+        scores = "".join('{"query_id": "q%d", "f": %s}\n' % (i, v)
+                         for i, v in ((1, 0.8), (2, 0.8), (3, 0.8), (4, "null")))
+        code, out, err = self.cli("--baseline", baseline, "--allow-missing-scores", "--format",
+                                  "json", scores=scores)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        gate = json.loads(out)["gate"]
+        self.assertEqual([(c["status"], c["current"]) for c in gate["changes"]],
+                         [("missing", None)])
+        self.assertIn("score(field=f): 1 query has no score now and the baseline holds means "
+                      "only", " ".join(gate["notes"]))
+        saved = os.path.join(self.tmp, "r.json")        # a report without per-query values
+        self.cli("--allow-missing-scores", "--format", "json", "-o", saved, scores=scores)
+        full = os.path.join(self.tmp, "full.json")
+        self.cli("--save-baseline", full, scores=scores.replace("null", "0.1"))
+        self.assertFalse(rag_eval.gate(rag_eval.load_report(saved),
+                                       rag_eval.load_baseline(full)).passed)
+
     def test_a_loaded_report_keeps_its_ranges(self):
         # Found by review: load_report dropped the scores block, so a report made with
         # --score-range rel=1:5 gated against a baseline of the default 0:1 passed.
@@ -4406,6 +4428,31 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         self.assertEqual(out, "")
         self.assertFalse(os.path.exists(out_path))
         return err
+
+    def test_a_failed_drift_check_is_said_everywhere(self):
+        # Found by review: the HTML page said "gate passed" on a run that exits 1 for
+        # drift; load_report dropped the drift block, so assert_no_regression passed.
+        baseline = os.path.join(self.tmp, "b.json")
+        code, _, err = run_cli("--scores", self.write("now.jsonl", drift_rows(self.NOW)),
+                               "--save-baseline", baseline)
+        self.assertEqual(code, 0, err)
+        code, page, _ = self.drift("--baseline", baseline, "--format", "html")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertIn("<title>rag_eval report: gate passed: judge drift FAILED</title>", page)
+        self.assertIn('<p class="verdict fail">judge drift vs ', page)
+        saved = os.path.join(self.tmp, "r.json")
+        self.assertEqual(self.drift("--format", "json", "--per-query", "-o", saved)[0], 1)
+        report = rag_eval.load_report(saved)
+        self.assertFalse(report.drift["passed"])
+        self.assertEqual(json.loads(rag_eval.render_json(report, per_query=True))["drift"],
+                         json.loads(read_text(saved))["drift"])
+        with self.assertRaisesRegex(AssertionError, "FAILED, the judge moved"):
+            rag_eval.assert_no_regression(report, baseline)
+        with open(saved) as handle:
+            doc = json.load(handle)
+        doc["drift"]["fields"] = {"f": 1}
+        with self.assertRaisesRegex(rag_eval.EvalError, "drift: not a --drift block"):
+            rag_eval.Report.from_dict(doc)
 
     def test_hand_worked_drift_fails_the_run(self):
         code, out, err = self.drift("--format", "json")
