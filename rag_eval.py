@@ -554,10 +554,12 @@ class GateResult(NamedTuple):
     def __repr__(self):
         """The verdict and its counts, never the per-query drops."""
         names = [c.name for c in self.regressions]
+        missing = sum(c.status == "missing" for c in self.regressions)
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-        return "<GateResult %s: %s of %d (max drop %s)%s>" % (
+        return "<GateResult %s: %s%s of %d (max drop %s)%s>" % (
             "PASSED" if self.passed else "FAILED",
-            _plural(len(names), "regression", "regressions"), len(self.changes),
+            _plural(len(names) - missing, "regression", "regressions"),
+            ", %d missing" % missing if missing else "", len(self.changes),
             self.tolerance, " " + shown if names else "")
 
     def _repr_markdown_(self):

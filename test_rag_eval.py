@@ -7738,6 +7738,10 @@ class NotebookReprTest(unittest.TestCase):
                                        "mrr@5, recall@5>")
         self.assertEqual(repr(rag_eval.gate(report, {"mrr@5": 0.5})),
                          "<GateResult PASSED: 0 regressions of 1 (max drop 0.02)>")
+        # A measure the report lacks is missing, counted apart (as the verdict does).
+        self.assertEqual(repr(rag_eval.gate(report, {"mrr@5": 0.9, "map@5": 0.1})),
+                         "<GateResult FAILED: 1 regression, 1 missing of 2 (max drop 0.02) "
+                         "map@5, mrr@5>")
         markdown = result._repr_markdown_()
         self.assertTrue(markdown.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
         self.assertIn("| recall@5 | 0.7000 | 0.6667 | -0.033333333 | REGRESSED |", markdown)
