@@ -7816,6 +7816,10 @@ def load_baseline(source):
     if loaded.get("format") != BASELINE_FORMAT:
         if not loaded:
             raise EvalError("%s: the baseline holds no measures" % name)
+        if isinstance(loaded.get("tool"), dict) and "measures" in loaded:
+            raise EvalError("%s: a JSON report (--format json), not a baseline: write one with "
+                            "--save-baseline (in Python: gate(load_report(...), baseline))"
+                            % name)
         return Baseline(_canonical_values(loaded, name), source=name)
     mean = _canonical_values(loaded.get("mean"), "%s: mean" % name)
     if not mean:

@@ -2407,6 +2407,14 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertFalse(rag_eval.gate(rag_eval.load_report(saved),
                                        rag_eval.load_baseline(full)).passed)
 
+    def test_a_json_report_is_not_a_baseline(self):
+        # Found by review: it said "unknown measure 'abstention'".
+        saved = os.path.join(self.tmp, "r.json")
+        self.assertEqual(self.cli("--format", "json", "-o", saved)[0], 0)
+        code, out, err = self.cli("--baseline", saved)
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("r.json: a JSON report (--format json), not a baseline", err)
+
     def test_a_loaded_report_keeps_its_ranges(self):
         # Found by review: load_report dropped the scores block, so a report made with
         # --score-range rel=1:5 gated against a baseline of the default 0:1 passed.
