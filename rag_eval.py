@@ -8177,7 +8177,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     (False, [('mrr@2', 'regressed'), ('recall@2', 'missing')])
     """
     resamples = _checked_options(report, alpha, resamples, seed)
-    baseline = _checked_baseline(baseline)
+    baseline = given = _checked_baseline(baseline)
     means_only = report.scored_count is not None and baseline.per_query is not None
     if means_only:    # nothing to pair query by query: the tolerance rule on the means
         baseline = baseline._replace(per_query=None, holdout=baseline.holdout and
@@ -8230,7 +8230,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                     for change in _subset_changes(subset, paired, pvalues, alpha,
                                                   report.unjudged))
     notes += _slice_notes(report, baseline, subsets, mode) + _lost_score_notes(subsets)
-    changes, unpaired = _unpaired_lost_scores(changes, report, baseline)
+    changes, unpaired = _unpaired_lost_scores(changes, report, given)
     notes += unpaired
     notes += _judge_noise_notes(report, baseline, subsets[0].allowed)
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
@@ -8344,22 +8344,39 @@ def _both_held_means(subset, measure):
 
 
 def _unpaired_lost_scores(changes, report, baseline):
-    """(changes, notes): a judge score that left queries unscored cannot be
-    compared on the queries both sides hold when either side holds means
-    only (see _lost_scores), so its rows are MISSING, never passed."""
-    if baseline.per_query is not None and report.per_query:
-        return changes, []
-    lost = {m: ids for m, ids in ((report.scores or {}).get("unscored") or {}).items() if ids}
-    hit = sorted({c.measure for c in changes if c.measure in lost and c.status != "missing"})
-    if not hit:
-        return changes, []
-    changes = tuple(MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
-                    if c.measure in hit else c for c in changes)
-    return changes, ["%s: %s no score now and the %s holds means only, so the mean cannot be "
-                     "compared on the queries both hold: missing (gate per-query values: "
-                     "--save-baseline, --per-query)" % (
-                         m, _plural(len(lost[m]), "query has", "queries have"),
-                         "baseline" if baseline.per_query is None else "report") for m in hit]
+    """(changes, notes): a judge score whose report left queries unscored
+    that the baseline scored (any, if it holds means only) cannot be compared
+    on the queries both hold when either side holds means only (see
+    _lost_scores): the rows of the subsets holding such a query are MISSING,
+    never passed.  The hold-out names none of its queries: a field scored on
+    fewer of them than in the baseline is lost there.  ``baseline`` is the
+    baseline as given (before a means-only report set its per-query aside)."""
+    paired = baseline.per_query is not None and report.scored_count is None
+    unscored = (report.scores or {}).get("unscored") or {}
+    members = _members(report.membership)
+    theirs, ours = baseline.holdout, report.holdout
+    out, notes = [], {}
+    for c in changes:
+        ids = [q for q in unscored.get(c.measure) or ()
+               if baseline.per_query is None or c.measure in baseline.per_query.get(q, ())]
+        if theirs is not None and ours is not None and c.slice == theirs.slice:
+            fewer = _field_of(c.measure) and (ours.n or {}).get(c.measure, ours.queries) < \
+                (theirs.n or {}).get(c.measure, theirs.queries)
+            hit = fewer and (theirs.per_query is None or not ours.revealed)
+        else:
+            hit = not paired and bool(ids) and (  # a loaded report has no membership: any
+                c.slice is None or report.membership is None or not set(ids).isdisjoint(
+                    members.get(c.slice, ())))
+        if hit and c.status != "missing":
+            c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
+            notes.setdefault(c.measure, []).append(c.slice)
+        out.append(c)
+    side = "baseline" if baseline.per_query is None else "report"
+    return tuple(out), ["%s: a query lost its score and the %s holds means only, so the mean "
+                        "cannot be compared on the queries both hold: missing in %s (gate "
+                        "per-query values: --save-baseline, --per-query)" % (
+                            m, side, ", ".join("overall" if w is None else w for w in where))
+                        for m, where in sorted(notes.items())]
 
 
 def _lost_score_notes(subsets):
@@ -8428,7 +8445,8 @@ def _set_level_notes(means):
 def _held_ids(report):
     """Every query id the metadata puts in the report's hold-out (expired
     ones too): ids the gate must never name."""
-    return frozenset(report.holdout.ids["all"]) if report.holdout is not None else frozenset()
+    held = report.holdout
+    return frozenset(held.ids["all"]) if held is not None and held.ids else frozenset()
 
 
 def _check_same_holdout(report, baseline):
@@ -8750,8 +8768,14 @@ def _loaded_drift(drift):
     try:
         if type(_checked_dict(drift, "drift")["passed"]) is not bool:
             raise TypeError("passed is not true or false")
-        list(_drift_sections(drift))
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        _count(drift["items"], "drift items")
+        _checked_strs(drift["notes"], "drift notes")
+        sections = list(_drift_sections(drift))
+        if any(len(row) != len(header) for _, header, rows, _ in sections for row in rows):
+            raise ValueError("a table row of the wrong length")
+        _text_of(sections)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+            OverflowError) as exc:
         if isinstance(exc, EvalError):
             raise
         raise EvalError("drift: not a --drift block (%s %s)"

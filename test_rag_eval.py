@@ -2399,14 +2399,62 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         gate = json.loads(out)["gate"]
         self.assertEqual([(c["status"], c["current"]) for c in gate["changes"]],
                          [("missing", None)])
-        self.assertIn("score(field=f): 1 query has no score now and the baseline holds means "
-                      "only", " ".join(gate["notes"]))
+        self.assertIn("score(field=f): a query lost its score and the baseline holds means "
+                      "only, so the mean cannot be compared on the queries both hold: missing "
+                      "in overall", " ".join(gate["notes"]))
         saved = os.path.join(self.tmp, "r.json")        # a report without per-query values
         self.cli("--allow-missing-scores", "--format", "json", "-o", saved, scores=scores)
         full = os.path.join(self.tmp, "full.json")
         self.cli("--save-baseline", full, scores=scores.replace("null", "0.1"))
         self.assertFalse(rag_eval.gate(rag_eval.load_report(saved),
                                        rag_eval.load_baseline(full)).passed)
+
+    def test_lost_scores_mark_only_the_rows_they_touch(self):
+        # Found by review.  q1, q2 in slice a; q3, q4 in b; h1, h2 held out.  Every
+        # score 0.5 but h2's 0.1 and q1's 0.9 in the baseline.
+        queries = self.write("q.jsonl", "".join(
+            json.dumps({"query_id": q, "slices": {"src": s}}) + "\n"
+            for q, s in (("q1", "a"), ("q2", "a"), ("q3", "b"), ("q4", "b"), ("h1", "h"),
+                         ("h2", "h"))))
+        def scores(**values):
+            return "".join('{"query_id": "%s", "f": %s}\n' % (q, values.get(q, 0.5))
+                           for q in ("q1", "q2", "q3", "q4", "h1", "h2"))
+        common = ("--queries", queries, "--by", "src", "--holdout", "src=h",
+                  "--allow-missing-scores", "--format", "json")
+        full = os.path.join(self.tmp, "full.json")
+        self.assertEqual(self.cli(*common, "--save-baseline", full,
+                                  scores=scores(q1=0.9, h2=0.1))[0], 0)
+        # h2's score lost: the hold-out mean would rise 0.3 -> 0.5 on h1 alone; it is
+        # scored on 1 query where the baseline had 2, and names none: MISSING.
+        code, out, err = self.cli(*common, "--baseline", full, scores=scores(q1=0.9, h2="null"))
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        rows = {c["slice"]: c["status"] for c in json.loads(out)["gate"]["changes"]}
+        self.assertEqual(rows["src=h"], "missing")
+        self.assertNotIn("h2", out)
+        # q3 lost against a means-only baseline: only the overall and src=b rows cannot be
+        # paired; src=a (q1, q2 intact, mean 0.7 both sides) is unchanged.
+        means = os.path.join(self.tmp, "means.json")
+        with open(full) as handle:
+            doc = json.load(handle)
+        del doc["per_query"]
+        with open(means, "w") as handle:
+            json.dump(doc, handle)
+        code, out, err = self.cli(*common, "--baseline", means, scores=scores(q1=0.9, q3="null"))
+        self.assertEqual({c["slice"]: c["status"] for c in json.loads(out)["gate"]["changes"]
+                          if c["slice"] != "src=h"},
+                         {None: "missing", "src=a": "unchanged", "src=b": "missing"})
+        # A loaded report without per-query values knows no slice members: every row that
+        # could hold q3 is missing.
+        saved = os.path.join(self.tmp, "r.json")
+        self.cli(*common, "-o", saved, scores=scores(q1=0.9, q3="null"))
+        result = rag_eval.gate(rag_eval.load_report(saved), rag_eval.load_baseline(full))
+        self.assertEqual({c.slice: c.status for c in result.changes if c.slice != "src=h"},
+                         {None: "missing", "src=a": "missing", "src=b": "missing"})
+        # The same query unscored on both sides: nothing was lost, the gate passes.
+        same = os.path.join(self.tmp, "same.json")
+        self.cli(*common, "--save-baseline", same, scores=scores(q1=0.9, q3="null"))
+        self.assertTrue(rag_eval.gate(rag_eval.load_report(saved),
+                                      rag_eval.load_baseline(same)).passed)
 
     def test_a_json_report_is_not_a_baseline(self):
         # Found by review: it said "unknown measure 'abstention'".
@@ -4459,9 +4507,15 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
             rag_eval.assert_no_regression(report, baseline)
         with open(saved) as handle:
             doc = json.load(handle)
-        doc["drift"]["fields"] = {"f": 1}
+        for key, value in (("fields", {"f": 1}), ("items", 1e400), ("notes", [1])):
+            broken = copy.deepcopy(doc)
+            broken["drift"][key] = value
+            with self.assertRaisesRegex(rag_eval.EvalError, "drift"):
+                rag_eval.Report.from_dict(broken)
+        broken = copy.deepcopy(doc)
+        broken["drift"]["fields"]["grounded"]["confusion"] = [[2, 0], []]
         with self.assertRaisesRegex(rag_eval.EvalError, "drift: not a --drift block"):
-            rag_eval.Report.from_dict(doc)
+            rag_eval.Report.from_dict(broken)
 
     def test_hand_worked_drift_fails_the_run(self):
         code, out, err = self.drift("--format", "json")
