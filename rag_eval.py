@@ -484,8 +484,9 @@ class MeasureChange(NamedTuple):
     gate fails until the ids are labelled.
 
     ``suspect`` is ``"judge drift"`` on a regression of a judge score
-    (``score(...)``) when the same run's --drift check failed: the judge
-    itself moved, so the drop may be the judge's.  It stays a regression.
+    (``score(...)``) when the report's drift check (``Report.drift``: --drift,
+    or :func:`judge_drift`) failed: the judge itself moved, so the drop may be
+    the judge's.  It stays a regression.
     """
     measure: str
     baseline: float
@@ -8175,6 +8176,18 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     >>> result = gate(r, Baseline({"mrr@2": 0.6, "recall@2": 1.0}))
     >>> result.passed, [(c.measure, c.status) for c in result.regressions]
     (False, [('mrr@2', 'regressed'), ('recall@2', 'missing')])
+
+    A report holding a failed judge drift check (``drift``: the CLI's
+    ``--drift``, or :func:`judge_drift` set on it) has its judge score
+    regressions marked ``suspect="judge drift"``, with a note; they still
+    fail the gate.
+
+    >>> then = load_scores(io.StringIO('{"query_id": "q", "input_sha256": "ab", "ok": 0.9}'))
+    >>> now = load_scores(io.StringIO('{"query_id": "q", "input_sha256": "ab", "ok": 0.5}'))
+    >>> r = evaluate_scores(now)._replace(drift=judge_drift(then, [now]))
+    >>> result = gate(r, {"score(field=ok)": 0.9})
+    >>> result.passed, [(c.status, c.suspect) for c in result.changes]
+    (False, [('regressed', 'judge drift')])
     """
     resamples = _checked_options(report, alpha, resamples, seed)
     baseline = given = _checked_baseline(baseline)
@@ -8240,11 +8253,11 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     added = tuple(sorted(set(report.per_query) - set(
         report.per_query if baseline.per_query is None else baseline.per_query)))
     removed = tuple(sorted(set(baseline.per_query or {}) - set(report.per_query) - held))
-    return GateResult(passed, changes, _tolerance_text(tolerance), tuple(notes),
-                      mode if pvalues or mode == "tolerance" else "tolerance",
-                      added, removed, drops, meta_changes or (), relabelled,
-                      _moved(report, baseline),
-                      {name: _tolerance_text(t) for name, t in tolerances.items()})
+    return _suspect_judge_drift(GateResult(
+        passed, changes, _tolerance_text(tolerance), tuple(notes),
+        mode if pvalues or mode == "tolerance" else "tolerance", added, removed, drops,
+        meta_changes or (), relabelled, _moved(report, baseline),
+        {name: _tolerance_text(t) for name, t in tolerances.items()}), report.drift)
 
 
 _SHOWN_NAMES = 12     # measures a note names before it says how many more
@@ -8537,6 +8550,26 @@ def _slice_notes(report, baseline, subsets, mode):
                          % (_plural(now_held, "query", "queries"),
                             "is" if now_held == 1 else "are"))
     return notes
+def _suspect_judge_drift(result, drift):
+    """The gate result with its judge score regressions marked ``suspect:
+    judge drift`` when the report's --drift check (``report.drift``, see
+    :func:`judge_drift`) failed, and a note saying why.  The verdict is left
+    as it is: drift only ever fails a run more."""
+    if drift is None or drift["passed"]:
+        return result
+    moved = ", ".join("%s %.4f > %g" % (name, f["mean_absolute_difference"], drift["max_drift"])
+                      for name, f in drift["fields"].items() if f["drifted"])
+    changes = tuple(c._replace(suspect="judge drift")
+                    if c.status in ("regressed", "missing") and _field_of(c.measure) else c
+                    for c in result.changes)
+    if changes == result.changes:
+        return result
+    return result._replace(changes=changes, notes=result.notes + (
+        "suspect: judge drift: on the frozen sample %s the judge moved (mean absolute "
+        "difference %s): a judge score regression may be the judge's, not the system's"
+        % (drift["frozen"]["path"], moved),))
+
+
 def _judge_noise_notes(report, baseline, allowed):
     """A note for each gated score measure whose tolerated drop is below
     twice its judge noise floor (see _judge_noise): a gate that would fail
@@ -10942,7 +10975,6 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
                           same=args.same, slice_max_drop=slice_max_drop, **options)
         if not args.unjudged_bounds:
             report = report._replace(unjudged=None)
-        result = _suspect_judge_drift(result, report.drift)
     drifted = report.drift is not None and not report.drift["passed"]
     baseline_name = baseline.source if baseline else "baseline"
     sweep = _cli_sweep(args, metrics, score) if args.sweep_min_score is not None else None
@@ -11010,25 +11042,6 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     if drifted:
         return EXIT_REGRESSION
     return EXIT_OK if result is None or result.passed else EXIT_REGRESSION
-
-
-def _suspect_judge_drift(result, drift):
-    """The gate result with its judge score regressions marked ``suspect:
-    judge drift`` when the --drift check failed, and a note saying why.  The
-    verdict is left as it is: drift only ever fails a run more."""
-    if drift is None or drift["passed"]:
-        return result
-    moved = ", ".join("%s %.4f > %g" % (name, f["mean_absolute_difference"], drift["max_drift"])
-                      for name, f in drift["fields"].items() if f["drifted"])
-    changes = tuple(c._replace(suspect="judge drift")
-                    if c.status in ("regressed", "missing") and _field_of(c.measure) else c
-                    for c in result.changes)
-    if changes == result.changes:
-        return result
-    return result._replace(changes=changes, notes=result.notes + (
-        "suspect: judge drift: on the frozen sample %s the judge moved (mean absolute "
-        "difference %s): a judge score regression may be the judge's, not the system's"
-        % (drift["frozen"]["path"], moved),))
 
 
 def _check_sweep_options(args):

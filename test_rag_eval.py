@@ -4627,6 +4627,39 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         other = [(i, h, {"relevance": 0.5}) for i, h, _ in self.THEN]
         self.assertRefused("holds none of the score fields", then=other)
 
+    def test_the_library_gate_marks_judge_regressions_suspect(self):
+        # Found by review: only the command line marked them; gate() of the same
+        # report (a loaded JSON report, or judge_drift() set on it) did not.
+        baseline = os.path.join(self.tmp, "base.json")
+        then = self.write("then.jsonl", drift_rows(self.THEN))
+        self.assertEqual(run_cli("--scores", then, "--save-baseline", baseline)[0], 0)
+        saved = os.path.join(self.tmp, "r.json")
+        code, _, err = self.drift("--format", "json", "--per-query", "--baseline", baseline,
+                                  "-o", saved)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        cli_gate = json.loads(read_text(saved))["gate"]
+        report = rag_eval.load_report(saved)
+        result = rag_eval.gate(report, rag_eval.load_baseline(baseline))
+        self.assertFalse(result.passed)     # suspect regressions still fail
+        self.assertEqual(json.loads(json.dumps(result.to_dict())), cli_gate)
+        self.assertEqual({(c.measure, c.status, c.suspect) for c in result.changes},
+                         {("score(field=faithfulness)", "regressed", "judge drift"),
+                          ("score(field=grounded)", "regressed", "judge drift")})
+        self.assertEqual(sum(n.startswith("suspect: judge drift: on the frozen sample ")
+                             for n in result.notes), 1)
+        # judge_drift() set on a library report: the same marks.
+        frozen = rag_eval.load_scores(self.write("frozen.jsonl", drift_rows(self.THEN)))
+        now = rag_eval.load_scores(os.path.join(self.tmp, "now.jsonl"))
+        library = rag_eval.evaluate_scores(now)._replace(drift=rag_eval.judge_drift(frozen, [now]))
+        result = rag_eval.gate(library, baseline=rag_eval.load_baseline(baseline))
+        self.assertFalse(result.passed)
+        self.assertEqual({c.suspect for c in result.changes}, {"judge drift"})
+        # A drift check that passed marks nothing.
+        calm = library._replace(drift=rag_eval.judge_drift(frozen, [now], max_drift=0.5))
+        result = rag_eval.gate(calm, rag_eval.load_baseline(baseline))
+        self.assertEqual(({c.suspect for c in result.changes}, result.passed), ({None}, False))
+        self.assertFalse(any("suspect" in n for n in result.notes))
+
     def test_id_column_applies_to_the_drift_file(self):
         code, out, err = self.drift("--format", "json", "--id-column", "item",
                                     id_column="item")
