@@ -7927,6 +7927,7 @@ def _gated_average(report):
 def baseline_dict(report):
     """The richer baseline form of a report (what ``--save-baseline`` writes)."""
     _gated_average(report)
+    _check_kept_members(report)
     return {
         "format": BASELINE_FORMAT,
         "format_version": 1,
@@ -7967,6 +7968,26 @@ def _saved_slices(report):
         if held.revealed:
             out["holdout"]["per_query"] = {q: dict(v) for q, v in held.per_query.items()}
     return out
+
+
+def _check_kept_members(report):
+    """Refuse a report read back from JSON (see :func:`load_report`) whose
+    slices or hold-out a baseline cannot keep whole: the JSON keeps each
+    slice's means but not its queries, nor the hash of the hold-out's ids,
+    and a baseline needs them (to pair a slice's queries, list those that
+    moved, tell a lost judge score and a changed hold-out)."""
+    lacking = []
+    if report.slices is not None and report.membership is None:
+        lacking.append("the queries of each slice (only their means)")
+    if report.holdout is not None and not report.holdout.members_sha256:
+        lacking.append("the hash of the hold-out's queries")
+    if lacking:
+        raise EvalError("this report was read back from JSON, which does not keep %s, and a "
+                        "baseline holds %s: save the baseline from the evaluation itself "
+                        "(--save-baseline, or save_baseline(evaluate(...)))%s" % (
+                            " nor ".join(lacking), "both" if len(lacking) > 1 else "it",
+                            "" if report.holdout is not None else ", or drop the slices to "
+                            "gate the overall only (report._replace(slices=None, by=()))"))
 
 
 def save_baseline(report, path):
@@ -8290,11 +8311,14 @@ def _gated_subsets(report, baseline, tolerance, tolerances, relabelled=()):
     subsets = [_Subset(None, baseline.mean, report.mean, report.per_query, then_rows,
                        allowed(None, baseline.mean))]
     now_members, then_members = _members(report.membership), _members(baseline.membership)
+    # A report read back from JSON keeps its slices' means, not their queries:
+    # its slices are compared on the means, as against a means-only baseline.
+    slice_rows = None if report.membership is None else then_rows
     for name, before in sorted((baseline.slices or {}).items()):
         rows = {q: report.per_query[q] for q in now_members.get(name, ())
                 if q in report.per_query}
-        then = None if then_rows is None else {
-            q: then_rows[q] for q in then_members.get(name, ()) if q in then_rows}
+        then = None if slice_rows is None else {
+            q: slice_rows[q] for q in then_members.get(name, ()) if q in slice_rows}
         now = (report.slices or {}).get(name, {}).get("mean", {})
         subsets.append(_Subset(name, before, now, rows, then, allowed(name, before)))
     if baseline.holdout is not None:
@@ -8365,6 +8389,7 @@ def _unpaired_lost_scores(changes, report, baseline):
     fewer of them than in the baseline is lost there.  ``baseline`` is the
     baseline as given (before a means-only report set its per-query aside)."""
     paired = baseline.per_query is not None and report.scored_count is None
+    known = report.membership is not None     # a loaded report's slices: means only
     unscored = (report.scores or {}).get("unscored") or {}
     members = _members(report.membership)
     theirs, ours = baseline.holdout, report.holdout
@@ -8377,17 +8402,19 @@ def _unpaired_lost_scores(changes, report, baseline):
                 (theirs.n or {}).get(c.measure, theirs.queries)
             hit = fewer and (theirs.per_query is None or not ours.revealed)
         else:
-            hit = not paired and bool(ids) and (  # a loaded report has no membership: any
-                c.slice is None or report.membership is None or not set(ids).isdisjoint(
-                    members.get(c.slice, ())))
+            hit = not (paired and (c.slice is None or known)) and bool(ids) and (
+                c.slice is None or not known or not set(ids).isdisjoint(
+                    members.get(c.slice, ())))     # no membership: any slice may hold them
         if hit and c.status != "missing":
             c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
             notes.setdefault(c.measure, []).append(c.slice)
         out.append(c)
-    side = "baseline" if baseline.per_query is None else "report"
-    return tuple(out), ["%s: a query lost its score and the %s holds means only, so the mean "
-                        "cannot be compared on the queries both hold: missing in %s (gate "
-                        "per-query values: --save-baseline, --per-query)" % (
+    side = ("the baseline holds means only" if baseline.per_query is None else
+            "the report holds means only" if report.scored_count is not None else
+            "the report (read back from JSON) holds its slices' means only")
+    return tuple(out), ["%s: a query lost its score and %s, so the mean cannot be compared "
+                        "on the queries both hold: missing in %s (gate per-query values: "
+                        "--save-baseline, --per-query)" % (
                             m, side, ", ".join("overall" if w is None else w for w in where))
                         for m, where in sorted(notes.items())]
 
@@ -8529,6 +8556,8 @@ def _slice_notes(report, baseline, subsets, mode):
     if report.slices is not None and baseline.slices is None:
         notes.append("the baseline holds no slices: only the overall mean is gated; save one "
                      "with query metadata to gate every slice")
+    if report.slices is not None and report.membership is None and baseline.slices:
+        notes += _loaded_slice_notes(report, baseline)
     new = sorted(set(report.slices or ()) - set(baseline.slices or ()))
     if new and baseline.slices is not None:
         notes.append("%s not in the baseline, not gated: %s"
@@ -8568,6 +8597,21 @@ def _suspect_judge_drift(result, drift):
         "suspect: judge drift: on the frozen sample %s the judge moved (mean absolute "
         "difference %s): a judge score regression may be the judge's, not the system's"
         % (drift["frozen"]["path"], moved),))
+
+
+def _loaded_slice_notes(report, baseline):
+    """What a report read back from JSON (slices without membership) gates of
+    the baseline's slices: those of the fields it shows, on their means."""
+    notes = []
+    unshown = sorted({_slice_field(name) for name in baseline.slices} - set(report.by))
+    if unshown:
+        notes.append("the report was read back from JSON, which keeps the slices of its --by "
+                     "fields only: the baseline's slices of %s are missing (write the report "
+                     "with --by %s)" % (", ".join(unshown), " --by ".join(unshown)))
+    if baseline.per_query is not None and report.scored_count is None:
+        notes.append("the report was read back from JSON, which keeps its slices' means, not "
+                     "their queries: each slice is gated on its means (no per-query pairing)")
+    return notes
 
 
 def _judge_noise_notes(report, baseline, allowed):

@@ -7783,6 +7783,153 @@ class LoadReportTest(TempDir, unittest.TestCase):
                     rag_eval.Report.from_dict(dict(data, queries=bad))
                 self.assertIn("queries: expected a count", str(caught.exception))
 
+    def test_a_loaded_report_with_slices_is_no_baseline(self):
+        # Found by review: save_baseline(load_report(f)) of a report written with --by
+        # failed with an AttributeError (no membership), and one with a hold-out wrote a
+        # baseline that load_baseline refused (no members_sha256). A baseline keeps each
+        # slice's queries and the hold-out's hash; a JSON report keeps neither.
+        path = os.path.join(self.tmp, "base.json")
+        for options, expect in (
+                ({"by": ["source"]}, "which does not keep the queries of each slice (only "
+                                     "their means), and a baseline holds it: save the baseline "
+                                     "from the evaluation itself (--save-baseline, or "
+                                     "save_baseline(evaluate(...))), or drop the slices"),
+                ({"holdout": "split=holdout"}, "which does not keep the hash of the "
+                                               "hold-out's queries, and a baseline holds it"),
+                ({"holdout": "split=holdout", "by": ["source"]},
+                 "which does not keep the queries of each slice (only their means) nor the "
+                 "hash of the hold-out's queries, and a baseline holds both: save the "
+                 "baseline from the evaluation itself (--save-baseline, or "
+                 "save_baseline(evaluate(...)))")):
+            with self.subTest(options=options):
+                report = sliced_report(**options)
+                loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(
+                    report, per_query=True)))
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.save_baseline(loaded, path)
+                message = str(caught.exception)
+                self.assertIn("this report was read back from JSON, " + expect, message)
+                self.assertEqual(len(message.splitlines()), 1)
+                self.assertFalse(os.path.exists(path))
+                with self.assertRaisesRegex(rag_eval.EvalError, "read back from JSON"):
+                    rag_eval.assert_no_regression(report, loaded)
+        # As the message says: without its slices, the overall alone is saved and gated.
+        loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(
+            sliced_report(by=["source"]), per_query=True)))
+        rag_eval.save_baseline(loaded._replace(slices=None, by=()), path)
+        baseline = rag_eval.load_baseline(path)
+        self.assertEqual((baseline.slices, baseline.membership), (None, None))
+        result = rag_eval.gate(sliced_report(by=["source"]), baseline)
+        self.assertEqual([c.slice for c in result.changes], [None, None])
+        self.assertIn("the baseline holds no slices: only the overall mean is gated; save one "
+                      "with query metadata to gate every slice", result.notes)
+
+    def test_a_loaded_report_gates_its_slices_on_their_means(self):
+        # The baseline saved by the evaluation (with its slices' queries); the later
+        # run's JSON report (per-query, --by each field) read back and gated in Python.
+        baseline = saved_baseline(self, sliced_report(by=["source"]))
+        fields = ["source", "split", "tag"]
+
+        def loaded(run, by=fields):
+            report = sliced_report(run=run, by=by)
+            return rag_eval.load_report(self.write("r.json", rag_eval.render_json(
+                report, per_query=True))), report
+
+        same, report = loaded(None)
+        for mode in ("tolerance", "significant"):
+            result = rag_eval.gate(same, baseline, mode=mode)
+            self.assertTrue(result.passed, result)
+            self.assertEqual(len(result.changes), 12)      # (overall + 5 slices) x 2
+            self.assertIn("the report was read back from JSON, which keeps its slices' means, "
+                          "not their queries: each slice is gated on its means (no per-query "
+                          "pairing)", result.notes)
+        # Written with --by source only: the slices of split and tag are missing.
+        result = rag_eval.gate(loaded(None, ["source"])[0], baseline)
+        self.assertEqual({c.slice for c in result.regressions},
+                         {"split=holdout", "tag=eu", "tag=pricing"})
+        self.assertEqual({c.status for c in result.regressions}, {"missing"})
+        self.assertIn("the report was read back from JSON, which keeps the slices of its "
+                      "--by fields only: the baseline's slices of split, tag are missing "
+                      "(write the report with --by split --by tag)", result.notes)
+        # r1 loses e: source=real (r1, r2, h1) recall@2 from (1 + 1 + 1)/3 = 1 to
+        # (0 + 1 + 1)/3 = 2/3, mrr@2 from (1 + 1/2 + 1/2)/3 = 2/3 to (0 + 1/2 + 1/2)/3
+        # = 1/3; source=synthetic unchanged.
+        worse, report = loaded(dict(SLICED_RUN, r1=["x", "y"]))
+        for mode in ("tolerance", "significant"):
+            result = rag_eval.gate(worse, baseline, mode=mode)
+            self.assertFalse(result.passed)
+            rows = {(c.slice, c.measure): c for c in result.changes
+                    if c.slice in ("source=real", "source=synthetic")}
+            self.assertEqual({key: c.status for key, c in rows.items()},
+                             {("source=real", "mrr@2"): "regressed",
+                              ("source=real", "recall@2"): "regressed",
+                              ("source=synthetic", "mrr@2"): "unchanged",
+                              ("source=synthetic", "recall@2"): "unchanged"})
+            self.assertAlmostEqual(rows["source=real", "recall@2"].current, 2 / 3, places=12)
+            self.assertAlmostEqual(rows["source=real", "mrr@2"].current, 1 / 3, places=12)
+            self.assertAlmostEqual(rows["source=real", "mrr@2"].baseline, 2 / 3, places=12)
+            # The evaluation's own gate says the same of these rows.
+            own = {(c.slice, c.measure): c.status for c in rag_eval.gate(
+                report, baseline, mode=mode).changes if (c.slice, c.measure) in rows}
+            self.assertEqual(own, {key: c.status for key, c in rows.items()})
+
+    def test_a_loaded_judge_score_report_gates_its_slices(self):
+        # Found by review: gated against its own baseline, a loaded per-query score
+        # report with slices had every slice MISSING ("2 queries the baseline scored
+        # have no score now"): the gate paired the slice's baseline queries with none.
+        self.write("m.jsonl", "".join(json.dumps({"query_id": q, "slices": {"src": src}}) + "\n"
+                                      for q, src in (("q1", "a"), ("q2", "b"), ("q3", "a"),
+                                                     ("q4", "b"))))
+        base = os.path.join(self.tmp, "base.json")
+
+        def scores(q2, *argv):
+            rows = (("q1", 0.9), ("q2", q2), ("q3", 0.7), ("q4", 0.6))
+            path = self.write("s.jsonl", "".join(json.dumps({"query_id": q, "f": v}) + "\n"
+                                                 for q, v in rows))
+            out = os.path.join(self.tmp, "r.json")
+            code, _, err = run_cli("--scores", path, "--queries", os.path.join(self.tmp, "m.jsonl"),
+                                   "--by", "src", "--format", "json", "--per-query", "-o", out,
+                                   *argv)
+            self.assertEqual(code, 0, err)
+            return rag_eval.load_report(out)
+
+        scores(0.5, "--save-baseline", base)
+        baseline = rag_eval.load_baseline(base)
+        name = "score(field=f)"
+        for mode in ("tolerance", "significant"):
+            result = rag_eval.gate(scores(0.5), baseline, mode=mode)
+            self.assertTrue(result.passed, result.notes)
+            self.assertFalse(any("no score now" in n for n in result.notes), result.notes)
+        # q2 0.5 -> 0.3: src=b (q2, q4) from (0.5 + 0.6)/2 = 0.55 to (0.3 + 0.6)/2 = 0.45;
+        # overall from 2.7/4 = 0.675 to 2.5/4 = 0.625; src=a (q1, q3) 0.8 unchanged.
+        result = rag_eval.gate(scores(0.3), baseline)
+        got = {c.slice: (c.status, c.baseline, c.current) for c in result.changes}
+        self.assertEqual({s: v[0] for s, v in got.items()},
+                         {None: "regressed", "src=a": "unchanged", "src=b": "regressed"})
+        for where, (before, now) in ((None, (0.675, 0.625)), ("src=a", (0.8, 0.8)),
+                                     ("src=b", (0.55, 0.45))):
+            self.assertAlmostEqual(got[where][1], before, places=12)
+            self.assertAlmostEqual(got[where][2], now, places=12)
+        # q2 lost its score: the overall is compared on q1, q3, q4 (unchanged); the
+        # report does not say which slice holds q2, so every slice row is MISSING.
+        rows = [json.dumps({"query_id": q, "f": v}) for q, v in (("q1", 0.9), ("q2", None),
+                                                                  ("q3", 0.7), ("q4", 0.6))]
+        self.write("s.jsonl", "\n".join(rows) + "\n")
+        out = os.path.join(self.tmp, "lost.json")
+        code, _, err = run_cli("--scores", os.path.join(self.tmp, "s.jsonl"), "--queries",
+                               os.path.join(self.tmp, "m.jsonl"), "--by", "src",
+                               "--allow-missing-scores", "--format", "json", "--per-query",
+                               "-o", out)
+        self.assertEqual(code, 0, err)
+        result = rag_eval.gate(rag_eval.load_report(out), baseline)
+        self.assertFalse(result.passed)
+        self.assertEqual({c.slice: c.status for c in result.changes},
+                         {None: "unchanged", "src=a": "missing", "src=b": "missing"})
+        self.assertIn("%s: a query lost its score and the report (read back from JSON) holds "
+                      "its slices' means only, so the mean cannot be compared on the queries "
+                      "both hold: missing in src=a, src=b (gate per-query values: "
+                      "--save-baseline, --per-query)" % name, result.notes)
+
     def test_not_a_report_is_one_line_naming_the_file(self):
         saved = os.path.join(self.tmp, "base.json")
         rag_eval.save_baseline(example_report(), saved)
