@@ -8565,7 +8565,11 @@ def _slice_notes(report, baseline, subsets, mode):
                         + (", ..." if len(new) > 10 else "")))
     ours, theirs = report.holdout, baseline.holdout
     if theirs is not None:
-        if theirs.members_sha256 != ours.members_sha256:
+        if not ours.members_sha256:     # read back from JSON, which does not keep it
+            notes.append("the report was read back from JSON, which does not keep the hash "
+                         "of the hold-out's queries: whether %s changed since the baseline "
+                         "is not known" % ours.slice)
+        elif theirs.members_sha256 != ours.members_sha256:
             notes.append("the hold-out %s changed since the baseline (%d -> %d queries; which "
                          "is not shown): its means are over other queries"
                          % (ours.slice, theirs.queries + theirs.unscored,

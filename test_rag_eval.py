@@ -7873,6 +7873,30 @@ class LoadReportTest(TempDir, unittest.TestCase):
                 report, baseline, mode=mode).changes if (c.slice, c.measure) in rows}
             self.assertEqual(own, {key: c.status for key, c in rows.items()})
 
+    def test_a_loaded_report_with_a_hold_out_gates_it_on_its_means(self):
+        # Found by review: a loaded report (no members_sha256) said the hold-out
+        # changed since the baseline ("2 -> 2 queries") on an unchanged report.
+        baseline = saved_baseline(self, sliced_report(holdout="split=holdout"))
+
+        def gated(run=None):
+            report = sliced_report(run=run, holdout="split=holdout", by=["source", "tag"])
+            loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(
+                report, per_query=True)))
+            return rag_eval.gate(loaded, baseline)
+
+        result = gated()
+        self.assertTrue(result.passed, result)
+        self.assertFalse(any("changed since the baseline (" in n for n in result.notes))
+        self.assertIn("the report was read back from JSON, which does not keep the hash of "
+                      "the hold-out's queries: whether split=holdout changed since the "
+                      "baseline is not known", result.notes)
+        # h1 loses g: the hold-out (h1, h2) recall@2 from (1 + 0)/2 = 1/2 to 0.
+        result = gated(dict(SLICED_RUN, h1=["x", "y"]))
+        held = [c for c in result.changes if c.slice == "split=holdout"]
+        self.assertEqual({(c.measure, c.status, c.baseline, c.current) for c in held},
+                         {("recall@2", "regressed", 0.5, 0.0), ("mrr@2", "regressed", 0.25, 0.0)})
+        self.assertFalse(result.passed)
+
     def test_a_loaded_judge_score_report_gates_its_slices(self):
         # Found by review: gated against its own baseline, a loaded per-query score
         # report with slices had every slice MISSING ("2 queries the baseline scored
