@@ -7854,7 +7854,9 @@ def load_baseline(source):
 
 
 def _checked_saved_scores(saved, name):
-    """A baseline's "scores" object: its ranges read back as (lo, hi) pairs."""
+    """A baseline's "scores" object: its ranges read back as (lo, hi) pairs,
+    and the queries each measure left unscored (``{measure: [id, ...]}``,
+    when recorded) under canonical names."""
     if saved is None:
         return None
     ranges = saved.get("ranges") if isinstance(saved, dict) else None
@@ -7865,7 +7867,12 @@ def _checked_saved_scores(saved, name):
         ranges = _checked_ranges({f: tuple(pair) for f, pair in ranges.items()})
     except (EvalError, TypeError) as exc:
         raise EvalError("%s: scores: %s" % (name, exc)) from None
-    return dict(saved, ranges=ranges)
+    if saved.get("unscored") is None:
+        return dict(saved, ranges=ranges)
+    where = "%s: scores unscored" % name
+    unscored = {str(parse_measure(_checked_measure_name(m, where))): list(_checked_strs(
+        ids, "%s %s" % (where, m))) for m, ids in _checked_dict(saved["unscored"], where).items()}
+    return dict(saved, ranges=ranges, unscored=unscored)
 
 
 def _check_same_ranges(report, baseline):
@@ -7945,7 +7952,8 @@ def baseline_dict(report):
            {"per_query": {q: dict(v) for q, v in report.per_query.items()}}),
         "unscored": list(report.unscored),
         **({} if report.scores is None else {"scores": {
-            key: json.loads(json.dumps(report.scores[key])) for key in ("inputs", "ranges")}}),
+            key: json.loads(json.dumps(report.scores[key]))
+            for key in ("inputs", "ranges", "unscored")}}),
         **_saved_slices(report),
     }
 
@@ -8382,7 +8390,8 @@ def _both_held_means(subset, measure):
 
 def _unpaired_lost_scores(changes, report, baseline):
     """(changes, notes): a judge score whose report left queries unscored
-    that the baseline scored (any, if it holds means only) cannot be compared
+    that the baseline scored (if it holds means only: any it does not record
+    as unscored in ``scores["unscored"]``) cannot be compared
     on the queries both hold when either side holds means only (see
     _lost_scores): the rows of the subsets holding such a query are MISSING,
     never passed.  The hold-out names none of its queries: a field scored on
@@ -8394,9 +8403,13 @@ def _unpaired_lost_scores(changes, report, baseline):
     members = _members(report.membership)
     theirs, ours = baseline.holdout, report.holdout
     out, notes = [], {}
+    then_unscored = (baseline.scores or {}).get("unscored") or {}
     for c in changes:
-        ids = [q for q in unscored.get(c.measure) or ()
-               if baseline.per_query is None or c.measure in baseline.per_query.get(q, ())]
+        # Lost: scored in the baseline (its per-query values, else not among the
+        # queries it recorded unscored), unscored now.
+        ids = [q for q in unscored.get(c.measure) or () if (
+            c.measure in baseline.per_query.get(q, ()) if baseline.per_query is not None
+            else q not in then_unscored.get(c.measure, ()))]
         if theirs is not None and ours is not None and c.slice == theirs.slice:
             fewer = _field_of(c.measure) and (ours.n or {}).get(c.measure, ours.queries) < \
                 (theirs.n or {}).get(c.measure, theirs.queries)
@@ -8835,10 +8848,8 @@ def _loaded_scores(saved):
     if saved is None:
         return None
     checked = _checked_saved_scores(saved, "scores")
-    unscored = {_checked_measure_name(m, "scores unscored"): list(_checked_strs(
-        ids, "scores unscored %s" % m)) for m, ids in _checked_dict(
-            checked.get("unscored") or {}, "scores unscored").items()}
-    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"], "unscored": unscored}
+    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"],
+            "unscored": checked.get("unscored") or {}}
 
 
 def _loaded_drift(drift):

@@ -2456,6 +2456,48 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertTrue(rag_eval.gate(rag_eval.load_report(saved),
                                       rag_eval.load_baseline(same)).passed)
 
+    def test_a_means_only_baseline_records_its_unscored_queries(self):
+        # Found by the fuzzer: a report without per-query values, q4 unscored, read back
+        # and saved as a baseline failed its own gate (MISSING: a means-only baseline
+        # did not say q4 was unscored then too). Now the baseline records it.
+        scores = "".join('{"query_id": "q%d", "f": %s}\n' % (i, v)
+                         for i, v in ((1, 0.8), (2, 0.8), (3, 0.8), (4, "null")))
+        saved = os.path.join(self.tmp, "r.json")
+        code, _, err = self.cli("--allow-missing-scores", "--format", "json", "-o", saved,
+                                scores=scores)
+        self.assertEqual(code, 0, err)
+        loaded = rag_eval.load_report(saved)
+        path = os.path.join(self.tmp, "b.json")
+        rag_eval.save_baseline(loaded, path)
+        baseline = rag_eval.load_baseline(path)
+        self.assertIsNone(baseline.per_query)
+        self.assertEqual(baseline.scores["unscored"], {"score(field=f)": ["q4"]})
+        result = rag_eval.gate(loaded, baseline)
+        self.assertTrue(result.passed, result.notes)
+        [change] = result.changes
+        self.assertEqual(change.status, "unchanged")
+        self.assertAlmostEqual(change.current, 0.8, places=12)      # 2.4 / 3
+        code, _, err = self.cli("--baseline", path, "--allow-missing-scores", scores=scores)
+        self.assertEqual(code, 0, err)
+        # q3 lost now (scored then: not recorded unscored): MISSING, as before.
+        code, out, err = self.cli("--baseline", path, "--allow-missing-scores", "--format",
+                                  "json", scores=scores.replace("0.8}\n{\"query_id\": \"q4",
+                                                                "null}\n{\"query_id\": \"q4"))
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual([c["status"] for c in json.loads(out)["gate"]["changes"]], ["missing"])
+        # A baseline that records no unscored queries (saved before): any loss is MISSING.
+        with open(path) as handle:
+            doc = json.load(handle)
+        del doc["scores"]["unscored"]
+        self.assertFalse(rag_eval.gate(loaded, rag_eval.load_baseline(io.StringIO(
+            json.dumps(doc)))).passed)
+        for bad, expect in (({"score(field=f)": "q4"}, "expected a list"),
+                            ({"nope@@": []}, "scores unscored"), ([1], "expected an object")):
+            doc["scores"]["unscored"] = bad
+            with self.assertRaisesRegex(rag_eval.EvalError, "<stream>: scores unscored.*" + expect
+                                        if expect != "scores unscored" else expect):
+                rag_eval.load_baseline(io.StringIO(json.dumps(doc)))
+
     def test_a_json_report_is_not_a_baseline(self):
         # Found by review: it said "unknown measure 'abstention'".
         saved = os.path.join(self.tmp, "r.json")
