@@ -371,7 +371,7 @@ class Report(NamedTuple):
             out["mapping"] = dict(self.mapping)
         if per_query:
             out["per_query"] = {q: dict(v) for q, v in self.per_query.items()}
-        if self.by:
+        if self.by or self.membership is None and self.slices is not None:  # as read back
             out["slices"] = {name: _slice_json(stats) for name, stats in self.slices.items()
                              if _slice_field(name) in self.by}
         if self.holdout is not None:
@@ -8331,9 +8331,10 @@ def _gated_subsets(report, baseline, tolerance, tolerances, relabelled=()):
         subsets.append(_Subset(name, before, now, rows, then, allowed(name, before)))
     if baseline.holdout is not None:
         theirs, ours = baseline.holdout, report.holdout
-        subsets.append(_Subset(theirs.slice, theirs.mean, ours.mean, ours.per_query,
-                               theirs.per_query, allowed(theirs.slice, theirs.mean),
-                               ours.revealed, True))
+        rows = ours.per_query       # None: read back from JSON written without them
+        subsets.append(_Subset(theirs.slice, theirs.mean, ours.mean, rows or {},
+                               None if rows is None else theirs.per_query,
+                               allowed(theirs.slice, theirs.mean), ours.revealed, True))
     return subsets
 
 
@@ -8413,7 +8414,8 @@ def _unpaired_lost_scores(changes, report, baseline):
         if theirs is not None and ours is not None and c.slice == theirs.slice:
             fewer = _field_of(c.measure) and (ours.n or {}).get(c.measure, ours.queries) < \
                 (theirs.n or {}).get(c.measure, theirs.queries)
-            hit = fewer and (theirs.per_query is None or not ours.revealed)
+            hit = fewer and (theirs.per_query is None or ours.per_query is None
+                             or not ours.revealed)
         else:
             hit = not (paired and (c.slice is None or known)) and bool(ids) and (
                 c.slice is None or not known or not set(ids).isdisjoint(
@@ -8942,6 +8944,9 @@ def _report_holdout(holdout):
     per_query = holdout.get("per_query")
     if per_query is not None:
         _checked_per_query(per_query, "holdout per_query")
+    if ids is not None:    # every member the JSON names (not those expired by --as-of)
+        ids["all"] = tuple(sorted(set(per_query or ()) | set(ids["unscored"])
+                                  | set(ids["missing"])))
     return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
                          mean=_checked_values(held.mean, "holdout mean"),
                          n=None if held.n is None else _checked_counts(held.n, "holdout n"),

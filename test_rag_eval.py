@@ -7939,6 +7939,44 @@ class LoadReportTest(TempDir, unittest.TestCase):
                          {("recall@2", "regressed", 0.5, 0.0), ("mrr@2", "regressed", 0.25, 0.0)})
         self.assertFalse(result.passed)
 
+    def test_a_loaded_report_with_a_revealed_hold_out_gates(self):
+        # Found by the fuzzer: gate() of a loaded report whose hold-out was revealed
+        # failed with KeyError 'all' (the ids of its members).
+        report = sliced_report(holdout="split=holdout", reveal_holdout=True, by=["source", "tag"])
+        baseline = saved_baseline(self, report)
+        loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(
+            report, per_query=True)))
+        self.assertEqual(loaded.holdout.ids["all"], ("h1", "h2"))
+        result = rag_eval.gate(loaded, baseline)
+        self.assertEqual([c.status for c in result.changes if c.slice == "split=holdout"],
+                         ["unchanged", "unchanged"])
+        self.assertEqual(result.queries_removed, ())
+        # Written without --per-query: its gate (means only) failed with an
+        # AttributeError (the hold-out's per-query values were None).
+        loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(report)))
+        self.assertIsNone(loaded.holdout.per_query)
+        result = rag_eval.gate(loaded, baseline)
+        self.assertTrue(result.passed, result)
+        # h1 loses g: the hold-out recall@2 from (1 + 0)/2 = 1/2 to 0, on its means.
+        worse = sliced_report(run=dict(SLICED_RUN, h1=["x", "y"]), holdout="split=holdout",
+                              reveal_holdout=True, by=["source", "tag"])
+        for per_query in (True, False):
+            loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(
+                worse, per_query=per_query)))
+            held = {c.measure: (c.status, c.baseline, c.current)
+                    for c in rag_eval.gate(loaded, baseline).changes if c.slice == "split=holdout"}
+            self.assertEqual(held, {"recall@2": ("regressed", 0.5, 0.0),
+                                    "mrr@2": ("regressed", 0.25, 0.0)})
+
+    def test_slices_all_held_out_come_back(self):
+        # Found by the fuzzer: --by split with --holdout split=holdout writes "slices": {}
+        # (every split slice is held out); read back, render_json dropped the key.
+        report = sliced_report(holdout="split=holdout", by=["split"])
+        text = rag_eval.render_json(report, per_query=True)
+        self.assertEqual(json.loads(text)["slices"], {})
+        loaded = rag_eval.load_report(self.write("r.json", text))
+        self.assertEqual(rag_eval.render_json(loaded, per_query=True), text)
+
     def test_a_loaded_judge_score_report_gates_its_slices(self):
         # Found by review: gated against its own baseline, a loaded per-query score
         # report with slices had every slice MISSING ("2 queries the baseline scored
