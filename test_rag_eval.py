@@ -10274,9 +10274,10 @@ class FuzzTest(TempDir, unittest.TestCase):
     traceback; on 2, stderr is one line "rag-eval: error: ..." (argparse's own
     usage block may precede it for a bad option) and no file was written or
     changed; on 0 or 1 a report was written (JSON parses, with no NaN), a saved
-    baseline loads back, and only the named outputs changed; 1 only with a
-    baseline.  Some cases run twice, on the forked path and on one core, and
-    must agree byte for byte.
+    baseline loads back and the same inputs pass against it, and only the named
+    outputs changed; 1 only with a baseline or --drift.  A JSON report is read
+    back (see check_loaded_report).  Some cases run twice, on the forked path
+    and on one core, and must agree byte for byte.
     """
 
     SEED = _fuzz_int("RAG_EVAL_FUZZ_SEED", 0)
@@ -10424,13 +10425,16 @@ class FuzzTest(TempDir, unittest.TestCase):
             target if target not in (None, "-") else None)
         if fmt == "html" and ("<script" in report or not report.startswith("<!DOCTYPE html>")):
             bad("report HTML", report[:100])
+        doc = None
         if fmt == "json":
             try:
                 doc = json.loads(report, parse_constant=_fuzz_no_constant)
-                if doc.get("gate") is not None and doc["gate"]["passed"] != (code == 0):
+                if doc.get("gate") is not None and doc["gate"]["passed"] != (code == 0) \
+                        and not (code == 1 and doc.get("drift") and not doc["drift"]["passed"]):
                     bad("gate vs exit", "exit %d, gate.passed %r" % (code, doc["gate"]["passed"]))
             except (ValueError, AttributeError, TypeError) as exc:
                 bad("report JSON", "%s: %s" % (type(exc).__name__, exc))
+                doc = None
         saved = _fuzz_option(argv, "--save-baseline")
         if saved and kept:
             if after.get(os.path.normpath(saved)) != before.get(os.path.normpath(saved)):
@@ -10449,15 +10453,77 @@ class FuzzTest(TempDir, unittest.TestCase):
                     bad("saved baseline does not load", "%s: %s" % (type(exc).__name__, exc))
                 else:
                     self.check_round_trip(case, folder, argv, saved, files)
+        if doc is not None:
+            self.check_loaded_report(case, argv, report, doc, files, after.get(
+                os.path.normpath(saved)) if saved else None)
         allowed = {os.path.normpath(p) for p in (target, saved) if p}
         for name in set(before) | set(after):
             if before.get(name, 0) != after.get(name, 0) and name not in allowed:
                 bad("stray write", "exit %d; %r changed" % (code, name))
                 break
 
+    def check_loaded_report(self, case, argv, text, doc, files, saved):
+        """A JSON report read back (load_report) writes its fields again; saved
+        as a baseline, it loads and its own gate passes, or save_baseline
+        refuses it in one line (slices and a hold-out are not kept); gated
+        against the baseline the run saved (``saved``: its bytes), it fails
+        on nothing but the slices of fields it was not written --by."""
+        def bad(kind, detail):
+            self.record(kind, detail, case, files, argv)
+
+        def fault(kind, exc):
+            tb = traceback.extract_tb(exc.__traceback__)
+            where = [f for f in tb if f.filename.endswith("rag_eval.py")]
+            at = "%s:%d" % (where[-1].name, where[-1].lineno) if where else "?"
+            bad(kind, "%s at %s: %s" % (type(exc).__name__, at, str(exc)[:200]))
+        try:
+            loaded = rag_eval.load_report(io.StringIO(text))
+            again = json.loads(rag_eval.render_json(loaded, per_query="per_query" in doc))
+        except Exception as exc:
+            fault("own report does not load", exc)
+            return
+        expected = {k: v for k, v in doc.items()
+                    if k not in ("gate", "comparison", "sweep", "elapsed_seconds")}
+        if "scores" in expected:     # noise and borderline are not read back
+            expected["scores"] = {k: v for k, v in expected["scores"].items()
+                                  if k in ("inputs", "ranges", "unscored")}
+        if again != expected:
+            keys = sorted(k for k in set(again) | set(expected) if again.get(k) != expected.get(k))
+            bad("report round trip differs", "keys %s" % keys)
+        mode = random.Random(case).choice(rag_eval.GATE_MODES)
+        try:
+            dumped = rag_eval._dumps(rag_eval.baseline_dict(loaded))
+        except rag_eval.EvalError as exc:
+            if loaded.slices is None and loaded.holdout is None or len(str(exc).splitlines()) != 1:
+                bad("loaded report is no baseline", str(exc)[:200])
+        except Exception as exc:
+            fault("loaded report is no baseline", exc)
+        else:
+            try:
+                result = rag_eval.gate(loaded, rag_eval.load_baseline(io.StringIO(dumped)),
+                                       mode=mode, resamples=20)
+                if not result.passed:
+                    bad("loaded report fails its own baseline", repr(result)[:200])
+            except Exception as exc:
+                fault("loaded report against its own baseline", exc)
+        if saved is None:
+            return
+        try:
+            result = rag_eval.gate(loaded, rag_eval.load_baseline(io.BytesIO(saved)), mode=mode,
+                                   resamples=20)
+        except Exception as exc:
+            fault("loaded report against the run's baseline", exc)
+            return
+        unexpected = [c.name for c in result.regressions if c.slice is None or c.status !=
+                      "missing" or rag_eval._slice_field(c.slice) in loaded.by]
+        if unexpected:
+            bad("loaded report fails the run's baseline", "%r: %s" % (result, unexpected[:5]))
+
     def check_round_trip(self, case, folder, argv, saved, files):
         """The same inputs and options gated against the baseline they just
         saved pass, in either gate mode."""
+        if argv[0] == "--scores":
+            return self.check_score_round_trip(case, folder, argv, saved, files)
         if "-" in argv[:2] or os.path.normpath(saved) in files \
                 or argv[:2] != [a for a in argv if not a.startswith("-")][:2]:
             return                      # stdin, an input overwritten, or argv reordered
@@ -10470,6 +10536,23 @@ class FuzzTest(TempDir, unittest.TestCase):
         for flag in ("--skip-extra-queries", "--allow-unlabelled-run"):
             if flag in argv:
                 again.append(flag)
+        again += ["--baseline", saved, "--gate", random.Random(case).choice(rag_eval.GATE_MODES),
+                  "--resamples", "20", "--format", "json"]
+        code, out, err, exc = self.call(folder, again)
+        if exc is not None or code != 0:
+            detail = "exit %r %r; stderr %r" % (code, exc, err[-200:])
+            self.record("own baseline does not pass", detail, case, files, again)
+
+    def check_score_round_trip(self, case, folder, argv, saved, files):
+        """check_round_trip of a judge-score case: the same score files and
+        options that decide the values (not --drift) against the baseline."""
+        again = argv[:2]
+        for name in ("--score-range", "--metrics", "--id-column", "--queries", "--by",
+                     "--holdout", "--pass-threshold"):
+            for i, arg in enumerate(argv[:-1]):
+                if arg == name:
+                    again += [name, argv[i + 1]]
+        again += [flag for flag in ("--allow-missing-scores", "--reveal-holdout") if flag in argv]
         again += ["--baseline", saved, "--gate", random.Random(case).choice(rag_eval.GATE_MODES),
                   "--resamples", "20", "--format", "json"]
         code, out, err, exc = self.call(folder, again)
@@ -10524,8 +10607,10 @@ class FuzzTest(TempDir, unittest.TestCase):
 
     def make_score_case(self, fz):
         """A judge-score case (issue 15): a score file (JSONL or CSV; numbers,
-        booleans, repeated runs, nulls), maybe a saved baseline of it, a
-        frozen --drift sample, and the score options, any of them mutated."""
+        booleans, repeated runs, nulls), maybe query metadata with slices and a
+        hold-out (--queries, --by, --holdout), a baseline of means or of an
+        earlier run's per-query values, a frozen --drift sample, and the score
+        options, any of them mutated."""
         rng = fz.rng
         rows, ranged = [], rng.random() < 0.3
         for i in range(rng.randint(1, 8)):
@@ -10536,7 +10621,9 @@ class FuzzTest(TempDir, unittest.TestCase):
             if ranged:
                 row["rel"] = rng.randint(1, 5)
             rows.append(row)
-        mutate = rng.random() < 0.6
+        earlier = self.earlier_scores(fz, rows)     # before any mutation
+        queries = rng.random() < 0.35
+        mutate = rng.random() < (0.3 if queries else 0.6)
         if mutate and rng.random() < 0.5:
             row = rng.choice(rows)
             row[rng.choice(["f", "ok", "rel", "query_id", "input_sha256"])] = rng.choice(
@@ -10555,11 +10642,23 @@ class FuzzTest(TempDir, unittest.TestCase):
             text, name = "".join(json.dumps(row) + "\n" for row in rows), "s.jsonl"
         files = {name: fz.encode(fz.text_of(text, mutate and rng.random() < 0.3), mutate)}
         argv = ["--scores", name] + (["--score-range", "rel=1:5"] if ranged else [])
+        if queries:
+            queries, extra = self.score_queries(fz, rows, mutate)
+            files["m.jsonl"] = queries
+            argv += ["--queries", "m.jsonl"] + extra
+        else:
+            queries = None
         if rng.random() < 0.35:
             means = {"score(field=f)": round(rng.random(), 3), "score(field=ok)": 0.5}
             files["b.json"] = json.dumps(fz.mutate_obj(means) if rng.random() < 0.3
                                          else means).encode()
             argv += ["--baseline", "b.json"]
+        elif rng.random() < 0.3:       # an earlier run's baseline, per-query values
+            base = self.earlier_baseline(earlier, ranged, queries, argv)
+            if base is not None:
+                files["b.json"] = json.dumps(fz.mutate_obj(base) if mutate and rng.random() < 0.3
+                                             else base).encode()
+                argv += ["--baseline", "b.json"]
         if rng.random() < 0.25:
             frozen = [dict(row) for row in rows]
             if rng.random() < 0.3:
@@ -10576,19 +10675,81 @@ class FuzzTest(TempDir, unittest.TestCase):
                 ("--pass-threshold", 0.15, ["f=0.5", "rel=3", "f=x", "g=1"]),
                 ("--metrics", 0.2, ["f", "score(field=f)", "f,ok", "g", "recall@5"]),
                 ("--id-column", 0.05, ["query_id", "qid"]),
-                ("--format", 0.5, ["text", "json", "markdown", "html", "trec"]),
+                ("--format", 0.5 if queries is None else 0.7,
+                 ["text", "json", "markdown", "html", "trec"] + ["json"] * 3 * (
+                     queries is not None)),
                 ("--gate", 0.1, ["significant"]), ("--resamples", 0.3, ["20"])):
             if rng.random() < p:
                 argv += [option, rng.choice(pool)]
+        if queries is not None and "--baseline" in argv and rng.random() < 0.2:
+            argv += ["--slice-max-drop", rng.choice(["src=a:0", "src=b:5%", "nope=x:0.1"])]
         for flag, p in (("--allow-missing-scores", 0.3), ("--per-query", 0.3),
                         ("--accept", 0.05)):
             if rng.random() < p:
                 argv.append(flag)
-        if rng.random() < 0.25:
+        if rng.random() < 0.25 + 0.25 * (queries is not None):
             argv += ["--save-baseline", "sb.json"]
         if rng.random() < 0.2:
             argv += ["-o", rng.choice(["out.txt", "out.json", "out.html"])]
         return files, argv, None, rng
+
+    def earlier_scores(self, fz, rows):
+        """The rows an earlier run gave: some values moved (a baseline's)."""
+        rng = fz.rng
+        earlier = copy.deepcopy(rows)
+        for row in earlier:
+            if rng.random() < 0.4:
+                row["f"] = round(rng.random(), 3)
+            if rng.random() < 0.2:
+                row["ok"] = not row["ok"]
+        return earlier
+
+    def score_queries(self, fz, rows, mutate):
+        """(JSONL bytes, argv) of query metadata for ``rows``: slices of a few
+        fields, tags, a hold-out; maybe a query the scores lack, maybe mutated."""
+        rng = fz.rng
+        lines = []
+        ids = [row["query_id"] for row in rows if isinstance(row.get("query_id"), str)]
+        if rng.random() < 0.15:
+            ids.append("qx")
+        for qid in ids:
+            record = {"query_id": qid, "slices": {"src": rng.choice(["a", "b", "c"])}}
+            if rng.random() < 0.5:
+                record["slices"]["hops"] = rng.choice(["one", "two"])
+            if rng.random() < 0.3:
+                record["slices"]["split"] = "holdout"
+            if rng.random() < 0.3:
+                record["tags"] = rng.sample(["eu", "us", "pricing"], rng.randint(1, 2))
+            lines.append(json.dumps(record))
+        text = "".join(line + "\n" for line in lines)
+        if mutate and rng.random() < 0.3:
+            text = fz.text_of(text, True)
+        argv = []
+        fields = ["src", "hops", "tag", "split"] + ["nope"] * (rng.random() < 0.1)
+        for field in rng.sample(fields, rng.randint(0, 3)):
+            argv += ["--by", field]
+        if rng.random() < 0.3:
+            argv += ["--holdout", rng.choice(["split=holdout", "src=c", "src=c", "x=y"][
+                :3 if rng.random() < 0.9 else 4])]
+            if rng.random() < 0.4:
+                argv.append("--reveal-holdout")
+        return text.encode("utf-8", "surrogatepass"), argv
+
+    def earlier_baseline(self, earlier, ranged, queries, argv):
+        """The baseline dict an earlier run of these scores saved (with the
+        same metadata and hold-out), or None when the library refuses it."""
+        try:
+            scores = rag_eval.load_scores(io.StringIO("".join(
+                json.dumps(row) + "\n" for row in earlier)),
+                ranges={"rel": (1, 5)} if ranged else None)
+            metadata = None if queries is None else rag_eval.load_queries(
+                io.StringIO(queries.decode("utf-8", "surrogatepass")))
+            report = rag_eval.evaluate_scores(
+                scores, queries=metadata, holdout=_fuzz_option(argv, "--holdout"),
+                reveal_holdout="--reveal-holdout" in argv, allow_missing=True)
+            return rag_eval.baseline_dict(report)
+        except (rag_eval.EvalError, UnicodeError):
+            return None
 
     def run_case(self, case):
         files, argv, stdin, rng = self.make_case(case)
