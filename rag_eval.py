@@ -8598,6 +8598,8 @@ def _slice_notes(report, baseline, subsets, mode):
                          % (_plural(now_held, "query", "queries"),
                             "is" if now_held == 1 else "are"))
     return notes
+
+
 def _suspect_judge_drift(result, drift):
     """The gate result with its judge score regressions marked ``suspect:
     judge drift`` when the report's --drift check (``report.drift``, see
