@@ -333,7 +333,8 @@ class Report(NamedTuple):
         results of a run, not of the report, and are not read.  Without
         ``per_query`` in it (written without ``--per-query``), ``per_query`` is
         empty and ``scored_count`` holds the count of scored queries; slices come back as shown (``by`` sorted), with
-        no ``membership``; a hold-out without ``members_sha256``.
+        no ``membership``; a hold-out without ``members_sha256``: the gate
+        compares those on their means, and :func:`save_baseline` refuses them.
 
         >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
         >>> text = render_json(r, per_query=True)
@@ -7999,7 +8000,9 @@ def _check_kept_members(report):
 
 
 def save_baseline(report, path):
-    """Write ``report`` as a baseline file atomically (temp file, then rename)."""
+    """Write ``report`` as a baseline file atomically (temp file, then rename).
+    A report read back from JSON with slices or a hold-out is refused (an
+    EvalError: see _check_kept_members)."""
     _write_atomic([(path, _dumps(baseline_dict(report)))])
 
 
