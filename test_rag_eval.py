@@ -7866,6 +7866,23 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertIn("the baseline holds no slices: only the overall mean is gated; save one "
                       "with query metadata to gate every slice", result.notes)
 
+    def test_the_command_line_reads_no_report_as_an_input(self):
+        # The command line saves a baseline only from its own evaluation: a JSON report
+        # where qrels, a run, a score file or query metadata belong is refused in one
+        # line naming the file, and nothing is written.
+        report = self.write("report.json", rag_eval.render_json(
+            sliced_report(by=["source"]), per_query=True))
+        for where in ("qrels", "run"):
+            with self.subTest(where=where):
+                self.assertBad(**{where: report}, expect="report.json")
+        self.assertBad(extra=("--queries", report), expect="report.json")
+        saved = os.path.join(self.tmp, "saved.json")
+        code, out, err = run_cli("--scores", report, "--save-baseline", saved)
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("report.json", err)
+        self.assertFalse(os.path.exists(saved))
+
     def test_a_loaded_report_gates_its_slices_on_their_means(self):
         # The baseline saved by the evaluation (with its slices' queries); the later
         # run's JSON report (per-query, --by each field) read back and gated in Python.
