@@ -1535,9 +1535,11 @@ def _span_parts(context, labels, k, rel):
         summed += end - start
     shared = length = 0
     for doc, spans in retrieved.items():
-        spans = _union(spans)
+        if len(spans) > 1:
+            spans = _union(spans)
         length += _length(spans)
-        shared += _shared(spans, evidence.get(doc, ()))
+        if doc in evidence:
+            shared += _shared(spans, evidence[doc])
     return _SpanParts(shared, evidence_length, length, summed)
 
 
@@ -3327,6 +3329,14 @@ def _read_qrels(source, format=None, notes=None, rows_label="id"):
 class _ChunkMap(dict):
     """id -> Chunk; ``versions`` maps a document to its doc_sha256."""
     versions: dict = {}
+    _documents = None
+
+    def documents(self):
+        """The documents that have a chunk (worked out once: the map is not
+        changed once read)."""
+        if self._documents is None:
+            self._documents = frozenset(map(operator.attrgetter("doc"), self.values()))
+        return self._documents
 
 
 def _chunk_records(text, name):
@@ -4420,6 +4430,7 @@ class _QueryScorer:
         self.units = [_UnitCall.of(m) for m in measures]
         self.mapped = any(call.view != "id" or call.budget for call in self.units)
         self.counts_ids = any(call.view == "id" for call in self.units)
+        self.counts_docs = any(call.view == "doc" for call in self.units)
         self.forkable = not self.mapped or self.mapping.external
         if self.mapped:
             self.mapping.index()
@@ -4471,17 +4482,17 @@ class _QueryScorer:
         if ranking is None:
             ids, scores, read, returned, chunks = [], [], 0, 0, []
         else:
-            ranking, top, scores, read, returned = _top_chunks(ranking, self.depth)
-            ids = top[:self.depth]
+            ranking, top, scores, read, distinct = _top_chunks(ranking, self.depth)
+            ids, returned = top[:self.depth], len(distinct)
             try:
-                chunks = self.mapping.resolve(ranking, ids)
+                chunks = self.mapping.resolve(ranking, ids, distinct)
             except EvalError as exc:
                 raise _RunError("query %r: %s" % (qid, exc)) from None
         straddling = 0 if isinstance(ranking, list) else _straddling(scores, self.cutoffs,
                                                                       len(scores))
         ranked = _Ranked(_labelled(map(labels.get, ids)), len(ids), read - len(ids), straddling,
                          returned)
-        doc_units = _doc_units(ids, chunks, labels, returned)
+        doc_units = _doc_units(ids, chunks, labels, returned) if self.counts_docs else None
         values = None
         if scored or self.every_query:
             views = {"id": (ranked, grades), "doc": (doc_units, grades)}
@@ -4505,7 +4516,9 @@ class _QueryScorer:
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
         # A run meets a label when what its measures count carries one.
-        labelled = (ranked.labelled if self.counts_ids else None) or doc_units.labelled
+        labelled = (ranked.labelled if self.counts_ids else None) or (
+            doc_units.labelled if doc_units is not None else
+            any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks))
         if labelled or not ids:
             unlabelled = None
         elif self.met_label:
@@ -4537,7 +4550,7 @@ class _QueryScorer:
         found = _unlabelled(ranking, labels) if self.counts_ids else None
         if found is True:
             return True
-        ids = ranking.docs if type(ranking) is _Scored else list(ranking)
+        ids = list(_ids_of(ranking))
         chunks = self.mapping.resolve(ranking, ids)
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
@@ -4636,14 +4649,21 @@ def _text_ids(ranking):
 
 
 def _top_chunks_plain(ranking, depth):
-    """(ranking, top, scores, read, returned): the ranking with text ids (see
-    _text_ids) and its _top_entries.
+    """(ranking, top, scores, read, distinct): the ranking with text ids (see
+    _text_ids), its _top_entries and the set of its distinct ids (their
+    number is _top_entries' ``returned``).
 
     >>> _top_chunks_plain(_Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
-    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, 2)
+    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, {'a', 'b'})
     """
     ranking = _text_ids(ranking)
-    return (ranking,) + _top_entries(ranking, depth)
+    top, scores, read, _ = _top_entries(ranking, depth)
+    return ranking, top, scores, read, set(_ids_of(ranking))
+
+
+def _ids_of(ranking):
+    """The ids of a ranking (a _Scored, a score map or a ranked list), in its order."""
+    return ranking.docs if type(ranking) is _Scored else ranking
 
 
 _top_chunks = _top_chunks_plain     # hook: Part II installs _top_chunks_fast
@@ -4670,9 +4690,10 @@ class _Mapping:
     def external(self):
         return self.chunks is not None or self.doc_sep is not None
 
-    def resolve(self, ranking, ids):
-        """The Chunk of each of ``ids`` (from ``ranking``).  The run's own fields
-        fill in what the map or the separator does not say (a span, tokens)."""
+    def resolve(self, ranking, ids, distinct=None):
+        """The Chunk of each of ``ids`` (from ``ranking``, whose ``distinct``
+        ids may be given).  The run's own fields fill in what the map or the
+        separator does not say (a span, tokens)."""
         own = getattr(ranking, "chunks", None) or {}
         if own:
             self._take(own)
@@ -4680,9 +4701,9 @@ class _Mapping:
             return [own.get(chunk_id) or Chunk(_doc_of(chunk_id, self.doc_sep))
                     for chunk_id in ids]
         table = self.chunks if self.chunks is not None else self.inline
-        docs = ranking.docs if type(ranking) is _Scored else ranking
+        docs = _ids_of(ranking)
         known = self.chunk_ids if self.chunk_ids is not None else table.keys()
-        if not known >= set(docs):
+        if not known >= (set(docs) if distinct is None else distinct):
             missing = next(doc for doc in docs if doc not in table)
             if self.chunks is not None:
                 raise EvalError("retrieved id %r is not in the chunk map" % missing)
@@ -4690,7 +4711,7 @@ class _Mapping:
                             "--doc-sep, or doc/start/end for it in the run" % missing)
         if own and self.chunks is not None:
             return [_filled(table[chunk_id], own.get(chunk_id)) for chunk_id in ids]
-        return [table[chunk_id] for chunk_id in ids]
+        return list(map(table.__getitem__, ids))
 
     def index(self):
         """Keep the chunk map's ids as a frozenset too, made once before any
@@ -5281,29 +5302,44 @@ def _lost_at_ingestion(scorer):
     spans = scorer.labels if scorer.labels is not None else {
         qid: {doc: [(None, None, g)] for doc, g in grades.items()}
         for qid, grades in scorer.qrels.items()}
-    needed = {doc for docs in spans.values() for doc in docs}
-    held = {}
-    for chunk in scorer.mapping.chunks.values():
-        if chunk.doc in needed:
-            held.setdefault(chunk.doc, []).append((chunk.start, chunk.end))
-    covered = {}    # doc -> the union of its chunks' spans, worked out when a span asks
+    chunks = scorer.mapping.chunks
+    documents = chunks.documents()
     reads_spans = any(call.view == "spans" or isinstance(call.view, tuple)
                       for call in scorer.units)
+    # Only a document without a chunk is lost when no measure reads spans.
+    evidence = {qid: _evidence(spans[qid], scorer.rel) for qid in sorted(spans)
+                if reads_spans or not spans[qid].keys() <= documents}
+    held = _chunk_spans(chunks, {doc for units in evidence.values() for doc, start, _, _ in units
+                                 if start is not None and doc in documents}) if reads_spans else {}
     share, lost = _exact_share(_needed_cover(scorer)), {}
-    for qid in sorted(spans):
-        for doc, start, end, grade in _evidence(spans[qid], scorer.rel):
-            if doc not in held:
+    for qid, units in evidence.items():
+        for doc, start, end, grade in units:
+            if doc not in documents:
                 lost.setdefault(qid, []).append((doc, start, end))
                 continue
-            if start is None or not reads_spans:
-                continue
-            if doc not in covered:
-                covered[doc] = _union([h for h in held[doc] if h[0] is not None])
-            if covered[doc]:
-                have = _shared(covered[doc], [(start, end)])
-                if not have or have * share.denominator < share.numerator * (end - start):
-                    lost.setdefault(qid, []).append((doc, start, end))
+            if start is None or not reads_spans or not held[doc]:
+                continue    # (a document whose chunks give no span cannot tell)
+            have = _length(_union([(max(start, a), min(end, b)) for a, b in held[doc]
+                                   if a < end and b > start]))
+            if not have or have * share.denominator < share.numerator * (end - start):
+                lost.setdefault(qid, []).append((doc, start, end))
     return lost
+
+
+_NO_SPAN = (None, None)     # (start, end) of a chunk known by its document only
+
+
+def _chunk_spans(chunks, docs):
+    """{doc: [(start, end), ...]}: the spans of the chunks of the documents
+    ``docs`` in a _ChunkMap (only their chunks are visited; a map lists a
+    document's chunks together, as indexers write them, in few groups)."""
+    values = chunks.values()
+    held = {doc: [] for doc in docs}
+    wanted = itertools.compress(values, map(docs.__contains__,
+                                            map(operator.attrgetter("doc"), values)))
+    for doc, group in itertools.groupby(wanted, operator.attrgetter("doc")):
+        held[doc].extend(filter(_NO_SPAN.__ne__, map(operator.itemgetter(1, 2), group)))
+    return held
 
 
 def _mapping_info(scorer, hidden=frozenset()):
@@ -11586,10 +11622,11 @@ def _top_chunks_fast(ranking, depth):
     one call (no id holds a newline), and scores already in descending order
     (the usual file) sort only the window of the top, to the end of its tied
     group, when no id repeats there; only the window's scores go through
-    float().  Anything else takes the plain path.
+    float(), and a ranking whose ids are all distinct takes its top as it is.
+    Anything else takes the plain path.
 
     >>> _top_chunks_fast(_Scored([b"a", b"b", b"c"], [b"2", b"2", b"1"]), 1)
-    (_Scored(docs=['a', 'b', 'c'], scores=[b'2', b'2', b'1']), ['b', 'a'], [2.0, 2.0], 1, 3)
+    (_Scored(docs=['a', 'b', 'c'], scores=[b'2', b'2', b'1']), ['b', 'a'], [2.0, 2.0], 1, {'a', 'b', 'c'})
     """
     if type(ranking) is not _Scored or not ranking.docs:
         return _top_chunks_plain(ranking, depth)
@@ -11608,13 +11645,18 @@ def _top_chunks_fast(ranking, depth):
     while end < n and raw[end] == raw[end - 1]:
         end += 1
     scores = list(map(float, raw[:end]))
-    window = list(zip(docs[:end], scores))
+    distinct = set(docs)
     if len(set(scores)) < end:  # a tie: the tie rule orders its group
-        window.sort(key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
+        window = sorted(zip(docs[:end], scores),
+                        key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
+    elif len(distinct) == n:    # no tie, no repeat: the window is the top, as it is
+        return ranking, docs[:depth + 1], scores[:depth + 1], min(depth, n), distinct
+    else:
+        window = list(zip(docs[:end], scores))
     top, top_scores, read = _first_distinct(window, depth)
     if len(top) <= depth and end < n:   # a repeat: the top reaches past the window
         return _top_chunks_plain(ranking, depth)
-    return ranking, top, top_scores, read, len(set(docs))
+    return ranking, top, top_scores, read, distinct
 
 
 class _Top(NamedTuple):
@@ -12139,14 +12181,16 @@ class _HashingInput(_Input):
 # path, which names the line of an error.
 
 def _chunk_map_bulk(text, name):
-    body = text.strip("\n")
-    if not body or "\n\n" in body or "\r" in body:
+    if not text or "\r" in text:
         return _chunk_map_plain(text, name)
-    joined = "[" + body.replace("\n", ",") + "]"
+    # Every line break but a final one becomes a comma (no copy stripped
+    # first): a blank line leaves two commas in a row, and the parse fails.
+    lines = text.count("\n") + (not text.endswith("\n"))
+    joined = "[%s]" % text.replace("\n", ",", lines - 1)
     try:
         records = json.loads(joined, parse_constant=_reject_constant)
         # A line holding two objects joined by a comma parses as two records.
-        chunks = _bulk_checked(records, joined) if len(records) == body.count("\n") + 1 else None
+        chunks = _bulk_checked(records, joined) if len(records) == lines else None
     except (ValueError, TypeError, KeyError, EvalError, RecursionError):
         chunks = None
     return _chunk_map_plain(text, name) if chunks is None else chunks
@@ -12185,6 +12229,7 @@ def _bulk_checked(records, joined):
     if len(chunks) != len(records):
         return None             # a repeated id: the plain path compares its fields
     chunks.versions = {}
+    chunks._documents = frozenset(names)
     return chunks
 
 
