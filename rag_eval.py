@@ -1529,9 +1529,10 @@ def _span_parts(context, labels, k, rel):
     if not evidence_length:
         return None
     retrieved, summed = {}, 0
-    for chunk_id, chunk in zip(context.ids[:k], context.chunks):
-        start, end = _span_of(chunk, chunk_id)
-        retrieved.setdefault(chunk.doc, []).append((start, end))
+    for chunk_id, (doc, start, end, _, _) in zip(context.ids[:k], context.chunks):
+        if start is None:
+            _span_of(Chunk(doc), chunk_id)      # the error
+        retrieved.setdefault(doc, []).append((start, end))
         summed += end - start
     shared = length = 0
     for doc, spans in retrieved.items():
