@@ -4654,8 +4654,10 @@ def _top_chunks_plain(ranking, depth):
     _text_ids), its _top_entries and the set of its distinct ids (their
     number is _top_entries' ``returned``).
 
-    >>> _top_chunks_plain(_Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
-    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, {'a', 'b'})
+    >>> ranking, top, scores, read, distinct = _top_chunks_plain(
+    ...     _Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
+    >>> ranking, top, scores, read, sorted(distinct)
+    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, ['a', 'b'])
     """
     ranking = _text_ids(ranking)
     top, scores, read, _ = _top_entries(ranking, depth)
@@ -11626,8 +11628,10 @@ def _top_chunks_fast(ranking, depth):
     float(), and a ranking whose ids are all distinct takes its top as it is.
     Anything else takes the plain path.
 
-    >>> _top_chunks_fast(_Scored([b"a", b"b", b"c"], [b"2", b"2", b"1"]), 1)
-    (_Scored(docs=['a', 'b', 'c'], scores=[b'2', b'2', b'1']), ['b', 'a'], [2.0, 2.0], 1, {'a', 'b', 'c'})
+    >>> ranking, top, scores, read, distinct = _top_chunks_fast(
+    ...     _Scored([b"a", b"b", b"c"], [b"2", b"2", b"1"]), 1)
+    >>> ranking, top, scores, read, sorted(distinct)
+    (_Scored(docs=['a', 'b', 'c'], scores=[b'2', b'2', b'1']), ['b', 'a'], [2.0, 2.0], 1, ['a', 'b', 'c'])
     """
     if type(ranking) is not _Scored or not ranking.docs:
         return _top_chunks_plain(ranking, depth)
