@@ -6182,12 +6182,16 @@ def _judged_only(func, ranked, grades, *args):
 
 def _merged_qrels(parts):
     """One qrels from [(file name, qrels)]: the labels of every file; the same
-    (query, id) graded twice must agree.  Beside label lists, {id: grade}
+    (query, id) graded twice must agree, except that a negative grade
+    (judged-unknown, as an id no file names) gives way to a grade >= 0 (a
+    --to-label file pools such ids).  Beside label lists, {id: grade}
     labels are whole-document labels (as they are read by unit=doc|evidence,
     the only measures label lists serve; a graded --to-label file, say).
 
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"y": 0}, "p": {"z": 2}})])
     {'q': {'x': 1, 'y': 0}, 'p': {'z': 2}}
+    >>> _merged_qrels([("a", {"q": {"x": -1, "y": 2}}), ("b", {"q": {"x": 0, "y": -1}})])
+    {'q': {'x': 0, 'y': 2}}
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"x": 2}})])
     Traceback (most recent call last):
     rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
@@ -6206,12 +6210,16 @@ def _merged_qrels(parts):
                 here = merged[qid] = type(labels)(here)
             for key, grade, label in _label_items(labels):
                 known = origin.setdefault((qid, key), (grade, name))
-                if known[0] != grade:
+                if known[0] != grade and min(known[0], grade) >= 0:
                     raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it "
                                     "once" % (qid, _label_key_text(key), known[0], known[1],
                                               grade, name))
-                if known[1] != name:
+                if known[1] != name and (known[0] >= 0 or grade < 0):
                     continue            # an earlier file gave this label already
+                if known[1] != name:    # a grade in place of an earlier unknown one
+                    origin[qid, key] = (grade, name)
+                    if type(here) is list:
+                        here[:] = [old for old in here if (old.doc, old.start, old.end) != key]
                 if type(here) is dict:
                     here[key] = grade
                 else:
