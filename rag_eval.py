@@ -12211,9 +12211,9 @@ def _chunk_map_bulk(text, name):
 
 def _bulk_checked(records, joined):
     """The _ChunkMap of well-formed records, or None."""
-    if (not records or set(map(type, records)) != {dict}
-            or sum(map(len, records)) != _key_bound(joined) or _SURROGATE_ESCAPE.search(joined)
-            or any("doc_sha256" in r for r in records)):
+    keys = sum(map(len, records))
+    if (not records or set(map(type, records)) != {dict} or keys != _key_bound(joined)
+            or _SURROGATE_ESCAPE.search(joined)):
         return None
     ids = list(map(operator.itemgetter("id"), records))
     docs = list(map(operator.itemgetter("doc"), records))
@@ -12221,13 +12221,14 @@ def _bulk_checked(records, joined):
     # forked worker reading chunk.doc (a reference count written) copies the
     # few pages these lie on, not a page per chunk read (64,000 -> 28,000 page
     # faults a worker, unit=doc on the 1M-chunk bench map).
+    if set(map(type, ids)) != {str} or set(map(type, docs)) != {str}:
+        return None     # (integer ids and documents: the plain path reads them)
     names = {doc: doc.encode().decode() for doc in dict.fromkeys(docs)}
     docs = list(map(names.__getitem__, docs))
-    starts = [r.get("start") for r in records]
-    ends = [r.get("end") for r in records]
+    starts = list(map(operator.itemgetter("start"), records))   # (a KeyError: the plain path)
+    ends = list(map(operator.itemgetter("end"), records))
     tokens = [r.get("tokens") for r in records]
-    if (set(map(type, ids)) != {str} or set(map(type, docs)) != {str}
-            or set(map(type, starts)) != {int} or set(map(type, ends)) != {int}
+    if (set(map(type, starts)) != {int} or set(map(type, ends)) != {int}
             or min(starts) < 0 or not all(map(operator.lt, starts, ends))):
         return None
     kinds = set(map(type, tokens))
@@ -12235,6 +12236,10 @@ def _bulk_checked(records, joined):
         if min(tokens) < 0:
             return None
     elif kinds != {type(None)}:
+        return None
+    # A doc_sha256 takes the plain path (it checks each document's versions);
+    # when the keys are only id, doc, start, end (and tokens) there is none.
+    if keys != len(records) * (4 + (kinds == {int})) and any("doc_sha256" in r for r in records):
         return None
     make = functools.partial(tuple.__new__, Chunk)
     chunks = _ChunkMap(zip(ids, map(make, zip(docs, starts, ends, tokens,

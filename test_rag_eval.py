@@ -8999,6 +8999,8 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                           "start": start, "end": start + rng.randint(1, 30)}
                 if rng.random() < 0.5:
                     record["tokens"] = rng.randrange(40)
+                if rng.random() < 0.03:     # found by review: an integer doc crashed the bulk reader
+                    record[rng.choice(["id", "doc"])] = rng.choice([7, 2.5, None, True])
                 line = json.dumps(record)
                 if rng.random() < 0.1:
                     key = rng.choice(mutations)
