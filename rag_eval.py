@@ -1987,6 +1987,22 @@ def _os_error(name, exc):
     return EvalError("%s: cannot read: %s" % (name, exc.strerror or exc))
 
 
+def _gc_paused(func):
+    """Run ``func`` with the cyclic garbage collector paused: scoring makes
+    millions of short-lived lists and tuples and no cycles, and collections
+    triggered by them cost time for nothing (a fifth of loading TREC qrels)."""
+    @functools.wraps(func)
+    def paused(*args, **kwargs):
+        if not gc.isenabled():
+            return func(*args, **kwargs)
+        gc.disable()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            gc.enable()
+    return paused
+
+
 class _Input:
     """A path, ``-`` (stdin) or a file object, read in blocks.
 
@@ -3395,8 +3411,10 @@ def _chunk_text(chunk):
         else chunk.doc
 
 
+@_gc_paused
 def _read_chunks(source):
-    """(_ChunkMap, input info) of a chunk-map file (JSONL, gzip or not)."""
+    """(_ChunkMap, input info) of a chunk-map file (JSONL, gzip or not): a
+    million records and no cycle, so the collector is paused (see _gc_paused)."""
     inp = _input_of(source)
     chunks = _chunk_map_of(inp.text(), inp.name)
     return chunks, inp.info("jsonl")
@@ -4049,22 +4067,6 @@ def _columns(rows, names):
     if len(names) == 1:
         return [tuple(row[names[0]] for row in rows)]
     return list(zip(*map(operator.itemgetter(*names), rows)))
-
-
-def _gc_paused(func):
-    """Run ``func`` with the cyclic garbage collector paused: scoring makes
-    millions of short-lived lists and tuples and no cycles, and collections
-    triggered by them cost time for nothing (a fifth of loading TREC qrels)."""
-    @functools.wraps(func)
-    def paused(*args, **kwargs):
-        if not gc.isenabled():
-            return func(*args, **kwargs)
-        gc.disable()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            gc.enable()
-    return paused
 
 
 @_gc_paused
