@@ -3985,18 +3985,18 @@ def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
     """
     if ranking is None:
         return _Ranked([], 0)
-    top, scores, read, returned = _top_entries(ranking, depth)
+    top, scores, read, distinct = _top_entries(ranking, depth)
     length = min(len(top), depth)
     straddling = 0 if isinstance(ranking, list) else _straddling(scores, cutoffs, len(scores))
     return _Ranked(_labelled(map(labels.get, top[:depth])), length, read - length, straddling,
-                   returned)
+                   len(distinct))
 
 
 def _top_entries(ranking, depth):
-    """(top, scores, read, returned): the first ``depth`` distinct ids under the
+    """(top, scores, read, distinct): the first ``depth`` distinct ids under the
     tie and repeat rules of _rank_plain, and one more when there is one (it
     shows a tie that straddles the deepest cutoff); their scores (None for a
-    ranked list); the entries read to fill the top; the distinct ids."""
+    ranked list); the entries read to fill the top; the set of distinct ids."""
     if isinstance(ranking, list):
         entries = [(doc, None) for doc in ranking]
     else:
@@ -4004,7 +4004,7 @@ def _top_entries(ranking, depth):
         entries = sorted(((doc, float(score)) for doc, score in pairs),
                          key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
     top, scores, read = _first_distinct(entries, depth)
-    return top, scores, read, len({doc for doc, _ in entries})
+    return top, scores, read, {doc for doc, _ in entries}
 
 
 def _first_distinct(entries, depth):
@@ -4653,8 +4653,7 @@ def _text_ids(ranking):
 
 def _top_chunks_plain(ranking, depth):
     """(ranking, top, scores, read, distinct): the ranking with text ids (see
-    _text_ids), its _top_entries and the set of its distinct ids (their
-    number is _top_entries' ``returned``).
+    _text_ids) and its _top_entries.
 
     >>> ranking, top, scores, read, distinct = _top_chunks_plain(
     ...     _Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
@@ -4662,8 +4661,7 @@ def _top_chunks_plain(ranking, depth):
     (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, ['a', 'b'])
     """
     ranking = _text_ids(ranking)
-    top, scores, read, _ = _top_entries(ranking, depth)
-    return ranking, top, scores, read, set(_ids_of(ranking))
+    return (ranking,) + _top_entries(ranking, depth)
 
 
 def _ids_of(ranking):
