@@ -1531,15 +1531,18 @@ def _span_parts(context, labels, k, rel):
     if not evidence_length:
         return None
     retrieved, summed = {}, 0
-    for chunk_id, chunk in zip(context.ids[:k], context.chunks):
-        start, end = _span_of(chunk, chunk_id)
-        retrieved.setdefault(chunk.doc, []).append((start, end))
+    for chunk_id, (doc, start, end, _, _) in zip(context.ids[:k], context.chunks):
+        if start is None:
+            _span_of(Chunk(doc), chunk_id)      # the error
+        retrieved.setdefault(doc, []).append((start, end))
         summed += end - start
     shared = length = 0
     for doc, spans in retrieved.items():
-        spans = _union(spans)
+        if len(spans) > 1:
+            spans = _union(spans)
         length += _length(spans)
-        shared += _shared(spans, evidence.get(doc, ()))
+        if doc in evidence:
+            shared += _shared(spans, evidence[doc])
     return _SpanParts(shared, evidence_length, length, summed)
 
 
@@ -1984,6 +1987,22 @@ def _os_error(name, exc):
     if isinstance(exc, PermissionError):
         return EvalError("%s: permission denied" % name)
     return EvalError("%s: cannot read: %s" % (name, exc.strerror or exc))
+
+
+def _gc_paused(func):
+    """Run ``func`` with the cyclic garbage collector paused: scoring makes
+    millions of short-lived lists and tuples and no cycles, and collections
+    triggered by them cost time for nothing (a fifth of loading TREC qrels)."""
+    @functools.wraps(func)
+    def paused(*args, **kwargs):
+        if not gc.isenabled():
+            return func(*args, **kwargs)
+        gc.disable()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            gc.enable()
+    return paused
 
 
 class _Input:
@@ -3329,6 +3348,14 @@ def _read_qrels(source, format=None, notes=None, rows_label="id"):
 class _ChunkMap(dict):
     """id -> Chunk; ``versions`` maps a document to its doc_sha256."""
     versions: dict = {}
+    _documents = None
+
+    def documents(self):
+        """The documents that have a chunk (worked out once: the map is not
+        changed once read)."""
+        if self._documents is None:
+            self._documents = frozenset(map(operator.attrgetter("doc"), self.values()))
+        return self._documents
 
 
 def _chunk_records(text, name):
@@ -3386,8 +3413,10 @@ def _chunk_text(chunk):
         else chunk.doc
 
 
+@_gc_paused
 def _read_chunks(source):
-    """(_ChunkMap, input info) of a chunk-map file (JSONL, gzip or not)."""
+    """(_ChunkMap, input info) of a chunk-map file (JSONL, gzip or not): a
+    million records and no cycle, so the collector is paused (see _gc_paused)."""
     inp = _input_of(source)
     chunks = _chunk_map_of(inp.text(), inp.name)
     return chunks, inp.info("jsonl")
@@ -3958,18 +3987,18 @@ def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
     """
     if ranking is None:
         return _Ranked([], 0)
-    top, scores, read, returned = _top_entries(ranking, depth)
+    top, scores, read, distinct = _top_entries(ranking, depth)
     length = min(len(top), depth)
     straddling = 0 if isinstance(ranking, list) else _straddling(scores, cutoffs, len(scores))
     return _Ranked(_labelled(map(labels.get, top[:depth])), length, read - length, straddling,
-                   returned)
+                   len(distinct))
 
 
 def _top_entries(ranking, depth):
-    """(top, scores, read, returned): the first ``depth`` distinct ids under the
+    """(top, scores, read, distinct): the first ``depth`` distinct ids under the
     tie and repeat rules of _rank_plain, and one more when there is one (it
     shows a tie that straddles the deepest cutoff); their scores (None for a
-    ranked list); the entries read to fill the top; the distinct ids."""
+    ranked list); the entries read to fill the top; the set of distinct ids."""
     if isinstance(ranking, list):
         entries = [(doc, None) for doc in ranking]
     else:
@@ -3977,7 +4006,7 @@ def _top_entries(ranking, depth):
         entries = sorted(((doc, float(score)) for doc, score in pairs),
                          key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
     top, scores, read = _first_distinct(entries, depth)
-    return top, scores, read, len({doc for doc, _ in entries})
+    return top, scores, read, {doc for doc, _ in entries}
 
 
 def _first_distinct(entries, depth):
@@ -4040,22 +4069,6 @@ def _columns(rows, names):
     if len(names) == 1:
         return [tuple(row[names[0]] for row in rows)]
     return list(zip(*map(operator.itemgetter(*names), rows)))
-
-
-def _gc_paused(func):
-    """Run ``func`` with the cyclic garbage collector paused: scoring makes
-    millions of short-lived lists and tuples and no cycles, and collections
-    triggered by them cost time for nothing (a fifth of loading TREC qrels)."""
-    @functools.wraps(func)
-    def paused(*args, **kwargs):
-        if not gc.isenabled():
-            return func(*args, **kwargs)
-        gc.disable()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            gc.enable()
-    return paused
 
 
 @_gc_paused
@@ -4422,6 +4435,7 @@ class _QueryScorer:
         self.units = [_UnitCall.of(m) for m in measures]
         self.mapped = any(call.view != "id" or call.budget for call in self.units)
         self.counts_ids = any(call.view == "id" for call in self.units)
+        self.counts_docs = any(call.view == "doc" for call in self.units)
         self.forkable = not self.mapped or self.mapping.external
         if self.mapped:
             self.mapping.index()
@@ -4473,17 +4487,17 @@ class _QueryScorer:
         if ranking is None:
             ids, scores, read, returned, chunks = [], [], 0, 0, []
         else:
-            ranking, top, scores, read, returned = _top_chunks(ranking, self.depth)
-            ids = top[:self.depth]
+            ranking, top, scores, read, distinct = _top_chunks(ranking, self.depth)
+            ids, returned = top[:self.depth], len(distinct)
             try:
-                chunks = self.mapping.resolve(ranking, ids)
+                chunks = self.mapping.resolve(ranking, ids, distinct)
             except EvalError as exc:
                 raise _RunError("query %r: %s" % (qid, exc)) from None
         straddling = 0 if isinstance(ranking, list) else _straddling(scores, self.cutoffs,
                                                                       len(scores))
         ranked = _Ranked(_labelled(map(labels.get, ids)), len(ids), read - len(ids), straddling,
                          returned)
-        doc_units = _doc_units(ids, chunks, labels, returned)
+        doc_units = _doc_units(ids, chunks, labels, returned) if self.counts_docs else None
         values = None
         if scored or self.every_query:
             views = {"id": (ranked, grades), "doc": (doc_units, grades)}
@@ -4507,7 +4521,9 @@ class _QueryScorer:
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
         # A run meets a label when what its measures count carries one.
-        labelled = (ranked.labelled if self.counts_ids else None) or doc_units.labelled
+        labelled = (ranked.labelled if self.counts_ids else None) or (
+            doc_units.labelled if doc_units is not None else
+            any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks))
         if labelled or not ids:
             unlabelled = None
         elif self.met_label:
@@ -4539,7 +4555,7 @@ class _QueryScorer:
         found = _unlabelled(ranking, labels) if self.counts_ids else None
         if found is True:
             return True
-        ids = ranking.docs if type(ranking) is _Scored else list(ranking)
+        ids = list(_ids_of(ranking))
         chunks = self.mapping.resolve(ranking, ids)
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
@@ -4638,14 +4654,21 @@ def _text_ids(ranking):
 
 
 def _top_chunks_plain(ranking, depth):
-    """(ranking, top, scores, read, returned): the ranking with text ids (see
+    """(ranking, top, scores, read, distinct): the ranking with text ids (see
     _text_ids) and its _top_entries.
 
-    >>> _top_chunks_plain(_Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
-    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, 2)
+    >>> ranking, top, scores, read, distinct = _top_chunks_plain(
+    ...     _Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
+    >>> ranking, top, scores, read, sorted(distinct)
+    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, ['a', 'b'])
     """
     ranking = _text_ids(ranking)
     return (ranking,) + _top_entries(ranking, depth)
+
+
+def _ids_of(ranking):
+    """The ids of a ranking (a _Scored, a score map or a ranked list), in its order."""
+    return ranking.docs if type(ranking) is _Scored else ranking
 
 
 _top_chunks = _top_chunks_plain     # hook: Part II installs _top_chunks_fast
@@ -4672,9 +4695,10 @@ class _Mapping:
     def external(self):
         return self.chunks is not None or self.doc_sep is not None
 
-    def resolve(self, ranking, ids):
-        """The Chunk of each of ``ids`` (from ``ranking``).  The run's own fields
-        fill in what the map or the separator does not say (a span, tokens)."""
+    def resolve(self, ranking, ids, distinct=None):
+        """The Chunk of each of ``ids`` (from ``ranking``, whose ``distinct``
+        ids may be given).  The run's own fields fill in what the map or the
+        separator does not say (a span, tokens)."""
         own = getattr(ranking, "chunks", None) or {}
         if own:
             self._take(own)
@@ -4682,9 +4706,9 @@ class _Mapping:
             return [own.get(chunk_id) or Chunk(_doc_of(chunk_id, self.doc_sep))
                     for chunk_id in ids]
         table = self.chunks if self.chunks is not None else self.inline
-        docs = ranking.docs if type(ranking) is _Scored else ranking
+        docs = _ids_of(ranking)
         known = self.chunk_ids if self.chunk_ids is not None else table.keys()
-        if not known >= set(docs):
+        if not known >= (set(docs) if distinct is None else distinct):
             missing = next(doc for doc in docs if doc not in table)
             if self.chunks is not None:
                 raise EvalError("retrieved id %r is not in the chunk map" % missing)
@@ -4692,7 +4716,7 @@ class _Mapping:
                             "--doc-sep, or doc/start/end for it in the run" % missing)
         if own and self.chunks is not None:
             return [_filled(table[chunk_id], own.get(chunk_id)) for chunk_id in ids]
-        return [table[chunk_id] for chunk_id in ids]
+        return list(map(table.__getitem__, ids))
 
     def index(self):
         """Keep the chunk map's ids as a frozenset too, made once before any
@@ -5283,29 +5307,44 @@ def _lost_at_ingestion(scorer):
     spans = scorer.labels if scorer.labels is not None else {
         qid: {doc: [(None, None, g)] for doc, g in grades.items()}
         for qid, grades in scorer.qrels.items()}
-    needed = {doc for docs in spans.values() for doc in docs}
-    held = {}
-    for chunk in scorer.mapping.chunks.values():
-        if chunk.doc in needed:
-            held.setdefault(chunk.doc, []).append((chunk.start, chunk.end))
-    covered = {}    # doc -> the union of its chunks' spans, worked out when a span asks
+    chunks = scorer.mapping.chunks
+    documents = chunks.documents()
     reads_spans = any(call.view == "spans" or isinstance(call.view, tuple)
                       for call in scorer.units)
+    # Only a document without a chunk is lost when no measure reads spans.
+    evidence = {qid: _evidence(spans[qid], scorer.rel) for qid in sorted(spans)
+                if reads_spans or not spans[qid].keys() <= documents}
+    held = _chunk_spans(chunks, {doc for units in evidence.values() for doc, start, _, _ in units
+                                 if start is not None and doc in documents}) if reads_spans else {}
     share, lost = _exact_share(_needed_cover(scorer)), {}
-    for qid in sorted(spans):
-        for doc, start, end, grade in _evidence(spans[qid], scorer.rel):
-            if doc not in held:
+    for qid, units in evidence.items():
+        for doc, start, end, grade in units:
+            if doc not in documents:
                 lost.setdefault(qid, []).append((doc, start, end))
                 continue
-            if start is None or not reads_spans:
-                continue
-            if doc not in covered:
-                covered[doc] = _union([h for h in held[doc] if h[0] is not None])
-            if covered[doc]:
-                have = _shared(covered[doc], [(start, end)])
-                if not have or have * share.denominator < share.numerator * (end - start):
-                    lost.setdefault(qid, []).append((doc, start, end))
+            if start is None or not reads_spans or not held[doc]:
+                continue    # (a document whose chunks give no span cannot tell)
+            have = _length(_union([(max(start, a), min(end, b)) for a, b in held[doc]
+                                   if a < end and b > start]))
+            if not have or have * share.denominator < share.numerator * (end - start):
+                lost.setdefault(qid, []).append((doc, start, end))
     return lost
+
+
+_NO_SPAN = (None, None)     # (start, end) of a chunk known by its document only
+
+
+def _chunk_spans(chunks, docs):
+    """{doc: [(start, end), ...]}: the spans of the chunks of the documents
+    ``docs`` in a _ChunkMap (only their chunks are visited; a map lists a
+    document's chunks together, as indexers write them, in few groups)."""
+    values = chunks.values()
+    held = {doc: [] for doc in docs}
+    wanted = itertools.compress(values, map(docs.__contains__,
+                                            map(operator.attrgetter("doc"), values)))
+    for doc, group in itertools.groupby(wanted, operator.attrgetter("doc")):
+        held[doc].extend(filter(_NO_SPAN.__ne__, map(operator.itemgetter(1, 2), group)))
+    return held
 
 
 def _mapping_info(scorer, hidden=frozenset()):
@@ -6145,12 +6184,16 @@ def _judged_only(func, ranked, grades, *args):
 
 def _merged_qrels(parts):
     """One qrels from [(file name, qrels)]: the labels of every file; the same
-    (query, id) graded twice must agree.  Beside label lists, {id: grade}
+    (query, id) graded twice must agree, except that a negative grade
+    (judged-unknown, as an id no file names) gives way to a grade >= 0 (a
+    --to-label file pools such ids).  Beside label lists, {id: grade}
     labels are whole-document labels (as they are read by unit=doc|evidence,
     the only measures label lists serve; a graded --to-label file, say).
 
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"y": 0}, "p": {"z": 2}})])
     {'q': {'x': 1, 'y': 0}, 'p': {'z': 2}}
+    >>> _merged_qrels([("a", {"q": {"x": -1, "y": 2}}), ("b", {"q": {"x": 0, "y": -1}})])
+    {'q': {'x': 0, 'y': 2}}
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"x": 2}})])
     Traceback (most recent call last):
     rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
@@ -6169,12 +6212,16 @@ def _merged_qrels(parts):
                 here = merged[qid] = type(labels)(here)
             for key, grade, label in _label_items(labels):
                 known = origin.setdefault((qid, key), (grade, name))
-                if known[0] != grade:
+                if known[0] != grade and min(known[0], grade) >= 0:
                     raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it "
                                     "once" % (qid, _label_key_text(key), known[0], known[1],
                                               grade, name))
-                if known[1] != name:
+                if known[1] != name and (known[0] >= 0 or grade < 0):
                     continue            # an earlier file gave this label already
+                if known[1] != name:    # a grade in place of an earlier unknown one
+                    origin[qid, key] = (grade, name)
+                    if type(here) is list:
+                        here[:] = [old for old in here if (old.doc, old.start, old.end) != key]
                 if type(here) is dict:
                     here[key] = grade
                 else:
@@ -11668,10 +11715,13 @@ def _top_chunks_fast(ranking, depth):
     one call (no id holds a newline), and scores already in descending order
     (the usual file) sort only the window of the top, to the end of its tied
     group, when no id repeats there; only the window's scores go through
-    float().  Anything else takes the plain path.
+    float(), and a ranking whose ids are all distinct takes its top as it is.
+    Anything else takes the plain path.
 
-    >>> _top_chunks_fast(_Scored([b"a", b"b", b"c"], [b"2", b"2", b"1"]), 1)
-    (_Scored(docs=['a', 'b', 'c'], scores=[b'2', b'2', b'1']), ['b', 'a'], [2.0, 2.0], 1, 3)
+    >>> ranking, top, scores, read, distinct = _top_chunks_fast(
+    ...     _Scored([b"a", b"b", b"c"], [b"2", b"2", b"1"]), 1)
+    >>> ranking, top, scores, read, sorted(distinct)
+    (_Scored(docs=['a', 'b', 'c'], scores=[b'2', b'2', b'1']), ['b', 'a'], [2.0, 2.0], 1, ['a', 'b', 'c'])
     """
     if type(ranking) is not _Scored or not ranking.docs:
         return _top_chunks_plain(ranking, depth)
@@ -11690,13 +11740,18 @@ def _top_chunks_fast(ranking, depth):
     while end < n and raw[end] == raw[end - 1]:
         end += 1
     scores = list(map(float, raw[:end]))
-    window = list(zip(docs[:end], scores))
+    distinct = set(docs)
     if len(set(scores)) < end:  # a tie: the tie rule orders its group
-        window.sort(key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
+        window = sorted(zip(docs[:end], scores),
+                        key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
+    elif len(distinct) == n:    # no tie, no repeat: the window is the top, as it is
+        return ranking, docs[:depth + 1], scores[:depth + 1], min(depth, n), distinct
+    else:
+        window = list(zip(docs[:end], scores))
     top, top_scores, read = _first_distinct(window, depth)
     if len(top) <= depth and end < n:   # a repeat: the top reaches past the window
         return _top_chunks_plain(ranking, depth)
-    return ranking, top, top_scores, read, len(set(docs))
+    return ranking, top, top_scores, read, distinct
 
 
 class _Top(NamedTuple):
@@ -12221,14 +12276,16 @@ class _HashingInput(_Input):
 # path, which names the line of an error.
 
 def _chunk_map_bulk(text, name):
-    body = text.strip("\n")
-    if not body or "\n\n" in body or "\r" in body:
+    if not text or "\r" in text:
         return _chunk_map_plain(text, name)
-    joined = "[" + body.replace("\n", ",") + "]"
+    # Every line break but a final one becomes a comma (no copy stripped
+    # first): a blank line leaves two commas in a row, and the parse fails.
+    lines = text.count("\n") + (not text.endswith("\n"))
+    joined = "[%s]" % text.replace("\n", ",", lines - 1)
     try:
         records = json.loads(joined, parse_constant=_reject_constant)
         # A line holding two objects joined by a comma parses as two records.
-        chunks = _bulk_checked(records, joined) if len(records) == body.count("\n") + 1 else None
+        chunks = _bulk_checked(records, joined) if len(records) == lines else None
     except (ValueError, TypeError, KeyError, EvalError, RecursionError):
         chunks = None
     return _chunk_map_plain(text, name) if chunks is None else chunks
@@ -12236,9 +12293,9 @@ def _chunk_map_bulk(text, name):
 
 def _bulk_checked(records, joined):
     """The _ChunkMap of well-formed records, or None."""
-    if (not records or set(map(type, records)) != {dict}
-            or sum(map(len, records)) != _key_bound(joined) or _SURROGATE_ESCAPE.search(joined)
-            or any("doc_sha256" in r for r in records)):
+    keys = sum(map(len, records))
+    if (not records or set(map(type, records)) != {dict} or keys != _key_bound(joined)
+            or _SURROGATE_ESCAPE.search(joined)):
         return None
     ids = list(map(operator.itemgetter("id"), records))
     docs = list(map(operator.itemgetter("doc"), records))
@@ -12246,13 +12303,14 @@ def _bulk_checked(records, joined):
     # forked worker reading chunk.doc (a reference count written) copies the
     # few pages these lie on, not a page per chunk read (64,000 -> 28,000 page
     # faults a worker, unit=doc on the 1M-chunk bench map).
+    if set(map(type, ids)) != {str} or set(map(type, docs)) != {str}:
+        return None     # (integer ids and documents: the plain path reads them)
     names = {doc: doc.encode().decode() for doc in dict.fromkeys(docs)}
     docs = list(map(names.__getitem__, docs))
-    starts = [r.get("start") for r in records]
-    ends = [r.get("end") for r in records]
+    starts = list(map(operator.itemgetter("start"), records))   # (a KeyError: the plain path)
+    ends = list(map(operator.itemgetter("end"), records))
     tokens = [r.get("tokens") for r in records]
-    if (set(map(type, ids)) != {str} or set(map(type, docs)) != {str}
-            or set(map(type, starts)) != {int} or set(map(type, ends)) != {int}
+    if (set(map(type, starts)) != {int} or set(map(type, ends)) != {int}
             or min(starts) < 0 or not all(map(operator.lt, starts, ends))):
         return None
     kinds = set(map(type, tokens))
@@ -12261,12 +12319,17 @@ def _bulk_checked(records, joined):
             return None
     elif kinds != {type(None)}:
         return None
+    # A doc_sha256 takes the plain path (it checks each document's versions);
+    # when the keys are only id, doc, start, end (and tokens) there is none.
+    if keys != len(records) * (4 + (kinds == {int})) and any("doc_sha256" in r for r in records):
+        return None
     make = functools.partial(tuple.__new__, Chunk)
     chunks = _ChunkMap(zip(ids, map(make, zip(docs, starts, ends, tokens,
                                               itertools.repeat(None)))))
     if len(chunks) != len(records):
         return None             # a repeated id: the plain path compares its fields
     chunks.versions = {}
+    chunks._documents = frozenset(names)
     return chunks
 
 

@@ -5673,6 +5673,26 @@ class ToLabelTest(TempDir, unittest.TestCase):
                       % (os.path.join(self.tmp, "q.json"), os.path.join(self.tmp, "c.jsonl")),
                       err)
 
+    def test_a_grade_resolves_an_unknown_one(self):
+        # q1 grades x -1 (judged-unknown: pooled like an unlabelled id); run x, a.
+        # Graded 1 in the pool's file, x is relevant: recall@2 = 2/2 (was 1/1 over a
+        # only, x outside the denominator), mrr@2 = 1 (was 1/2).  The order of the
+        # files does not matter, and two grades >= 0 still conflict.
+        qrels = {"q1": {"a": 1, "x": -1}}
+        run = {"q1": ["x", "a"]}
+        rows = self.rows("--k", "2", qrels=qrels, run=run)
+        self.assertEqual([r["id"] for r in rows], ["x"])
+        graded = self.write("g.jsonl", jsonl(dict(rows[0], grade=1)))
+        first = self.write("first.json", json.dumps(qrels))
+        for argv in ((first, "--qrels", graded), (graded, "--qrels", first)):
+            code, out, err = self.report_of("--k", "2", "--metrics", "recall,mrr",
+                                            "--format", "json", *argv[1:],
+                                            qrels=argv[0], run=run)
+            self.assertEqual(code, 0, err)
+            self.assertEqual(json.loads(out)["mean"], {"recall@2": 1.0, "mrr@2": 1.0})
+        self.assertBad(qrels=qrels, run=run, expect="is graded 1 in", extra=[
+            "--qrels", graded, "--qrels", self.write("h.jsonl", jsonl(dict(rows[0], grade=0)))])
+
     def test_prefixes_are_not_options(self):
         code, _, err = self.report_of("--qrels-f", "json", qrels=self.QRELS, run=self.RUN)
         self.assertEqual(code, 2)
@@ -9280,6 +9300,8 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                           "start": start, "end": start + rng.randint(1, 30)}
                 if rng.random() < 0.5:
                     record["tokens"] = rng.randrange(40)
+                if rng.random() < 0.03:     # found by review: an integer doc crashed the bulk reader
+                    record[rng.choice(["id", "doc"])] = rng.choice([7, 2.5, None, True])
                 line = json.dumps(record)
                 if rng.random() < 0.1:
                     key = rng.choice(mutations)

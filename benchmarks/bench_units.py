@@ -421,6 +421,43 @@ def markdown(recs, load, args):
     return "\n".join(out)
 
 
+def cmd_ab(args):
+    """Two or more versions of rag_eval.py, interleaved case by case in every
+    round (the order reversed every other round): medians, and the scoring
+    ratio (case - m_load) / a_plain of each version, each round's own values."""
+    data = os.path.abspath(args.data)
+    if not os.access(args.python, os.X_OK):
+        args.python = sys.executable
+    versions = dict(v.split("=", 1) for v in args.versions)
+    cases = args.only
+    res = {(v, c): [] for v in versions for c in cases}
+    for i in range(args.repeat):
+        order = [(v, c) for c in cases for v in versions]
+        for v, c in (order if i % 2 == 0 else order[::-1]):
+            cmd = _argv(c, argparse.Namespace(python=args.python, rag_eval=versions[v],
+                                              before=None), data)
+            wall, cpu, rc, _, err = timed(cmd, args.timeout)
+            if rc != 0:
+                sys.exit("%s %s failed (exit %d): %s" % (v, c, rc, err.strip()[-500:]))
+            res[v, c].append((wall, cpu))
+        print("round %d: %s" % (i + 1, "  ".join("%s/%s %.2f/%.2f" % ((v, c) + res[v, c][-1])
+                                                  for v in versions for c in cases)),
+              file=sys.stderr)
+    print("| version | case | median wall s | median CPU s | scoring wall | scoring CPU |")
+    print("|---|---|---|---|---|---|")
+    for v in versions:
+        for c in cases:
+            walls, cpus = zip(*res[v, c])
+            ratios = ["", ""]
+            if c not in ("a_plain", "m_load") and {"a_plain", "m_load"} <= set(cases):
+                for k in (0, 1):
+                    ratios[k] = "%.2f×" % statistics.median(
+                        (res[v, c][i][k] - res[v, "m_load"][i][k]) / res[v, "a_plain"][i][k]
+                        for i in range(args.repeat))
+            print("| %s | %s | %.3f | %.3f | %s | %s |" % (v, c, statistics.median(walls),
+                                                        statistics.median(cpus), *ratios))
+
+
 def cmd_load(args):
     if not os.access(args.python, os.X_OK):
         args.python = sys.executable
@@ -449,6 +486,14 @@ def main(argv=None):
             r.add_argument("--no-load", action="store_true", help="skip the in-process load timing")
             r.add_argument("--timeout", type=float, default=1800.0)
             r.add_argument("--json", metavar="FILE", help="save raw results")
+    a = sub.add_parser("ab", help="versions of rag_eval.py interleaved in every round")
+    a.add_argument("versions", nargs="+", metavar="NAME=PATH")
+    a.add_argument("--only", nargs="+", metavar="CASE", choices=list(CASES),
+                   default=["a_plain", "c_doc", "d_chars", "m_load"])
+    a.add_argument("--data", default=DEFAULT_DATA)
+    a.add_argument("--repeat", type=int, default=5)
+    a.add_argument("--python", default=DEFAULT_PYTHON)
+    a.add_argument("--timeout", type=float, default=1800.0)
     args = ap.parse_args(argv)
     if args.command == "generate":
         cmd_generate(args)
@@ -456,6 +501,8 @@ def main(argv=None):
         cmd_run(args)
     elif args.command == "load":
         cmd_load(args)
+    elif args.command == "ab":
+        cmd_ab(args)
     else:
         ap.print_help()
 
