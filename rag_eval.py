@@ -3364,7 +3364,7 @@ def _chunk_records(text, name):
     if not numbered:
         raise EvalError("%s: empty chunk map" % name)
     try:
-        joined = "[%s]" % ",".join(line for _, line in numbered)
+        joined = "[%s]" % ",\n".join(line for _, line in numbered)   # (see _chunk_map_bulk)
         records = json.loads(joined, parse_constant=_reject_constant)
         if (len(records) != len(numbered) or not all(type(r) is dict for r in records)
                 or sum(map(len, records)) != _key_bound(joined)
@@ -6183,17 +6183,17 @@ def _judged_only(func, ranked, grades, *args):
 
 
 def _merged_qrels(parts):
-    """One qrels from [(file name, qrels)]: the labels of every file; the same
-    (query, id) graded twice must agree, except that a negative grade
-    (judged-unknown, as an id no file names) gives way to a grade >= 0 (a
-    --to-label file pools such ids).  Beside label lists, {id: grade}
-    labels are whole-document labels (as they are read by unit=doc|evidence,
-    the only measures label lists serve; a graded --to-label file, say).
+    """One qrels from [(file name, qrels)]: the labels of every file, one a
+    (query, id); the same (query, id) graded twice must agree (see
+    _agreed_grade: a negative grade, judged-unknown, gives way to a grade >= 0
+    from another file), whatever the order of the files.  Beside label lists, {id: grade} labels are
+    whole-document labels (as they are read by unit=doc|evidence, the only
+    measures label lists serve; a graded --to-label file, say).
 
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"y": 0}, "p": {"z": 2}})])
     {'q': {'x': 1, 'y': 0}, 'p': {'z': 2}}
     >>> _merged_qrels([("a", {"q": {"x": -1, "y": 2}}), ("b", {"q": {"x": 0, "y": -1}})])
-    {'q': {'x': 0, 'y': 2}}
+    {'q': {'y': 2, 'x': 0}}
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"x": 2}})])
     Traceback (most recent call last):
     rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
@@ -6204,29 +6204,55 @@ def _merged_qrels(parts):
         parts = [(name, {qid: labels if type(labels) is list else
                          [Label(doc, None, None, grade) for doc, grade in labels.items()]
                          for qid, labels in qrels.items()}) for name, qrels in parts]
-    merged, origin = {}, {}
+    given = {}      # (qid, key) -> [(grade, file name)], in the order given
+    for name, qrels in parts:
+        for qid, labels in qrels.items():
+            for key, grade, _ in _label_items(labels):
+                given.setdefault((qid, key), []).append((grade, name))
+    kept = {(qid, key): _agreed_grade(qid, key, grades) for (qid, key), grades in given.items()}
+    merged = {}
     for name, qrels in parts:
         for qid, labels in qrels.items():
             here = merged.setdefault(qid, [] if type(labels) is list else {})
             if type(here) is not type(labels):      # {} and [] of queries with no label
                 here = merged[qid] = type(labels)(here)
             for key, grade, label in _label_items(labels):
-                known = origin.setdefault((qid, key), (grade, name))
-                if known[0] != grade and min(known[0], grade) >= 0:
-                    raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it "
-                                    "once" % (qid, _label_key_text(key), known[0], known[1],
-                                              grade, name))
-                if known[1] != name and (known[0] >= 0 or grade < 0):
-                    continue            # an earlier file gave this label already
-                if known[1] != name:    # a grade in place of an earlier unknown one
-                    origin[qid, key] = (grade, name)
-                    if type(here) is list:
-                        here[:] = [old for old in here if (old.doc, old.start, old.end) != key]
+                if (grade, name) != kept.get((qid, key)):
+                    continue    # given already, or an unknown grade that gave way
+                del kept[qid, key]      # one label a (query, key), however often given
                 if type(here) is dict:
                     here[key] = grade
                 else:
                     here.append(label)
     return merged
+
+
+def _agreed_grade(qid, key, grades):
+    """(grade, file name) that a (query, key) graded [(grade, file name), ...]
+    keeps: the first grade >= 0, when every grade >= 0 agrees with it, else
+    the first grade, when every grade agrees; a file must agree with itself.
+
+    >>> _agreed_grade("q", "x", [(-1, "a"), (2, "b"), (2, "c")])
+    (2, 'b')
+    >>> _agreed_grade("q", "x", [(-1, "a"), (2, "a"), (0, "b")])
+    Traceback (most recent call last):
+    rag_eval.EvalError: query 'q': id 'x' is graded -1 in a and 2 in a: label it once
+    """
+    files = {}
+    for grade, name in grades:
+        files.setdefault(name, []).append(grade)
+    for name, given in files.items():
+        if len(set(given)) > 1:
+            raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it once"
+                            % (qid, _label_key_text(key), given[0], name,
+                               next(g for g in given if g != given[0]), name))
+    known = [entry for entry in grades if entry[0] >= 0] or grades
+    for grade, name in known[1:]:
+        if grade != known[0][0]:
+            raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it once"
+                            % (qid, _label_key_text(key), known[0][0], known[0][1], grade,
+                               name))
+    return known[0]
 
 
 def _label_items(labels):
@@ -12278,10 +12304,11 @@ class _HashingInput(_Input):
 def _chunk_map_bulk(text, name):
     if not text or "\r" in text:
         return _chunk_map_plain(text, name)
-    # Every line break but a final one becomes a comma (no copy stripped
-    # first): a blank line leaves two commas in a row, and the parse fails.
+    # A comma before every line break but a final one (no copy stripped
+    # first): a blank line leaves two commas in a row, and a line break
+    # inside a string (no JSON line holds one) stays there: both fail the parse.
     lines = text.count("\n") + (not text.endswith("\n"))
-    joined = "[%s]" % text.replace("\n", ",", lines - 1)
+    joined = "[%s]" % text.replace("\n", ",\n", lines - 1)
     try:
         records = json.loads(joined, parse_constant=_reject_constant)
         # A line holding two objects joined by a comma parses as two records.
@@ -12362,7 +12389,7 @@ def _bulk_labels(text):
     body = text.strip("\n")
     if not body or "\n\n" in body or "\r" in body:
         return None
-    joined = "[" + body.replace("\n", ",") + "]"
+    joined = "[" + body.replace("\n", ",\n") + "]"    # (see _chunk_map_bulk)
     try:
         records = json.loads(joined, parse_constant=_reject_constant)
     except (ValueError, RecursionError):

@@ -13,6 +13,7 @@ twins (AccelerationTwinsTest) and forked workers; seeded fuzzing (FuzzTest,
 last).  TempDir.report_of writes a qrels file and a run and runs main() on them.
 """
 
+import collections
 import contextlib
 import csv
 import copy
@@ -3852,6 +3853,35 @@ class UnitsTest(TempDir, unittest.TestCase):
                          (0, ["recall(unit=evidence)@5", "success(unit=evidence)@5",
                               "mrr(unit=evidence)@5"]), err)
 
+    def test_a_document_without_chunks_is_lost_for_document_measures_too(self):
+        # Found by review: unit=doc looks the labelled documents up in the map's set
+        # of documents.  q2 labels C, which no chunk of the map holds.
+        labels = self.LABELS + [{"query_id": "q2", "doc": "C", "grade": 1}]
+        code, out, err = self.cli("--metrics", "recall(unit=doc)", "--format", "json",
+                                  labels=labels)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mapping"]["uncoverable"], {"q2": [["C", None, None]]})
+        self.assertIn("1 query has labelled evidence that no chunk of the map holds", err)
+
+    def test_a_documents_chunks_apart_in_the_map_cover_together(self):
+        # Found by review: A's chunks are listed apart (a2, then b1, then a1); the
+        # label A [0, 10) is covered by a1 [0, 6) and a2 [6, 12) together: not lost.
+        chunks = [self.CHUNKS[1], self.CHUNKS[2], self.CHUNKS[0], self.CHUNKS[3]]
+        code, out, err = self.cli("--metrics", "span_recall", "--format", "json", chunks=chunks)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mapping"]["uncoverable"], {})
+        self.assertNotIn("lost at ingestion", err)
+
+    def test_a_document_graded_0_is_a_label_met(self):
+        # Found by review: with span measures only, a top chunk whose document is
+        # graded 0 meets a label (no "no labelled id" warning for q2); grade -1 does not.
+        for grade, warned in ((0, False), (-1, True)):
+            labels = self.LABELS + [{"query_id": "q2", "doc": "A", "grade": grade}]
+            code, _, err = self.cli("--metrics", "span_recall", "--k", "1", labels=labels,
+                                    run=dict(self.RUN, q2=["a1", "b2"]))
+            self.assertEqual(code, 0, err)
+            self.assertEqual("no labelled" in err and "'q2'" in err, warned, err)
+
     def test_no_ingestion_warning_without_offsets_or_span_measures(self):
         # Found by review: "lost at ingestion (scored as misses)" where nothing was.
         doc_only = [{"id": c["id"], "doc": c["doc"]} for c in self.CHUNKS]
@@ -5692,6 +5722,38 @@ class ToLabelTest(TempDir, unittest.TestCase):
             self.assertEqual(json.loads(out)["mean"], {"recall@2": 1.0, "mrr@2": 1.0})
         self.assertBad(qrels=qrels, run=run, expect="is graded 1 in", extra=[
             "--qrels", graded, "--qrels", self.write("h.jsonl", jsonl(dict(rows[0], grade=0)))])
+
+    def test_merged_labels_do_not_depend_on_the_order_of_files_or_rows(self):
+        # Found by review: a file's own -1 and 2 for one document, then 0 in another
+        # file, silently became 0 in one order and an error in the other.  Every
+        # order of files and rows now gives the same labels or the same refusal.
+        rng = random.Random(8)
+        Label = rag_eval.Label
+        keys = [("x", None, None), ("x", 0, 5), ("y", None, None)]
+        outcomes = collections.Counter()
+        for case in range(400):
+            files = [("f%d" % n, {"q": [Label(*rng.choice(keys), rng.choice([-2, -1, 0, 1, 2]))
+                                        for _ in range(rng.randint(1, 3))]})
+                     for n in range(rng.randint(2, 3))]
+
+            def merged(parts):
+                try:
+                    return sorted(rag_eval._merged_qrels(parts)["q"], key=repr)
+                except rag_eval.EvalError:
+                    return "refused"
+            first = merged(files)
+            for _ in range(4):
+                shuffled = [(name, {"q": rng.sample(q["q"], len(q["q"]))}) for name, q in files]
+                self.assertEqual(merged(rng.sample(shuffled, len(shuffled))), first, files)
+            outcomes["refused" if first == "refused" else "merged"] += 1
+            if first != "refused":      # a grade >= 0 given for a key is what is kept
+                for label in first:
+                    given = {l.grade for _, q in files for l in q["q"] if l[:3] == label[:3]}
+                    self.assertEqual(label.grade, max(given), files)
+        self.assertGreater(min(outcomes.values()), 100, outcomes)
+        a = [Label("x", None, None, -1), Label("x", None, None, 2)]
+        with self.assertRaisesRegex(rag_eval.EvalError, "graded -1 in a and 2 in a"):
+            rag_eval._merged_qrels([("a", {"q": a}), ("b", {"q": [Label("x", None, None, 0)]})])
 
     def test_prefixes_are_not_options(self):
         code, _, err = self.report_of("--qrels-f", "json", qrels=self.QRELS, run=self.RUN)
@@ -9320,6 +9382,12 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                '{"id": "b", "doc": "d", "start": 5, "end": 9}, {"id": "c", "doc": "d"}\n')
         for reader in (rag_eval._chunk_map_bulk, rag_eval._chunk_map_plain):
             self.assertEqual(outcome(reader, two), "m.jsonl:2:46: invalid JSON: Extra data")
+        # Found by review: a line break inside a string, two objects on the second
+        # line: joined with commas it read as one id "a,b".  Line 1 is bad JSON.
+        broken = ('{"id": "a\nb", "doc": "d", "start": 0, "end": 1}, '
+                  '{"id": "c", "doc": "d", "start": 1, "end": 2}\n')
+        for reader in (rag_eval._chunk_map_bulk, rag_eval._chunk_map_plain):
+            self.assertIn("m.jsonl:1:8: invalid JSON: Unterminated string", outcome(reader, broken))
 
     def test_rankers(self):
         # Ranked lists, score maps and _Scored (in order or not; text or the fast
