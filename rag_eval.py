@@ -3352,7 +3352,11 @@ class _ChunkMap(dict):
 
     def documents(self):
         """The documents that have a chunk (worked out once: the map is not
-        changed once read)."""
+        changed once read).
+
+        >>> sorted(_ChunkMap(a1=Chunk("A"), a2=Chunk("A"), b1=Chunk("B")).documents())
+        ['A', 'B']
+        """
         if self._documents is None:
             self._documents = frozenset(map(operator.attrgetter("doc"), self.values()))
         return self._documents
@@ -5331,19 +5335,17 @@ def _lost_at_ingestion(scorer):
     return lost
 
 
-_NO_SPAN = (None, None)     # (start, end) of a chunk known by its document only
-
-
 def _chunk_spans(chunks, docs):
     """{doc: [(start, end), ...]}: the spans of the chunks of the documents
-    ``docs`` in a _ChunkMap (only their chunks are visited; a map lists a
-    document's chunks together, as indexers write them, in few groups)."""
-    values = chunks.values()
+    ``docs`` in a chunk map.
+
+    >>> _chunk_spans({"a1": Chunk("A", 0, 6), "b1": Chunk("B"), "a2": Chunk("A", 6, 9)}, {"A"})
+    {'A': [(0, 6), (6, 9)]}
+    """
     held = {doc: [] for doc in docs}
-    wanted = itertools.compress(values, map(docs.__contains__,
-                                            map(operator.attrgetter("doc"), values)))
-    for doc, group in itertools.groupby(wanted, operator.attrgetter("doc")):
-        held[doc].extend(filter(_NO_SPAN.__ne__, map(operator.itemgetter(1, 2), group)))
+    for doc, start, end, _, _ in chunks.values():
+        if start is not None and doc in held:
+            held[doc].append((start, end))
     return held
 
 
