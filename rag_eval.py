@@ -8494,22 +8494,65 @@ def _unpaired_lost_scores(changes, report, baseline):
                 (theirs.n or {}).get(c.measure, theirs.queries)
             hit = fewer and (theirs.per_query is None or ours.per_query is None
                              or not ours.revealed)
+        elif not known and c.slice is not None and _field_of(c.measure):
+            # A report read back from JSON keeps no slice members: a judge score
+            # lost anywhere may be in this slice, and a slice scoring fewer
+            # queries than in the baseline lost some (or they moved): never
+            # passed on its means.
+            hit = bool(ids) or _lost_anywhere(report, baseline, c.measure) or \
+                _fewer_in_slice(report, baseline, c.slice, c.measure)
         else:
             hit = not (paired and (c.slice is None or known)) and bool(ids) and (
                 c.slice is None or not known or not set(ids).isdisjoint(
                     members.get(c.slice, ())))     # no membership: any slice may hold them
+            hit = hit or (c.slice is None and not paired and _field_of(c.measure)
+                          and _fewer_in_slice(report, baseline, None, c.measure))
         if hit and c.status != "missing":
             c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
             notes.setdefault(c.measure, []).append(c.slice)
         out.append(c)
-    side = ("the baseline holds means only" if baseline.per_query is None else
-            "the report holds means only" if report.scored_count is not None else
-            "the report (read back from JSON) holds its slices' means only")
+    side, advice = (
+        ("the baseline holds means only", "gate per-query values: --save-baseline, --per-query")
+        if baseline.per_query is None else
+        ("the report holds means only", "gate per-query values: --per-query")
+        if report.scored_count is not None else
+        ("the report (read back from JSON) holds its slices' means only",
+         "gate the run itself, not a report of it")
+        if not known else
+        ("the hold-out names none of its queries", "--reveal-holdout pairs them"))
     return tuple(out), ["%s: a query lost its score and %s, so the mean cannot be compared "
-                        "on the queries both hold: missing in %s (gate per-query values: "
-                        "--save-baseline, --per-query)" % (
-                            m, side, ", ".join("overall" if w is None else w for w in where))
+                        "on the queries both hold: missing in %s (%s)" % (
+                            m, side, ", ".join("overall" if w is None else w for w in where),
+                            advice)
                         for m, where in sorted(notes.items())]
+
+
+def _lost_anywhere(report, baseline, measure):
+    """True when both sides hold per-query values and some query the
+    baseline scored ``measure`` for has no value for it now (it left the
+    test set, or its score was lost)."""
+    if report.scored_count is not None or baseline.per_query is None:
+        return False
+    return any(measure in row and measure not in report.per_query.get(q, ())
+               for q, row in baseline.per_query.items())
+
+
+def _fewer_in_slice(report, baseline, name, measure):
+    """True when the report scores ``measure`` on fewer queries of slice
+    ``name`` (None: overall) than the baseline did, counted where the baseline
+    can tell (its per-query values, and its members for a slice)."""
+    if baseline.per_query is None or (name is not None and baseline.membership is None):
+        return False
+    if name is None:
+        now = (report.n or {}).get(measure, _query_count(report))
+        then = baseline.per_query
+    else:
+        held = (report.slices or {}).get(name)
+        if held is None:
+            return False        # a slice that disappeared is missing anyway
+        now = (held.get("n") or {}).get(measure, held["queries"])
+        then = _members(baseline.membership).get(name, ())
+    return now < sum(1 for q in then if measure in baseline.per_query.get(q, ()))
 
 
 def _lost_score_notes(subsets):
@@ -8658,11 +8701,12 @@ def _slice_notes(report, baseline, subsets, mode):
                         + (", ..." if len(new) > 10 else "")))
     ours, theirs = report.holdout, baseline.holdout
     if theirs is not None:
-        if not ours.members_sha256:     # read back from JSON, which does not keep it
+        counts = (theirs.queries + theirs.unscored, ours.queries + ours.unscored)
+        if not ours.members_sha256 and counts[0] == counts[1]:  # read back from JSON
             notes.append("the report was read back from JSON, which does not keep the hash "
                          "of the hold-out's queries: whether %s changed since the baseline "
                          "is not known" % ours.slice)
-        elif theirs.members_sha256 != ours.members_sha256:
+        elif theirs.members_sha256 != ours.members_sha256 or counts[0] != counts[1]:
             notes.append("the hold-out %s changed since the baseline (%d -> %d queries; which "
                          "is not shown): its means are over other queries"
                          % (ours.slice, theirs.queries + theirs.unscored,
@@ -8678,6 +8722,13 @@ def _slice_notes(report, baseline, subsets, mode):
     return notes
 
 
+def _drifted_text(drift):
+    """The fields a failed drift check found moved, with their mean absolute
+    differences against the limit."""
+    return ", ".join("%s %.4f > %g" % (name, f["mean_absolute_difference"], drift["max_drift"])
+                     for name, f in drift["fields"].items() if f["drifted"])
+
+
 def _suspect_judge_drift(result, drift):
     """The gate result with its judge score regressions marked ``suspect:
     judge drift`` when the report's --drift check (``report.drift``, see
@@ -8685,8 +8736,7 @@ def _suspect_judge_drift(result, drift):
     as it is: drift only ever fails a run more."""
     if drift is None or drift["passed"]:
         return result
-    moved = ", ".join("%s %.4f > %g" % (name, f["mean_absolute_difference"], drift["max_drift"])
-                      for name, f in drift["fields"].items() if f["drifted"])
+    moved = _drifted_text(drift)
     changes = tuple(c._replace(suspect="judge drift")
                     if c.status in ("regressed", "missing") and _field_of(c.measure) else c
                     for c in result.changes)
@@ -8948,6 +8998,7 @@ def _loaded_drift(drift):
         if any(len(row) != len(header) for _, header, rows, _ in sections for row in rows):
             raise ValueError("a table row of the wrong length")
         _text_of(sections)
+        _drifted_text(drift)    # as the gate's suspect note lays it out
     except (KeyError, TypeError, ValueError, AttributeError, IndexError,
             OverflowError) as exc:
         if isinstance(exc, EvalError):

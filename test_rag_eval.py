@@ -4588,6 +4588,12 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         broken["drift"]["fields"]["grounded"]["confusion"] = [[2, 0], []]
         with self.assertRaisesRegex(rag_eval.EvalError, "drift: not a --drift block"):
             rag_eval.Report.from_dict(broken)
+        # Found by review: a drifted field's null difference passed the check and
+        # the gate's suspect note raised a TypeError.
+        broken = copy.deepcopy(doc)
+        broken["drift"]["fields"]["faithfulness"]["mean_absolute_difference"] = None
+        with self.assertRaisesRegex(rag_eval.EvalError, "drift: not a --drift block"):
+            rag_eval.Report.from_dict(broken)
 
     def test_hand_worked_drift_fails_the_run(self):
         code, out, err = self.drift("--format", "json")
@@ -7774,6 +7780,40 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertEqual(rag_eval.gate(loaded, {"mrr@5": 0.55}),
                          rag_eval.gate(report, {"mrr@5": 0.55}))
 
+    def test_a_loaded_reports_judge_slices_never_pass_on_a_lost_query(self):
+        # Found by review: q1 (topic a, score 0.0) leaves the score file and q2 (a)
+        # falls 1.0 -> 0.9.  Fresh: a is gated on q2 alone, 1.0 -> 0.9, regressed.
+        # Read back from JSON (no slice members), a's means went 0.5 -> 0.9: that
+        # passed.  Now a slice of a report that lost a judge score anywhere, or that
+        # scores fewer of its queries than the baseline did, is missing; a report
+        # written without --per-query that scores fewer queries (3 < 4) is missing
+        # overall too.  q1 moving to topic b instead is caught by the count (1 < 2).
+        def report(rows):
+            scores = rag_eval.load_scores(io.StringIO("".join(
+                json.dumps({"query_id": q, "f": v}) + "\n" for q, _, v in rows)))
+            return rag_eval.evaluate_scores(scores, queries={
+                q: {"slices": {"topic": [t]}} for q, t, _ in rows}, by=("topic",))
+        path = os.path.join(self.tmp, "b.json")
+        rag_eval.save_baseline(report([("q1", "a", 0.0), ("q2", "a", 1.0), ("q3", "b", 0.5),
+                                       ("q4", "b", 0.5)]), path)
+        baseline = rag_eval.load_baseline(path)
+        options = dict(max_drop=0.05, slice_max_drop={"topic=a": 0})
+        left = report([("q2", "a", 0.9), ("q3", "b", 0.5), ("q4", "b", 0.5)])
+        moved = report([("q1", "b", 0.0), ("q2", "a", 0.9), ("q3", "b", 0.5), ("q4", "b", 0.5)])
+        for now, per_query, expect in (
+                (left, True, {None: "dropped within tolerance", "topic=a": "missing",
+                              "topic=b": "missing"}),
+                (left, False, {None: "missing", "topic=a": "missing", "topic=b": "unchanged"}),
+                # q1 in b: b's mean 0.5 -> (0 + 0.5 + 0.5) / 3, regressed on its means
+                (moved, True, {None: "dropped within tolerance", "topic=a": "missing",
+                               "topic=b": "regressed"})):
+            self.assertFalse(rag_eval.gate(now, baseline, **options).passed)
+            loaded = rag_eval.load_report(io.StringIO(rag_eval.render_json(now,
+                                                                           per_query=per_query)))
+            result = rag_eval.gate(loaded, baseline, **options)
+            self.assertFalse(result.passed)
+            self.assertEqual({c.slice: c.status for c in result.changes}, expect)
+
     def test_slices_unit_measures_answerability(self):
         # q2 stated unanswerable abstains (its one id is cut by min_score 0.1);
         # recall(unit=doc) counts documents (doc#chunk), abstained only q2: n differs.
@@ -8130,8 +8170,8 @@ class LoadReportTest(TempDir, unittest.TestCase):
                          {None: "unchanged", "src=a": "missing", "src=b": "missing"})
         self.assertIn("%s: a query lost its score and the report (read back from JSON) holds "
                       "its slices' means only, so the mean cannot be compared on the queries "
-                      "both hold: missing in src=a, src=b (gate per-query values: "
-                      "--save-baseline, --per-query)" % name, result.notes)
+                      "both hold: missing in src=a, src=b (gate the run itself, not a "
+                      "report of it)" % name, result.notes)
 
     def test_not_a_report_is_one_line_naming_the_file(self):
         saved = os.path.join(self.tmp, "base.json")
