@@ -6185,12 +6185,13 @@ def _judged_only(func, ranked, grades, *args):
 
 
 def _merged_qrels(parts):
-    """One qrels from [(file name, qrels)]: the labels of every file, one a
-    (query, id); the same (query, id) graded twice must agree (see
-    _agreed_grade: a negative grade, judged-unknown, gives way to a grade >= 0
-    from another file), whatever the order of the files.  Beside label lists, {id: grade} labels are
-    whole-document labels (as they are read by unit=doc|evidence, the only
-    measures label lists serve; a graded --to-label file, say).
+    """One qrels from [(file name, qrels)]: the labels of every file, a
+    (query, id) graded by several files taken from one of them as that file
+    gives it (its repeated rows too: the labels, and their hash, of a file
+    that others only agree with do not change); the files must agree (see
+    _agreed_file), whatever their order.  Beside label lists, {id: grade}
+    labels are whole-document labels (as they are read by unit=doc|evidence,
+    the only measures label lists serve; a graded --to-label file, say).
 
     >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"y": 0}, "p": {"z": 2}})])
     {'q': {'x': 1, 'y': 0}, 'p': {'z': 2}}
@@ -6206,12 +6207,21 @@ def _merged_qrels(parts):
         parts = [(name, {qid: labels if type(labels) is list else
                          [Label(doc, None, None, grade) for doc, grade in labels.items()]
                          for qid, labels in qrels.items()}) for name, qrels in parts]
-    given = {}      # (qid, key) -> [(grade, file name)], in the order given
+    given = {}      # (qid, key) -> {file name: [grade, ...]}, files in order
+    versions = {}   # (qid, doc) -> {doc_sha256: file name}
     for name, qrels in parts:
         for qid, labels in qrels.items():
-            for key, grade, _ in _label_items(labels):
-                given.setdefault((qid, key), []).append((grade, name))
-    kept = {(qid, key): _agreed_grade(qid, key, grades) for (qid, key), grades in given.items()}
+            for key, grade, label in _label_items(labels):
+                given.setdefault((qid, key), {}).setdefault(name, []).append(grade)
+                if getattr(label, "doc_sha256", None):
+                    versions.setdefault((qid, label.doc), {}).setdefault(label.doc_sha256, name)
+    for (qid, doc), shas in sorted(versions.items()):
+        if len(shas) > 1:
+            (one, a), (other, b) = sorted(shas.items())[:2]
+            raise EvalError("query %r: doc %r is labelled against doc_sha256 %s... in %s and "
+                            "%s... in %s: label one version" % (qid, doc, one[:12], a,
+                                                                other[:12], b))
+    kept = {pair: _agreed_file(pair, files) for pair, files in given.items()}
     merged = {}
     for name, qrels in parts:
         for qid, labels in qrels.items():
@@ -6219,42 +6229,38 @@ def _merged_qrels(parts):
             if type(here) is not type(labels):      # {} and [] of queries with no label
                 here = merged[qid] = type(labels)(here)
             for key, grade, label in _label_items(labels):
-                if (grade, name) != kept.get((qid, key)):
-                    continue    # given already, or an unknown grade that gave way
-                del kept[qid, key]      # one label a (query, key), however often given
+                if name != kept[qid, key]:
+                    continue    # another file gives it, or its unknown grade gave way
                 if type(here) is dict:
                     here[key] = grade
-                else:
-                    here.append(label)
+                else:           # the document's version, whichever file gave it
+                    version = versions.get((qid, label.doc))
+                    here.append(label._replace(doc_sha256=min(version)) if version else label)
     return merged
 
 
-def _agreed_grade(qid, key, grades):
-    """(grade, file name) that a (query, key) graded [(grade, file name), ...]
-    keeps: the first grade >= 0, when every grade >= 0 agrees with it, else
-    the first grade, when every grade agrees; a file must agree with itself.
+def _agreed_file(pair, files):
+    """The file whose rows a (query, key) keeps, of {file name: [grade, ...]}
+    in the order given.  A file's grade is the highest of its rows (as it
+    reads alone); the grades >= 0 must agree, and a negative grade
+    (judged-unknown, which --to-label pools) gives way to them, else the
+    negative grades must agree.  The first file with the agreed grade is kept.
 
-    >>> _agreed_grade("q", "x", [(-1, "a"), (2, "b"), (2, "c")])
-    (2, 'b')
-    >>> _agreed_grade("q", "x", [(-1, "a"), (2, "a"), (0, "b")])
+    >>> _agreed_file(("q", "x"), {"a": [-1], "b": [2], "c": [2]})
+    'b'
+    >>> _agreed_file(("q", "x"), {"a": [-1, 2], "b": [0]})
     Traceback (most recent call last):
-    rag_eval.EvalError: query 'q': id 'x' is graded -1 in a and 2 in a: label it once
+    rag_eval.EvalError: query 'q': id 'x' is graded 2 in a and 0 in b: label it once
     """
-    files = {}
-    for grade, name in grades:
-        files.setdefault(name, []).append(grade)
-    for name, given in files.items():
-        if len(set(given)) > 1:
+    qid, key = pair
+    graded = [(max(rows), name) for name, rows in files.items()]
+    agreeing = [entry for entry in graded if entry[0] >= 0] or graded
+    for grade, name in agreeing[1:]:
+        if grade != agreeing[0][0]:
             raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it once"
-                            % (qid, _label_key_text(key), given[0], name,
-                               next(g for g in given if g != given[0]), name))
-    known = [entry for entry in grades if entry[0] >= 0] or grades
-    for grade, name in known[1:]:
-        if grade != known[0][0]:
-            raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it once"
-                            % (qid, _label_key_text(key), known[0][0], known[0][1], grade,
-                               name))
-    return known[0]
+                            % (qid, _label_key_text(key), agreeing[0][0], agreeing[0][1],
+                               grade, name))
+    return agreeing[0][1]
 
 
 def _label_items(labels):
