@@ -8487,7 +8487,7 @@ def _unpaired_lost_scores(changes, report, baseline):
     unscored = (report.scores or {}).get("unscored") or {}
     members = _members(report.membership)
     theirs, ours = baseline.holdout, report.holdout
-    out, notes = [], {}
+    out, notes, unmembered, held = [], {}, {}, {}
     then_unscored = (baseline.scores or {}).get("unscored") or {}
     for c in changes:
         # Lost: scored in the baseline (its per-query values, else not among the
@@ -8498,21 +8498,25 @@ def _unpaired_lost_scores(changes, report, baseline):
         if theirs is not None and ours is not None and c.slice == theirs.slice:
             fewer = _field_of(c.measure) and (ours.n or {}).get(c.measure, ours.queries) < \
                 (theirs.n or {}).get(c.measure, theirs.queries)
-            hit = fewer and (theirs.per_query is None or ours.per_query is None
-                             or not ours.revealed)
+            if fewer and (theirs.per_query is None or ours.per_query is None
+                          or not ours.revealed) and c.status != "missing":
+                c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
+                held[c.measure] = [c.slice]
+            hit = False
         elif not known and c.slice is not None and _field_of(c.measure):
-            # A report read back from JSON keeps no slice members: a judge score
-            # lost anywhere may be in this slice, and a slice scoring fewer
-            # queries than in the baseline lost some (or they moved): never
-            # passed on its means.
-            hit = bool(ids) or _lost_anywhere(report, baseline, c.measure) or \
-                _fewer_in_slice(report, baseline, c.slice, c.measure)
+            # A report read back from JSON keeps no slice members: which of a
+            # slice's queries both sides scored (lost, added or moved ones) is
+            # not known, so a judge score's slice is never passed on its means.
+            if c.status != "missing":
+                c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
+                unmembered.setdefault(c.measure, []).append(c.slice)
+            hit = False
         else:
             hit = not (paired and (c.slice is None or known)) and bool(ids) and (
                 c.slice is None or not known or not set(ids).isdisjoint(
                     members.get(c.slice, ())))     # no membership: any slice may hold them
             hit = hit or (c.slice is None and not paired and _field_of(c.measure)
-                          and _fewer_in_slice(report, baseline, None, c.measure))
+                          and _fewer_scored(report, baseline, c.measure))
         if hit and c.status != "missing":
             c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
             notes.setdefault(c.measure, []).append(c.slice)
@@ -8520,45 +8524,30 @@ def _unpaired_lost_scores(changes, report, baseline):
     side, advice = (
         ("the baseline holds means only", "gate per-query values: --save-baseline, --per-query")
         if baseline.per_query is None else
-        ("the report holds means only", "gate per-query values: --per-query")
-        if report.scored_count is not None else
-        ("the report (read back from JSON) holds its slices' means only",
-         "gate the run itself, not a report of it")
-        if not known else
-        ("the hold-out names none of its queries", "--reveal-holdout pairs them"))
-    return tuple(out), ["%s: a query lost its score and %s, so the mean cannot be compared "
+        ("the report holds means only", "gate per-query values: --per-query"))
+    return tuple(out), ["%s: the report (read back from JSON) keeps no slice members, so "
+                        "which queries both sides scored in a slice is not known: missing in "
+                        "%s (gate the run itself, not a report of it)" % (m, ", ".join(where))
+                        for m, where in sorted(unmembered.items())] + [
+                        "%s: the hold-out %s scores fewer queries than in the baseline and "
+                        "names none of them, so the mean cannot be compared on the queries "
+                        "both hold: missing (--reveal-holdout pairs them)" % (m, where[0])
+                        for m, where in sorted(held.items())] + [
+                        "%s: a query lost its score and %s, so the mean cannot be compared "
                         "on the queries both hold: missing in %s (%s)" % (
                             m, side, ", ".join("overall" if w is None else w for w in where),
                             advice)
                         for m, where in sorted(notes.items())]
 
 
-def _lost_anywhere(report, baseline, measure):
-    """True when both sides hold per-query values and some query the
-    baseline scored ``measure`` for has no value for it now (it left the
-    test set, or its score was lost)."""
-    if report.scored_count is not None or baseline.per_query is None:
+def _fewer_scored(report, baseline, measure):
+    """True when a report holding means only scores ``measure`` on fewer
+    queries than its per-query baseline did: it lost some (which, and whether
+    others joined, is not known)."""
+    if baseline.per_query is None or report.scored_count is None:
         return False
-    return any(measure in row and measure not in report.per_query.get(q, ())
-               for q, row in baseline.per_query.items())
-
-
-def _fewer_in_slice(report, baseline, name, measure):
-    """True when the report scores ``measure`` on fewer queries of slice
-    ``name`` (None: overall) than the baseline did, counted where the baseline
-    can tell (its per-query values, and its members for a slice)."""
-    if baseline.per_query is None or (name is not None and baseline.membership is None):
-        return False
-    if name is None:
-        now = (report.n or {}).get(measure, _query_count(report))
-        then = baseline.per_query
-    else:
-        held = (report.slices or {}).get(name)
-        if held is None:
-            return False        # a slice that disappeared is missing anyway
-        now = (held.get("n") or {}).get(measure, held["queries"])
-        then = _members(baseline.membership).get(name, ())
-    return now < sum(1 for q in then if measure in baseline.per_query.get(q, ()))
+    now = (report.n or {}).get(measure, _query_count(report))
+    return now < sum(1 for row in baseline.per_query.values() if measure in row)
 
 
 def _lost_score_notes(subsets):
@@ -8765,7 +8754,8 @@ def _loaded_slice_notes(report, baseline):
                      "with --by %s)" % (", ".join(unshown), " --by ".join(unshown)))
     if baseline.per_query is not None and report.scored_count is None:
         notes.append("the report was read back from JSON, which keeps its slices' means, not "
-                     "their queries: each slice is gated on its means (no per-query pairing)")
+                     "their queries: each slice is gated on its means (no per-query pairing), "
+                     "a judge score's not at all")
     return notes
 
 
