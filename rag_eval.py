@@ -8689,6 +8689,9 @@ def _slice_notes(report, baseline, subsets, mode):
                      "with query metadata to gate every slice")
     if report.slices is not None and report.membership is None and baseline.slices:
         notes += _loaded_slice_notes(report, baseline)
+    if report.slices is None and baseline.slices:
+        notes.append("the baseline holds slices and the report none: they are missing (score "
+                     "with the query metadata and --by, or write the report with --by)")
     new = sorted(set(report.slices or ()) - set(baseline.slices or ()))
     if new and baseline.slices is not None:
         notes.append("%s not in the baseline, not gated: %s"

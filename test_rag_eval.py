@@ -7835,6 +7835,25 @@ class LoadReportTest(TempDir, unittest.TestCase):
             self.assertEqual({c.slice: c.status for c in result.changes},
                              {None: overall, **slices})
 
+    def test_a_report_without_slices_says_why_the_baselines_are_missing(self):
+        # Found by review: written without --by and read back, the same data failed
+        # its gate with every slice MISSING and no note.
+        def report(by):
+            scores = rag_eval.load_scores(io.StringIO("".join(
+                json.dumps({"query_id": q, "f": v}) + "\n" for q, v in (("q1", 0.2), ("q2", 0.8)))))
+            return rag_eval.evaluate_scores(scores, queries={
+                "q1": {"slices": {"topic": ["a"]}}, "q2": {"slices": {"topic": ["b"]}}}, by=by)
+        path = os.path.join(self.tmp, "b.json")
+        rag_eval.save_baseline(report(()), path)
+        loaded = rag_eval.load_report(io.StringIO(rag_eval.render_json(report(()),
+                                                                       per_query=True)))
+        result = rag_eval.gate(loaded, rag_eval.load_baseline(path))
+        self.assertEqual({c.slice: c.status for c in result.changes},
+                         {None: "unchanged", "topic=a": "missing", "topic=b": "missing"})
+        self.assertIn("the baseline holds slices and the report none: they are missing (score "
+                      "with the query metadata and --by, or write the report with --by)",
+                      result.notes)
+
     def test_slices_unit_measures_answerability(self):
         # q2 stated unanswerable abstains (its one id is cut by min_score 0.1);
         # recall(unit=doc) counts documents (doc#chunk), abstained only q2: n differs.
