@@ -8998,6 +8998,9 @@ def _loaded_drift(drift):
             raise ValueError("a table row of the wrong length")
         _text_of(sections)
         _drifted_text(drift)    # as the gate's suspect note lays it out
+        drifted = [f["drifted"] for f in drift["fields"].values()]
+        if set(map(type, drifted)) - {bool} or drift["passed"] == any(drifted):
+            raise ValueError("passed does not follow the fields' drifted")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError,
             OverflowError) as exc:
         if isinstance(exc, EvalError):

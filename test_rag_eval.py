@@ -4599,6 +4599,15 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         broken["drift"]["fields"]["faithfulness"]["mean_absolute_difference"] = None
         with self.assertRaisesRegex(rag_eval.EvalError, "drift: not a --drift block"):
             rag_eval.Report.from_dict(broken)
+        # Found by review: a block contradicting itself was taken as it said.
+        for key, value in (("passed", True), ("drifted", "no")):
+            broken = copy.deepcopy(doc)
+            if key == "passed":
+                broken["drift"]["passed"] = value
+            else:
+                broken["drift"]["fields"]["faithfulness"]["drifted"] = value
+            with self.assertRaisesRegex(rag_eval.EvalError, "drift: not a --drift block"):
+                rag_eval.Report.from_dict(broken)
 
     def test_hand_worked_drift_fails_the_run(self):
         code, out, err = self.drift("--format", "json")
