@@ -6185,11 +6185,12 @@ def _judged_only(func, ranked, grades, *args):
 
 
 def _merged_qrels(parts):
-    """One qrels from [(file name, qrels)]: the labels of every file, a
-    (query, id) graded by several files taken from one of them as that file
-    gives it (its repeated rows too: the labels, and their hash, of a file
-    that others only agree with do not change); the files must agree (see
-    _agreed_file), whatever their order.  Beside label lists, {id: grade}
+    """One qrels from [(file name, qrels)]: the labels of every file.  The
+    files must agree (see _agreed_file), whatever their order; a (query, id)
+    the first file (QRELS) grades as agreed keeps its rows as that file gives
+    them (its repeated rows too: the labels, and their hash, of QRELS do not
+    change when a file agrees with it), any other one label of the agreed
+    grade (the same, and the same hash, in any order of the other files).  Beside label lists, {id: grade}
     labels are whole-document labels (as they are read by unit=doc|evidence,
     the only measures label lists serve; a graded --to-label file, say).
 
@@ -6222,15 +6223,20 @@ def _merged_qrels(parts):
                             "%s... in %s: label one version" % (qid, doc, one[:12], a,
                                                                 other[:12], b))
     kept = {pair: _agreed_file(pair, files) for pair, files in given.items()}
-    merged = {}
+    merged, first = {}, parts[0][0]
     for name, qrels in parts:
         for qid, labels in qrels.items():
             here = merged.setdefault(qid, [] if type(labels) is list else {})
             if type(here) is not type(labels):      # {} and [] of queries with no label
                 here = merged[qid] = type(labels)(here)
             for key, grade, label in _label_items(labels):
-                if name != kept[qid, key]:
-                    continue    # another file gives it, or its unknown grade gave way
+                agreed = kept.get((qid, key))
+                if agreed is None or (name == first) != (agreed[1] == first):
+                    continue    # given already, or not QRELS's to give
+                if agreed[1] != first:  # one label, in whatever order the files came
+                    del kept[qid, key]
+                    grade = agreed[0]
+                    label = label and label._replace(grade=grade)
                 if type(here) is dict:
                     here[key] = grade
                 else:           # the document's version, whichever file gave it
@@ -6240,14 +6246,14 @@ def _merged_qrels(parts):
 
 
 def _agreed_file(pair, files):
-    """The file whose rows a (query, key) keeps, of {file name: [grade, ...]}
-    in the order given.  A file's grade is the highest of its rows (as it
-    reads alone); the grades >= 0 must agree, and a negative grade
-    (judged-unknown, which --to-label pools) gives way to them, else the
-    negative grades must agree.  The first file with the agreed grade is kept.
+    """(grade, file name): the grade a (query, key) graded {file name: [grade,
+    ...]} keeps, and the first file giving it.  A file's grade is the highest
+    of its rows (as it reads alone); the grades >= 0 must agree, and a
+    negative grade (judged-unknown, which --to-label pools) gives way to them,
+    else the negative grades must agree.
 
     >>> _agreed_file(("q", "x"), {"a": [-1], "b": [2], "c": [2]})
-    'b'
+    (2, 'b')
     >>> _agreed_file(("q", "x"), {"a": [-1, 2], "b": [0]})
     Traceback (most recent call last):
     rag_eval.EvalError: query 'q': id 'x' is graded 2 in a and 0 in b: label it once
@@ -6260,7 +6266,7 @@ def _agreed_file(pair, files):
             raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it once"
                             % (qid, _label_key_text(key), agreeing[0][0], agreeing[0][1],
                                grade, name))
-    return agreeing[0][1]
+    return agreeing[0]
 
 
 def _label_items(labels):
@@ -8515,8 +8521,13 @@ def _unpaired_lost_scores(changes, report, baseline):
             hit = not (paired and (c.slice is None or known)) and bool(ids) and (
                 c.slice is None or not known or not set(ids).isdisjoint(
                     members.get(c.slice, ())))     # no membership: any slice may hold them
-            hit = hit or (c.slice is None and not paired and _field_of(c.measure)
-                          and _fewer_scored(report, baseline, c.measure))
+            if (c.slice is None and _field_of(c.measure) and report.scored_count is not None
+                    and baseline.per_query is not None and c.status != "missing"):
+                # A report holding means only names no scored query: a judge
+                # score lost, added or swapped is not known, so never passed.
+                c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
+                unmembered.setdefault(c.measure, []).append("overall")
+                hit = False
         if hit and c.status != "missing":
             c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
             notes.setdefault(c.measure, []).append(c.slice)
@@ -8525,9 +8536,12 @@ def _unpaired_lost_scores(changes, report, baseline):
         ("the baseline holds means only", "gate per-query values: --save-baseline, --per-query")
         if baseline.per_query is None else
         ("the report holds means only", "gate per-query values: --per-query"))
-    return tuple(out), ["%s: the report (read back from JSON) keeps no slice members, so "
-                        "which queries both sides scored in a slice is not known: missing in "
-                        "%s (gate the run itself, not a report of it)" % (m, ", ".join(where))
+    return tuple(out), ["%s: the report (read back from JSON) %s, so which queries both "
+                        "sides scored is not known: missing in %s (gate the run itself, %s)" % (
+                            m, "holds means only" if report.scored_count is not None else
+                            "keeps no slice members", ", ".join(where),
+                            "or a report of it written with --per-query" if where == ["overall"]
+                            else "not a report of it")
                         for m, where in sorted(unmembered.items())] + [
                         "%s: the hold-out %s scores fewer queries than in the baseline and "
                         "names none of them, so the mean cannot be compared on the queries "
@@ -8538,16 +8552,6 @@ def _unpaired_lost_scores(changes, report, baseline):
                             m, side, ", ".join("overall" if w is None else w for w in where),
                             advice)
                         for m, where in sorted(notes.items())]
-
-
-def _fewer_scored(report, baseline, measure):
-    """True when a report holding means only scores ``measure`` on fewer
-    queries than its per-query baseline did: it lost some (which, and whether
-    others joined, is not known)."""
-    if baseline.per_query is None or report.scored_count is None:
-        return False
-    now = (report.n or {}).get(measure, _query_count(report))
-    return now < sum(1 for row in baseline.per_query.values() if measure in row)
 
 
 def _lost_score_notes(subsets):
@@ -8999,8 +9003,10 @@ def _loaded_drift(drift):
         _text_of(sections)
         _drifted_text(drift)    # as the gate's suspect note lays it out
         drifted = [f["drifted"] for f in drift["fields"].values()]
-        if set(map(type, drifted)) - {bool} or drift["passed"] == any(drifted):
-            raise ValueError("passed does not follow the fields' drifted")
+        if set(map(type, drifted)) - {bool} or drift["passed"] == any(drifted) or drifted != [
+                f["mean_absolute_difference"] > drift["max_drift"] + FLOAT_SLACK
+                for f in drift["fields"].values()]:
+            raise ValueError("passed and drifted do not follow the differences")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError,
             OverflowError) as exc:
         if isinstance(exc, EvalError):
