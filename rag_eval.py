@@ -8486,8 +8486,11 @@ def _unpaired_lost_scores(changes, report, baseline):
     on the queries both hold when either side holds means only (see
     _lost_scores): the rows of the subsets holding such a query are MISSING,
     never passed.  The hold-out names none of its queries: a field scored on
-    fewer of them than in the baseline is lost there.  ``baseline`` is the
-    baseline as given (before a means-only report set its per-query aside)."""
+    fewer of them than in the baseline is lost there.  A report read back from
+    JSON names no slice member, and without per-query values no scored query:
+    its judge scores are MISSING where those would be needed (its slices; its
+    overall row against per-query values).  ``baseline`` is the baseline as
+    given (before a means-only report set its per-query aside)."""
     paired = baseline.per_query is not None and report.scored_count is None
     known = report.membership is not None     # a loaded report's slices: means only
     unscored = (report.scores or {}).get("unscored") or {}
