@@ -6224,14 +6224,21 @@ def _merged_qrels(parts):
                                                                 other[:12], b))
     kept = {pair: _agreed_file(pair, files) for pair, files in given.items()}
     merged, first = {}, parts[0][0]
-    for name, qrels in parts:
+    for index, (name, qrels) in enumerate(parts):
         for qid, labels in qrels.items():
             here = merged.setdefault(qid, [] if type(labels) is list else {})
             if type(here) is not type(labels):      # {} and [] of queries with no label
-                here = merged[qid] = type(labels)(here)
+                if here and type(here) is dict:     # whole-document labels beside a list
+                    here = merged[qid] = [Label(doc, None, None, g) for doc, g in here.items()]
+                elif not here:
+                    here = merged[qid] = type(labels)()
+                else:                               # a list beside a query's empty {}
+                    labels = [Label(doc, None, None, g) for doc, g in labels.items()]
             for key, grade, label in _label_items(labels):
                 agreed = kept.get((qid, key))
-                if agreed is None or (name == first) != (agreed[1] == first):
+                # (QRELS by its place: the same path given again with --qrels is no
+                # second copy of its rows)
+                if agreed is None or (index == 0) != (agreed[1] == first):
                     continue    # given already, or not QRELS's to give
                 if agreed[1] != first:  # one label, in whatever order the files came
                     del kept[qid, key]
@@ -9006,6 +9013,9 @@ def _loaded_drift(drift):
         _text_of(sections)
         _drifted_text(drift)    # as the gate's suspect note lays it out
         drifted = [f["drifted"] for f in drift["fields"].values()]
+        differences = [f["mean_absolute_difference"] for f in drift["fields"].values()]
+        if set(map(type, differences)) - {int, float}:
+            raise TypeError("a mean absolute difference is not a number")
         if set(map(type, drifted)) - {bool} or drift["passed"] == any(drifted) or drifted != [
                 f["mean_absolute_difference"] > drift["max_drift"] + FLOAT_SLACK
                 for f in drift["fields"].values()]:

@@ -5791,6 +5791,12 @@ class ToLabelTest(TempDir, unittest.TestCase):
         qrels = {"q": [Label("x", 0, 5, 1), Label("x", 0, 5, 1), Label("y", None, None, 2)]}
         merged = rag_eval._merged_qrels([("a", qrels), ("b", {"q": [Label("x", 0, 5, 1)]})])
         self.assertEqual(merged, qrels)
+        # Found by review: QRELS's path given again with --qrels doubled its rows.
+        self.assertEqual(rag_eval._merged_qrels([("a", qrels), ("a", qrels)]), qrels)
+        # A query labelled {id: grade} in one file and [] (no label) in another stays
+        # labelled (found by review: it became a list of bare ids).
+        self.assertEqual(rag_eval._merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": []})]),
+                         {"q": [Label("x", None, None, 1)]})
         self.assertEqual(rag_eval._label_sha256(merged), rag_eval._label_sha256(qrels))
         # Found by review: a label QRELS does not give, repeated in one --qrels file and
         # once in another, hashed differently in the two orders of those files ("labels
