@@ -1,4 +1,16 @@
 #!/usr/bin/env python3
+# This file is generated: do not edit it.  tools/build.py writes it from the
+# source files in src/ (one concern each, in layering order); edit those, then
+# run `python3 tools/build.py`.  CI runs `python3 tools/build.py --check`.
+# A banner names the source file of each part below.
+
+# ===========================================================================
+# src/01_head.py
+#
+# Head: the module docstring (what rag_eval is, its measures, a quick start),
+# __all__, the imports, the version, the exit codes and the defaults.
+# ===========================================================================
+
 """rag_eval: score the retrieval half of a RAG system and gate CI on regressions.
 
 One standard-library module (Python 3.9+): a library for notebooks and a command
@@ -142,9 +154,11 @@ class EvalError(ValueError):
     """Bad input or usage.  The message is one line: where, what rule, what value."""
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/02_records.py
+#
 # Records
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 class _All:
     """The cutoff "the whole ranking": ``Measure.k`` of ``map@all`` (see :data:`ALL`)."""
@@ -603,7 +617,9 @@ class GateResult(NamedTuple):
         return _gate_html(self)
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/03_measures.py
+#
 # Measures
 #
 # Every measure is a pure function (ranked, grades, k, **params) -> float:
@@ -615,7 +631,7 @@ class GateResult(NamedTuple):
 #   grades  every grade the qrels give this query, sorted descending.
 # Ranking and grade look-up happen once per query (see _rank); a measure
 # reads only the few labelled ids, never the whole ranking.
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 class _Ranked(NamedTuple):
     """One query ranked once: what every measure reads."""
@@ -1632,10 +1648,14 @@ def _evidence_units(units, ids, chunks, cover, returned):
     return _Units(labelled, len(ids), (), returned)
 
 
-# --- measure names ----------------------------------------------------------
+# ===========================================================================
+# src/04_measure_names.py
+#
+# Measure names
 #
 # Every name is read from the registry: our names and the peers' spellings
 # (see Spelling), the parameters with their types, choices and peer values.
+# ===========================================================================
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*?)\s*(?:\(([^()]*)\))?\s*(?:@\s*(\S+))?\s*$")
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
@@ -1950,7 +1970,9 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
     return tuple(out)
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/05_inputs.py
+#
 # Loaders
 #
 # qrels -> {qid: {doc_id: grade}}, read whole (qrels are small); a test-set
@@ -1961,7 +1983,7 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
 # Formats: JSON, JSONL (one query a line) and TREC (whitespace columns), and
 # for qrels BEIR's TSV; each optionally gzip-compressed, detected from the
 # content.
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 FORMATS = ("json", "jsonl", "trec")     # of qrels and runs alike
 QRELS_FORMATS = ("beir",) + FORMATS     # qrels may also be BEIR's TSV
@@ -2922,12 +2944,18 @@ def _abstained_line(record, where):
     return bool(flag)
 
 
-# --- query metadata ----------------------------------------------------------------
+# ===========================================================================
+# src/06_inputs_trec_chunks_scores.py
+#
+# Loaders, continued: query metadata, TREC and BEIR files, chunk maps, score files
+#
+# Query metadata
 #
 # What a test set says of each query, from its own lines or from a --queries
 # file: {"query_id": "q1", "slices": {"source": "synthetic", "hops": "multi"},
 # "tags": ["pricing"], "question": ..., "answer": ..., "answerable": false,
 # "valid_until": "2026-12-31"}.  A null field is a field not given.
+# ===========================================================================
 
 _QUERY_FIELDS = {"question": str, "answer": str, "answerable": bool, "valid_until": str}
 _DESCRIPTIVE = frozenset(("slices", "tags") + tuple(_QUERY_FIELDS))
@@ -3963,12 +3991,14 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
                   dict(info, fields=list(fields)))
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/07_evaluation.py
+#
 # Evaluation
 #
 # Per query: rank once and keep only the labelled ids of the top K, with
 # their ranks (_rank); every measure then reads those few labelled.
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
     """Rank one query once and place the ids that ``labels`` grades: the rule
@@ -5490,7 +5520,9 @@ def _as_number(text):
     return value if math.isfinite(value) else None
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/08_test_sets.py
+#
 # Slices: named subsets of the test set
 #
 # Query metadata {qid: {"slices": {field: [value, ...]}, "question": ...,
@@ -5502,7 +5534,7 @@ def _as_number(text):
 # own, left out of the overall and of every other slice, and shown only as
 # counts and means (HeldOut).  valid_until dates leave out the queries
 # expired on the day given as as_of; no clock is ever read.
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 _QUERY_KEYS = {"slices": dict, "question": str, "answer": str, "answerable": bool,
                "valid_until": str}
@@ -5749,7 +5781,9 @@ def _held_out(name, held, measures, reveal, ids, cells=None):
                    {"unscored": unscored, "missing": missing, "all": tuple(sorted(ids))})
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/09_judge_scores.py
+#
 # Scores made elsewhere: a judge's per-query scores as a Report
 #
 # A score file's per-query values become a Report's (evaluate_scores): each
@@ -5767,7 +5801,7 @@ def _held_out(name, held, measures, reveal, ids, cells=None):
 # With a pass threshold (--pass-threshold F=X, in F's own units), the
 # queries whose runs fall on both sides of X ("borderline") are listed with
 # the share of their runs on each side.
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None, as_of=None,
                     reveal_holdout=False, meta=None, allow_missing=False, pass_threshold=None):
@@ -6130,7 +6164,9 @@ def _borderline(runs, threshold, given):
     return {"threshold": given, "queries": queries}
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/10_unjudged.py
+#
 # Where the labels run out: unjudged ids
 #
 # An id the qrels do not grade counts as non-relevant, so a retriever that
@@ -6141,7 +6177,7 @@ def _borderline(runs, threshold, given):
 #                     --qrels FILE (repeatable) merges it (_merged_qrels);
 #   unjudged=skip     a measure over the judged ids only (trec_eval -J);
 #   bounds            how far labelling could move a value (see below).
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 # --- unjudged=skip ------------------------------------------------------------------
 
@@ -6513,7 +6549,10 @@ def _unjudged_summary(rows, names, per_query):
                                  for q in queries},
             "ids": {q: rows[q]["ids"] for q in queries if rows[q]["ids"]}}
 
-# ---------------------------------------------------------------------------
+
+# ===========================================================================
+# src/11_statistics.py
+#
 # Comparison and statistics: the functions
 #
 # Paired comparisons of two systems on the same queries. Every function takes
@@ -6537,7 +6576,7 @@ def _unjudged_summary(rows, names, per_query):
 # (permutation_type='samples'), scipy.stats.bootstrap (method='percentile'),
 # statsmodels multipletests(method='holm') and mcnemar(exact=True); see
 # tests/data/stats/.
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 _EXACT_MAX_N = 20        # randomization_p enumerates all 2**n sign patterns up to here
 _TIE_RTOL = 1e-9         # relative tolerance for "as extreme as observed"
@@ -7455,7 +7494,9 @@ def _change_name(name, measure):
     return measure if name is None else "%s: %s" % (name, measure)
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/12_provenance.py
+#
 # Provenance
 #
 # What the numbers are about, so that a gate can say why they moved:
@@ -7466,7 +7507,7 @@ def _change_name(name, measure):
 #   label_sha256  each qrels query's label hash (see _label_sha256); a saved
 #                 baseline keeps them, so the gate can say whose labels
 #                 changed and compare per-query values on the others.
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 # Documented keys: free keys are allowed, these are the names to use.
 META_KEYS = ("dataset.version", "index.build", "chunker.name", "embedding.model",
@@ -7830,9 +7871,11 @@ def _cli_meta(args, baseline):
     return meta
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/13_gate.py
+#
 # Gate
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 def _as_baseline_value(value, where):
     # Compared before any conversion: NaN fails the comparison, and float() of a
@@ -8900,9 +8943,11 @@ def _counts_ids(name):
     return call.view == "id"
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/14_reports.py
+#
 # Renderers
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 def _dumps(obj):
     return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
@@ -9914,7 +9959,11 @@ def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="basel
     return _text_of(sections, first=1) if sections else ""
 
 
-# --- HTML ---------------------------------------------------------------------------
+# ===========================================================================
+# src/15_html.py
+#
+# HTML
+# ===========================================================================
 
 # One self-contained page: inline CSS, inline SVG charts drawn by the small
 # functions below, no script and no external reference, every string through
@@ -10484,9 +10533,11 @@ def _format_of(output):
     return fmt if fmt in _RENDERERS else "text"
 
 
-# ---------------------------------------------------------------------------
+# ===========================================================================
+# src/16_command_line.py
+#
 # Command line
-# ---------------------------------------------------------------------------
+# ===========================================================================
 
 EXAMPLES = """\
 examples:
@@ -11445,8 +11496,9 @@ def _command():
     os._exit(code)
 
 
-
 # ===========================================================================
+# src/17_accelerations.py
+#
 # Part II: Accelerations
 #
 # Everything below exists only for speed.  Each acceleration has a plain twin

@@ -1,0 +1,1042 @@
+"""Loaders, continued: query metadata, TREC and BEIR files, chunk maps, score files
+
+Query metadata
+
+What a test set says of each query, from its own lines or from a --queries
+file: {"query_id": "q1", "slices": {"source": "synthetic", "hops": "multi"},
+"tags": ["pricing"], "question": ..., "answer": ..., "answerable": false,
+"valid_until": "2026-12-31"}.  A null field is a field not given.
+"""
+
+_QUERY_FIELDS = {"question": str, "answer": str, "answerable": bool, "valid_until": str}
+_DESCRIPTIVE = frozenset(("slices", "tags") + tuple(_QUERY_FIELDS))
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+
+
+def _query_info(record, where):
+    """What a line says of its query: ``slices`` {field: [value, ...]} (sorted
+    by field, values as text) from its "slices" object and its "tags" list (as
+    the field "tag"), then "question", "answer" (text), "answerable" (true or
+    false) and "valid_until" (a date, YYYY-MM-DD) as given.  Other fields are
+    not read.
+
+    >>> _query_info({"id": "q1", "slices": {"source": "synthetic", "hops": 2},
+    ...              "tags": ["pricing"], "answerable": True, "x": 1}, "t:1")
+    {'slices': {'hops': ['2'], 'source': ['synthetic'], 'tag': ['pricing']}, 'answerable': True}
+    """
+    slices = {}
+    given = record.get("slices")
+    if given is not None:
+        if not isinstance(given, dict):
+            raise EvalError('%s: "slices" must be an object {field: value, ...}, got %s'
+                            % (where, _short_repr(given, 40)))
+        for field, value in given.items():
+            if not field or "=" in field:
+                raise EvalError("%s: slice field %r must be non-empty text without '=' (a "
+                                "slice is named field=value)" % (where, field))
+            values = _slice_values(value, "%s: slices.%s" % (where, field)) \
+                if value is not None else []
+            if values:                  # [] or null: no value for this field
+                slices[field] = values
+    if record.get("tags") is not None:
+        if "tag" in slices:
+            raise EvalError('%s: give "tags" or slices.tag, not both (tags are the slice '
+                            'field "tag")' % where)
+        if not isinstance(record["tags"], list):
+            raise EvalError('%s: "tags" must be a list, got %s'
+                            % (where, _short_repr(record["tags"], 40)))
+        tags = _slice_values(record["tags"], where + ": tags")
+        if tags:                        # "tags": [] is no tag
+            slices["tag"] = tags
+    info = {"slices": dict(sorted(slices.items()))}
+    for field, kind in _QUERY_FIELDS.items():
+        value = record.get(field)
+        if value is None:
+            continue
+        if type(value) is not kind:
+            raise EvalError("%s: %r must be %s, got %s" % (
+                where, field, "true or false" if kind is bool else "text", _short_repr(value, 40)))
+        if field == "valid_until":
+            _check_date(value, "%s: valid_until" % where)
+        info[field] = value
+    return info
+
+
+def _slice_values(value, what):
+    """The values of one slice field as text: a value or a list of them
+    (strings, integers, true/false as written in JSON), each once.
+
+    >>> _slice_values(["a", 2, True, "a"], "x"), _slice_values("b", "x")
+    (['a', '2', 'true'], ['b'])
+    """
+    out = []
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, bool):
+            text = "true" if item else "false"
+        elif isinstance(item, (str, int)):
+            text = str(item)
+        else:
+            raise EvalError("%s: a slice value must be text, an integer or true/false (or a "
+                            "list of them), got %s" % (what, _short_repr(item, 40)))
+        if not text:
+            raise EvalError("%s: a slice value cannot be empty (leave the field out)" % what)
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def _check_date(text, what):
+    """Refuse ``text`` unless it is a date written YYYY-MM-DD."""
+    import datetime
+    try:
+        if not _ISO_DATE.match(text):
+            raise ValueError(text)
+        datetime.date(int(text[:4]), int(text[5:7]), int(text[8:]))
+    except ValueError:
+        raise EvalError("%s must be a date YYYY-MM-DD, got %s" % (what, _short_repr(text, 40))) \
+            from None
+
+
+def _read_queries(source):
+    """(queries, input info) of a queries file: JSONL, one query a line, named
+    by "query_id" (else "qid", else "id"), what it says of its query read as
+    _query_info reads it.
+
+    >>> _read_queries(io.StringIO('{"query_id": "q1", "slices": {"risk": "high"}}\\n'))[0]
+    {'q1': {'slices': {'risk': ['high']}}}
+    """
+    inp = _input_of(source)
+    queries = {}
+    for number, line in _lines(inp):
+        if not line.strip():
+            continue
+        where = "%s:%d" % (inp.name, number)
+        try:
+            record = _json_loads(_decode(line, where), inp.name, number)
+        except EvalError as exc:
+            raise (exc if queries else EvalError(
+                "%s (a queries file is JSONL: one object a line)" % exc)) from None
+        key = _query_key(record, True) if isinstance(record, dict) else None
+        if key is None:
+            raise EvalError('%s: a queries line needs {"query_id": ..., "slices": {field: '
+                            'value, ...}, "tags": [...], ...}, got %s'
+                            % (where, _short_repr(record, 60)))
+        qid = _as_id(record[key], "%s: %s" % (where, key))
+        if qid in queries:
+            raise EvalError("%s: query %r appears on more than one line" % (where, qid))
+        queries[qid] = _query_info(record, where)
+    if not queries:
+        raise EvalError("%s: no queries found" % inp.name)
+    return queries, inp.info("jsonl")
+
+
+def load_queries(source):
+    """Read what a queries file (JSONL, one query a line) says of each query:
+    ``{qid: {"slices": {field: [value, ...]}, ...}}`` with "question",
+    "answer", "answerable" and "valid_until" when given.  "tags" become the
+    slice field "tag".
+
+    >>> load_queries(io.StringIO('{"query_id": "q1", "tags": ["pricing"], "answerable": false}'))
+    {'q1': {'slices': {'tag': ['pricing']}, 'answerable': False}}
+    """
+    return _read_queries(source)[0]
+
+
+def _trec_qrels_checked(inp):
+    """TREC qrels lines ``query_id iteration doc_id grade``, read line by line
+    (see _parse_qrels_line); blank and comment lines are skipped."""
+    out = {}
+    for number, line in _lines(inp):
+        parts = line.split()
+        if not parts or _is_comment(line):
+            continue
+        where = "%s:%d" % (inp.name, number)
+        _check_not_comment_like(parts[0], where)
+        try:
+            qid, doc, grade = _parse_qrels_line(parts, where)
+        except EvalError as exc:
+            raise (exc if out else _first_line_error(exc, line, "qrels")) from None
+        grades = out.setdefault(qid, {})
+        if grades.get(doc, grade) != grade:
+            raise EvalError("%s: query %r: %r judged twice with different grades (%d, %d)"
+                            % (where, qid, doc, grades[doc], grade))
+        grades[doc] = grade
+    if not out:
+        raise EvalError("%s: no qrels lines found" % inp.name)
+    return out
+
+
+_trec_qrels = _trec_qrels_checked   # hook: Part II installs _trec_qrels_whole
+
+
+def _parse_qrels_line(parts, where):
+    """(qid, doc, grade) from the fields of one TREC qrels line, or an EvalError."""
+    if len(parts) != 4:
+        raise EvalError("%s: expected 4 fields (query_id iteration doc_id grade), got %d"
+                        % (where, len(parts)))
+    try:
+        if b"_" in parts[3]:
+            raise ValueError(parts[3])
+        grade = int(parts[3])
+    except ValueError:
+        raise EvalError("%s: grade must be an integer, got %r"
+                        % (where, parts[3].decode("utf-8", "replace"))) from None
+    return _decode(parts[0], where), _decode(parts[2], where), grade
+
+
+_SWAPPED = "the files look swapped: give them in the order QRELS RUN"
+_NOT_READ = ("accepted formats are JSON, JSONL, TREC (white-space columns) and, for qrels, "
+             "BEIR's TSV (with its header line query-id<TAB>corpus-id<TAB>score)")
+
+
+def _first_line_error(exc, line, kind):
+    """The error of a bad first TREC line, saying what to do when the line
+    looks like the other kind of file, or like CSV / TSV."""
+    fields = len(line.split())
+    if (kind == "qrels" and fields >= 6) or (kind == "run" and fields == 4):
+        other = "a TREC run" if kind == "qrels" else "TREC qrels"
+        return EvalError("%s; this looks like %s: %s" % (exc, other, _SWAPPED))
+    if kind == "qrels" and line.count(b"\t") == 2 and b"," not in line:
+        return EvalError("%s; this looks like BEIR's qrels TSV without its header line "
+                         "query-id<TAB>corpus-id<TAB>score: add it" % exc)
+    if b"," in line or b"\t" in line:
+        return EvalError("%s; this looks like CSV or TSV, which is not read: %s"
+                         % (exc, _NOT_READ))
+    return exc
+
+
+def _is_comment(line):
+    """A TREC line whose column 0 is "#" is a comment (trec_eval 10 skips them)."""
+    return line[:1] == b"#"
+
+
+def _check_not_comment_like(qid, where):
+    """A query id cannot start with "#": indented, the line would read as data in
+    one tool and as a comment in another."""
+    if qid[:1] == b"#":
+        raise EvalError("%s: a query id cannot start with '#' (got %r): a line whose "
+                        "column 0 is '#' is a comment" % (where, qid.decode("utf-8", "replace")))
+
+
+def _beir_qrels(inp):
+    """BEIR's qrels TSV: the header line ``query-id<TAB>corpus-id<TAB>score``,
+    then a label a line ``query_id<TAB>doc_id<TAB>grade``, read as BEIR's
+    loader reads it (csv, tab-separated, minimal quoting); blank lines are
+    skipped.
+
+    >>> _beir_qrels(_Input(io.StringIO("query-id\\tcorpus-id\\tscore\\n1\\t31715818\\t1\\n")))
+    {'1': {'31715818': 1}}
+    """
+    import csv
+    out, header = {}, None
+    reader = csv.reader(io.StringIO(inp.text()), delimiter="\t", quoting=csv.QUOTE_MINIMAL)
+    try:
+        for row in reader:
+            where = "%s:%d" % (inp.name, reader.line_num)
+            if not row:
+                continue
+            if header is None:
+                header = row
+                if row != ["query-id", "corpus-id", "score"]:
+                    raise EvalError("%s: expected BEIR's header line query-id<TAB>corpus-id<TAB>"
+                                    "score, got %s" % (where, _short_repr("\t".join(row), 60)))
+                continue
+            if len(row) != 3:
+                raise EvalError("%s: expected 3 tab-separated fields (query-id corpus-id "
+                                "score), got %d" % (where, len(row)))
+            qid, doc, grade = row[0], row[1], _beir_grade(row[2], where)
+            if not qid or not doc:
+                raise EvalError("%s: empty %s" % (where, "corpus-id" if qid else "query-id"))
+            grades = out.setdefault(qid, {})
+            if grades.get(doc, grade) != grade:
+                raise EvalError("%s: query %r: %r judged twice with different grades (%d, %d)"
+                                % (where, qid, doc, grades[doc], grade))
+            grades[doc] = grade
+    except csv.Error as exc:
+        raise EvalError("%s:%d: not BEIR's TSV: %s" % (inp.name, reader.line_num, exc)) from None
+    if not out:
+        raise EvalError("%s: no qrels lines found under the BEIR header" % inp.name)
+    return out
+
+
+def _beir_grade(text, where):
+    """The grade of a BEIR qrels line: an integer, as BEIR's int() reads it
+    (``1_0`` excepted, as everywhere)."""
+    try:
+        if "_" in text:
+            raise ValueError(text)
+        return int(text)
+    except ValueError:
+        raise EvalError("%s: score must be an integer grade, got %s"
+                        % (where, _short_repr(text, 40))) from None
+
+
+# --- TREC runs -----------------------------------------------------------------
+#
+# A run line is ``query_id Q0 doc_id rank score tag`` (see _parse_run_line).
+# The rank column is not read: the order comes from the scores (see _rank).
+# _trec_run_queries_plain below is the definition; Part II reads the same
+# queries block by block (_trec_run_queries_fast).
+
+class _Scored(NamedTuple):
+    """One query of a TREC run: doc ids and their scores, in file order (text
+    and floats here; Part II's reader keeps the bytes of both)."""
+    docs: list
+    scores: list
+
+
+class _NotGrouped(Exception):
+    """The lines of one query are not contiguous in a TREC run."""
+
+
+def _parse_run_line(line, where):
+    """(qid, doc, score) from one TREC run line (bytes), or an EvalError.
+    Fields after the run tag are ignored, as trec_eval documents."""
+    parts = line.split()
+    if parts:
+        _check_not_comment_like(parts[0], where)
+    if len(parts) < 6:
+        raise EvalError("%s: expected 6 fields (query_id Q0 doc_id rank score tag), got %d"
+                        % (where, len(parts)))
+    try:
+        score = math.nan if b"_" in parts[4] else float(parts[4])
+    except ValueError:
+        score = math.nan
+    if not math.isfinite(score):
+        raise EvalError("%s: score must be a finite number, got %r"
+                        % (where, parts[4].decode("utf-8", "replace")))
+    return parts[0], parts[2], score
+
+
+def _trec_run_queries_plain(inp, grouped=True):
+    """Yield (qid, _Scored) per query of a TREC run, reading line by line: the
+    definition of a TREC run.
+
+    Blank lines and comment lines (see _is_comment) are skipped; any other
+    line must read as _parse_run_line says, and an error on the file's first
+    run line says what the file looks like instead (see _first_line_error).
+    A query's ids and scores are kept in file order; ranking them is _rank's
+    job.  With ``grouped``, the lines of each query must be contiguous (as
+    every tool writes them: memory follows one query) and _NotGrouped is
+    raised when a query comes back; without, every query is gathered first,
+    in order of first appearance.
+
+    >>> list(_trec_run_queries_plain(_Input(io.BytesIO(b"q1 Q0 a 1 0.5 t\\nq1 Q0 b 2 0.7 t\\n"))))
+    [('q1', _Scored(docs=['a', 'b'], scores=[0.5, 0.7]))]
+    """
+    queries = {}            # raw query id -> _Scored, in order of first appearance
+    current, first = None, True
+    for number, line in _lines(inp):
+        if not line.strip() or _is_comment(line):
+            continue
+        try:
+            qid, doc, score = _parse_run_line(line, "%s:%d" % (inp.name, number))
+        except EvalError as exc:
+            raise (_first_line_error(exc, line, "run") if first else exc) from None
+        first = False
+        if qid != current:
+            if grouped and current is not None:
+                yield _decode_qid(current, inp.name), queries.pop(current)
+                queries[current] = None         # finished: it may not come back
+            if grouped and qid in queries:
+                raise _NotGrouped()
+            current = qid
+            if qid not in queries:
+                queries[qid] = _Scored([], [])
+        queries[qid].docs.append(_doc_text(doc))
+        queries[qid].scores.append(score)
+    if current is None:
+        raise EvalError("%s: no run lines found" % inp.name)
+    for qid, scored in queries.items():
+        if scored is not None:
+            yield _decode_qid(qid, inp.name), scored
+
+
+_trec_run_queries = _trec_run_queries_plain     # hook: Part II installs _trec_run_queries_fast
+
+
+def _doc_text(raw):
+    """A doc id of a TREC run (bytes) as text.  Bytes that are not UTF-8 are
+    kept as surrogates (os.fsdecode's way): such an id labels nothing, but
+    stays distinct and ties by its bytes (see _id_order)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _utf8_id(doc, name):
+    """A doc id of a TREC run as UTF-8 text, or the error _decode gives (a
+    loaded run holds text only); Part II's reader hands over bytes."""
+    raw = doc if isinstance(doc, bytes) else doc.encode("utf-8", "surrogateescape")
+    return _decode(raw, name)
+
+
+def _decode_qid(qid, name):
+    try:
+        return qid.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EvalError("%s: query id %r is not UTF-8 text" % (name, qid)) from None
+
+
+def _run_queries(inp, fmt, grouped=True):
+    if fmt == "trec":
+        return _trec_run_queries(inp, grouped)
+    return _json_queries(inp, "run") if fmt == "json" else _jsonl_run(inp)
+
+
+def _open_input(source, format, kind):
+    inp = _input_of(source)
+    fmt = format or _detect_format(inp, kind)
+    formats = QRELS_FORMATS if kind == "qrels" else FORMATS
+    if fmt not in formats:
+        if format is None:      # detected: BEIR's header, in a run
+            raise EvalError("%s: starts with BEIR's qrels header line (query-id corpus-id "
+                            "score); this looks like qrels: %s" % (inp.name, _SWAPPED))
+        raise EvalError("%s: unknown %s format %r (choose from %s)"
+                        % (inp.name, kind, fmt, ", ".join(formats)))
+    return inp, fmt
+
+
+def _read_qrels(source, format=None, notes=None, rows_label="id"):
+    """(qrels, input info, queries) from any supported source: ``queries`` is
+    what a test-set JSONL file says of each query (see _jsonl_qrels), None
+    when it says nothing (and from every other format).  A note on rows left
+    without a grade is added to the list ``notes`` when given; graded
+    to-label rows label what ``rows_label`` says (see _rows_label)."""
+    inp, fmt = _open_input(source, format, "qrels")
+    queries = None
+    if fmt == "trec":
+        qrels = _trec_qrels(inp)
+    elif fmt == "beir":
+        qrels = _beir_qrels(inp)
+    elif fmt == "json":
+        qrels = dict(_json_queries(inp, "qrels"))
+    else:
+        qrels, queries = _jsonl_qrels_of(inp, rows_label)
+        if getattr(inp, "pending", 0) and notes is not None:
+            notes.append("%s: skipped %s with \"grade\": null (not labelled yet)"
+                         % (inp.name, _plural(inp.pending, "row", "rows")))
+    return qrels, inp.info(fmt), queries
+
+
+# --- chunk maps ------------------------------------------------------------------
+#
+# One chunk a line, written by the indexer: {"id": "c17", "doc": "handbook.md",
+# "start": 1100, "end": 1600} (start/end optional; optional "tokens" and
+# "doc_sha256").  A million lines are parsed as one JSON array (one C call);
+# only a file that fails is read line by line, to name the line.
+
+class _ChunkMap(dict):
+    """id -> Chunk; ``versions`` maps a document to its doc_sha256."""
+    versions: dict = {}
+    _documents = None
+
+    def documents(self):
+        """The documents that have a chunk (worked out once: the map is not
+        changed once read).
+
+        >>> sorted(_ChunkMap(a1=Chunk("A"), a2=Chunk("A"), b1=Chunk("B")).documents())
+        ['A', 'B']
+        """
+        if self._documents is None:
+            self._documents = frozenset(map(operator.attrgetter("doc"), self.values()))
+        return self._documents
+
+
+def _chunk_records(text, name):
+    """The records of a chunk-map file's text, each with its line number."""
+    numbered = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+    if not numbered:
+        raise EvalError("%s: empty chunk map" % name)
+    try:
+        joined = "[%s]" % ",\n".join(line for _, line in numbered)   # (see _chunk_map_bulk)
+        records = json.loads(joined, parse_constant=_reject_constant)
+        if (len(records) != len(numbered) or not all(type(r) is dict for r in records)
+                or sum(map(len, records)) != _key_bound(joined)
+                or _SURROGATE_ESCAPE.search(joined)):
+            raise ValueError("check line by line")
+    except (ValueError, EvalError, RecursionError):
+        records = [_json_loads(line, name, n) for n, line in numbered]
+    return [(n, r) for (n, _), r in zip(numbered, records)]
+
+
+_CHUNK_FORM = '{"id": ..., "doc": ..., "start": ..., "end": ...}'
+
+
+def _chunk_map(records, name):
+    """A _ChunkMap from (line number or None, record) pairs."""
+    chunks, versions, with_tokens, first_without = _ChunkMap(), {}, 0, None
+    for number, record in records:
+        what = "%s:%d" % (name, number) if number else "%s: chunk %s" % (name, _short_repr(
+            record.get("id") if isinstance(record, dict) else record, 40))
+        if not isinstance(record, dict) or "id" not in record or "doc" not in record:
+            raise EvalError("%s: a chunk-map line must look like %s, got %s"
+                            % (what, _CHUNK_FORM, _short_repr(record, 60)))
+        chunk_id = _as_id(record["id"], what + ": id")
+        chunk = _as_chunk(record, what)
+        if chunks.setdefault(chunk_id, chunk) != chunk:
+            raise EvalError("%s: chunk %r is mapped twice with different fields (%s and %s)"
+                            % (what, chunk_id, _chunk_text(chunks[chunk_id]), _chunk_text(chunk)))
+        if chunk.tokens is None:
+            first_without = first_without or what
+        else:
+            with_tokens += 1
+        if chunk.doc_sha256 is not None:
+            if versions.setdefault(chunk.doc, chunk.doc_sha256) != chunk.doc_sha256:
+                raise EvalError("%s: document %r has two doc_sha256 in the chunk map (%s... and "
+                                "%s...)" % (what, chunk.doc, versions[chunk.doc][:12],
+                                            chunk.doc_sha256[:12]))
+    if with_tokens and first_without:
+        raise EvalError("%s: tokens are given for some chunks and not others (none at %s): "
+                        "give them for all or none" % (name, first_without))
+    chunks.versions = versions
+    return chunks
+
+
+def _chunk_text(chunk):
+    return "%s [%s, %s)" % (chunk.doc, chunk.start, chunk.end) if chunk.start is not None \
+        else chunk.doc
+
+
+@_gc_paused
+def _read_chunks(source):
+    """(_ChunkMap, input info) of a chunk-map file (JSONL, gzip or not): a
+    million records and no cycle, so the collector is paused (see _gc_paused)."""
+    inp = _input_of(source)
+    chunks = _chunk_map_of(inp.text(), inp.name)
+    return chunks, inp.info("jsonl")
+
+
+def _chunk_map_plain(text, name):
+    """The _ChunkMap of a chunk-map file's text, record by record."""
+    return _chunk_map(_chunk_records(text, name), name)
+
+
+_chunk_map_of = _chunk_map_plain    # hook: Part II installs _chunk_map_bulk
+
+
+def load_chunks(source):
+    """Read a chunk map (JSONL, one chunk a line) into ``{id: Chunk}``.
+
+    >>> load_chunks(io.StringIO('{"id": "c1", "doc": "a.md", "start": 0, "end": 120}\\n'))
+    {'c1': Chunk(doc='a.md', start=0, end=120, tokens=None, doc_sha256=None)}
+    """
+    return dict(_read_chunks(source)[0])
+
+
+def _library_chunks(chunks):
+    """The ``chunks=`` of evaluate(): a list of records, {id: record} or a
+    _ChunkMap already read."""
+    if chunks is None or isinstance(chunks, _ChunkMap):
+        return chunks
+    if isinstance(chunks, dict):
+        chunks = [dict(record._asdict() if isinstance(record, Chunk) else record, id=chunk_id)
+                  if isinstance(record, (dict, Chunk)) else record
+                  for chunk_id, record in chunks.items()]
+    if not isinstance(chunks, (list, tuple)):
+        raise EvalError("chunks must be a list of records %s or a dict {id: record}, got %s"
+                        % (_CHUNK_FORM, type(chunks).__name__))
+    return _chunk_map([(None, record) for record in chunks], "chunks")
+
+
+def load_qrels(source, *, format=None):
+    """Read qrels ``{qid: {doc_id: grade}}`` from a path, ``-`` (stdin) or a file object.
+
+    JSON, JSONL (also a test set: one query a line), TREC and BEIR's TSV,
+    gzip or not, detected from the content unless ``format`` is given.
+    Grades must be integers; a test set's plain list of ids grades each 1.
+
+    >>> load_qrels(io.StringIO('q1 0 d1 2\\nq1 0 d2 0\\n'))
+    {'q1': {'d1': 2, 'd2': 0}}
+    >>> load_qrels(io.StringIO('{"query_id": "q1", "relevant": ["d1", "d2"], "tags": ["faq"]}'))
+    {'q1': {'d1': 1, 'd2': 1}}
+    """
+    return _read_qrels(source, format)[0]
+
+
+def load_run(source, *, format=None):
+    """Read a whole run: ``{qid: [ids] | {id: score}}``; TREC runs give score maps,
+    a repeated (query, id) line keeping its best score.  For large runs prefer
+    :func:`evaluate_files`, which streams.
+
+    >>> load_run(io.StringIO('{"q1": ["d2", "d1"]}'))
+    {'q1': ['d2', 'd1']}
+    >>> load_run(io.StringIO('q1 Q0 a 1 0.5 x\\nq1 Q0 a 2 0.7 x\\n'))
+    {'q1': {'a': 0.7}}
+    """
+    inp, fmt = _open_input(source, format, "run")
+    run = {}
+    for qid, ranking in _run_queries(inp, fmt, grouped=False):
+        if isinstance(ranking, _Scored):
+            best = {}
+            for doc, score in zip(ranking.docs, map(float, ranking.scores)):
+                doc = _utf8_id(doc, inp.name)
+                best[doc] = max(score, best.get(doc, score))
+            ranking = best
+        run[qid] = ranking
+    return run
+
+
+# --- score files: per-query scores made elsewhere (a judge) ----------------------
+#
+# One query a line (JSONL) or a row (CSV with a header row, as a data frame's
+# to_csv(index=False) writes it): {"query_id": "q1", "faithfulness": 0.83,
+# "refused": false, "answer_relevancy": [0.8, 0.9, 0.85]}.  A list holds
+# repeated judge runs (in CSV: a JSON array in the cell); a query's value is
+# the mean of its runs.  true and false are 1 and 0, so a boolean field is a
+# rate (with repeated runs, each query's value is a fraction).  Each value v
+# is mapped from its field's range [lo, hi] (default [0, 1]) onto [0, 1] as
+# (v - lo) / (hi - lo): hi < lo declares "lower is better".  Which keys are
+# fields: those named (``fields=``, ``--metrics``), else every key whose
+# values are all numbers or booleans (or lists of them).  The id column and
+# "input_sha256" (the hash of what was judged, read by --drift) are never
+# fields.  A missing value (key absent, null, empty cell, empty list) is an
+# error unless allowed, and then the query is listed as unscored for that
+# field: never dropped silently.
+
+SCORE_ID_COLUMN = "query_id"
+DEFAULT_MAX_DRIFT = 0.02       # --max-drift: the judge moved when a mean |change| exceeds it
+SCORE_RANGE = (0.0, 1.0)       # a field's range unless declared
+_RESERVED_SCORE_KEYS = frozenset(("input_sha256",))
+# A field name is carried inside a canonical measure name, score(field=NAME):
+# no parentheses, commas, "=", "@" or spaces.
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+class Scores(NamedTuple):
+    """A score file read by :func:`load_scores`, every value checked and
+    mapped onto [0, 1].
+
+    ``fields``        the score fields: in the order named, else first seen;
+    ``runs``          ``{field: {qid: (run, ...)}}``, each query's judge runs
+                      mapped onto [0, 1] (one run for a plain value), in file
+                      order; a query unscored for a field is absent from it;
+    ``unscored``      ``{field: (qid, ...)}``, the queries without a value for
+                      the field (only with ``allow_missing``), in file order;
+    ``queries``       every query id, in file order;
+    ``kinds``         ``{field: "boolean" | "integer" | "number"}``, what the
+                      values were before mapping (integer: whole numbers only);
+    ``ranges``        ``{field: (lo, hi)}``, each field's range (default (0.0, 1.0));
+    ``input_sha256``  ``{qid: text}``, for the lines that give one;
+    ``info``          ``{"path", "sha256", "format", "fields"}``, as reports
+                      record an input.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "f": [0.5, 1]}\\n'
+    ...                             '{"query_id": "q2", "f": 0.25}\\n'))
+    >>> s.runs, s.values("f")
+    ({'f': {'q1': (0.5, 1.0), 'q2': (0.25,)}}, {'q1': 0.75, 'q2': 0.25})
+    """
+    fields: Tuple[str, ...]
+    runs: Dict[str, Dict[str, Tuple[float, ...]]]
+    unscored: Dict[str, Tuple[str, ...]]
+    queries: Tuple[str, ...]
+    kinds: Dict[str, str]
+    ranges: Dict[str, Tuple[float, float]]
+    input_sha256: Dict[str, str]
+    info: dict
+
+    def values(self, field):
+        """``{qid: value}`` of one field: the mean of each query's runs."""
+        return {qid: _run_mean(runs) for qid, runs in self.runs[field].items()}
+
+
+def _run_mean(runs):
+    """A query's value: the mean of its judge runs.
+
+    >>> _run_mean((0.8, 0.9, 0.85)), _run_mean((1.0, 0.0, 1.0))
+    (0.85, 0.6666666666666666)
+    """
+    return math.fsum(runs) / len(runs)
+
+
+def _score_format(inp):
+    """'jsonl' when the first non-blank character opens an object, else 'csv'."""
+    head = b""
+    for block in inp.blocks():
+        head += block
+        if head.strip() or len(head) >= _DETECT_BYTES:
+            break
+    first = head.lstrip()[:1]
+    if not first:
+        raise EvalError("%s: empty score file" % inp.name)
+    if first == b"[":
+        raise EvalError("%s: a JSON array; a score file is JSONL (one query a line) or CSV "
+                        "with a header row" % inp.name)
+    return "jsonl" if first == b"{" else "csv"
+
+
+def _score_json(text, where):
+    """Parse JSON text of a score file.  NaN and Infinity are read (as the
+    floats) so that the check of the value can name its query and field."""
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        if _SURROGATE_ESCAPE.search(text):
+            _check_encodable(value)
+        return value
+    except EvalError as exc:
+        raise EvalError("%s: %s" % (where, exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise EvalError("%s: invalid JSON: %s" % (where, getattr(exc, "msg", exc))) from None
+
+
+def _jsonl_score_records(inp):
+    """Yield (where, record) per non-blank line of a JSONL score file."""
+    for number, line in _lines(inp):
+        if line.strip():
+            where = "%s:%d" % (inp.name, number)
+            record = _score_json(_decode(line, where), where)
+            if not isinstance(record, dict):
+                raise EvalError("%s: a score line must be a JSON object, got %s"
+                                % (where, type(record).__name__))
+            yield where, record
+
+
+def _csv_cell(text, where):
+    """A CSV cell as a JSONL value: None (empty), a bool (true or false in any
+    case: pandas writes True), a float (ASCII float() text, nan and inf
+    included, refused later with their field), or else the text itself.  A
+    cell opening with ``[`` stays text here: it is read as a JSON array
+    (repeated runs) only in a score field (_json_cells), since pandas writes
+    a text list such as retrieved_contexts as ``['ctx a', 'ctx b']``.
+
+    >>> [_csv_cell(t, "x") for t in ("", "True", "0.5", "[1, 0.5]", "nan", "1_0", "n/a")]
+    [None, True, 0.5, '[1, 0.5]', nan, '1_0', 'n/a']
+    """
+    text = text.strip()
+    if not text:
+        return None
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return _number(text, float)
+    except ValueError:
+        return text
+
+
+def _csv_score_records(inp, text_columns=()):
+    """Yield (where, record) per data row of a CSV score file with a header
+    row; a column without a name (pandas' index) is not read, and the cells
+    of ``text_columns`` (the id, input_sha256) stay text."""
+    import csv
+    reader = csv.reader(io.StringIO(inp.text(), newline=""), strict=True)
+    header = None
+    try:
+        for row in reader:
+            where = "%s:%d" % (inp.name, reader.line_num)
+            if not any(cell.strip() for cell in row):
+                continue
+            if header is None:
+                header = [cell.strip() for cell in row]
+                named = [h for h in header if h]
+                for h in named:
+                    if named.count(h) > 1:
+                        raise EvalError("%s: the header names the column %r twice" % (where, h))
+                continue
+            if len(row) != len(header):
+                raise EvalError("%s: %d cells, but the header has %d columns"
+                                % (where, len(row), len(header)))
+            yield where, {h: (cell.strip() or None) if h in text_columns
+                          else _csv_cell(cell, where) for h, cell in zip(header, row) if h}
+    except csv.Error as exc:
+        raise EvalError("%s:%d: bad CSV: %s" % (inp.name, reader.line_num, exc)) from None
+
+
+def _is_text_value(value, csv_cell=False):
+    """True for a value that is text and not a number: a string that float()
+    cannot read even without its spaces and control characters, an object,
+    or a non-empty list of such values.  A key whose values are all text
+    (nulls and empty lists aside) is not a score field (see _score_fields).
+    ``csv_cell``: a CSV cell opening with ``[`` is judged as the JSON array
+    it holds, and as text when it is not JSON (pandas' ``['a', 'b']``).
+
+    >>> [_is_text_value(v) for v in ("why?", "0.8", "0.5\\x00", ["a", "b"], [0.5], None, [])]
+    [True, False, False, True, False, False, False]
+    >>> _is_text_value("['a', 'b']", csv_cell=True), _is_text_value("[1, 0.5]", csv_cell=True)
+    (True, False)
+    """
+    import unicodedata
+    if isinstance(value, str):
+        if csv_cell and value[:1] == "[":
+            try:
+                return _is_text_value(json.loads(value))
+            except (ValueError, RecursionError):
+                return True
+        if len(value) > 64:         # a long text (a context, an answer): no number
+            return True
+        bare = "".join(ch for ch in value if not unicodedata.category(ch)[0] in "CZ")
+        try:
+            float(bare)
+        except ValueError:
+            return bare.lower() not in ("true", "false", "null", "none")
+        return False
+    if isinstance(value, list):
+        return bool(value) and all(_is_text_value(v) for v in value)
+    return isinstance(value, dict)
+
+
+def _is_empty_value(value):
+    """None or an empty list: a value that decides nothing about its key."""
+    return value is None or value == []
+
+
+def _checked_field_name(name, what):
+    """A field name a canonical measure name can carry (see _FIELD_NAME).
+
+    >>> _checked_field_name("factual_correctness(mode=f1)", "x.csv: the column")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x.csv: the column 'factual_correctness(mode=f1)' cannot name a score field: score(field=NAME) carries letters, digits, _ . and - only, starting with a letter or _; rename it
+    """
+    if not isinstance(name, str) or not _FIELD_NAME.match(name):
+        raise EvalError("%s %s cannot name a score field: score(field=NAME) carries letters, "
+                        "digits, _ . and - only, starting with a letter or _; rename it"
+                        % (what, _short_repr(name)))
+    return name
+
+
+def _checked_ranges(ranges):
+    """``{field: (lo, hi)}`` as floats: finite, lo != hi.
+
+    >>> _checked_ranges({"relevance": (1, 5), "harm": ("1", 0)})
+    {'relevance': (1.0, 5.0), 'harm': (1.0, 0.0)}
+    """
+    if ranges is None:
+        return {}
+    if not isinstance(ranges, dict):
+        raise EvalError("ranges must be a dict {field: (lo, hi)}, got %s" % _short_repr(ranges))
+    out = {}
+    for field, pair in ranges.items():
+        _checked_field_name(field, "score range:")
+        try:
+            lo, hi = (_number(v, float) if isinstance(v, str) else float(v) for v in pair
+                      if not isinstance(v, bool))
+        except (TypeError, ValueError):
+            lo = hi = math.nan
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
+            raise EvalError("the score range of %s must be two different finite numbers "
+                            "LO:HI, got %s" % (field, _short_repr(pair)))
+        out[field] = (lo + 0.0, hi + 0.0)
+    return out
+
+
+def _score_fields(records, id_column, fields, name, csv_cells=False):
+    """The score fields of a file's records: ``fields`` checked (each a key of
+    some record), else every key but the id column and input_sha256 unless
+    all its values are text that is not a number (see _is_text_value; nulls
+    and empty lists aside), in order of first sight.  So a field of nulls, of
+    quoted numbers or of a failed judge is a field, and its values are refused
+    by _query_runs naming the line, rather than dropped in silence.  A file
+    with no score field is refused."""
+    keys = {}
+    for _, record in records:
+        for key, value in record.items():
+            if key != id_column and key not in _RESERVED_SCORE_KEYS:
+                seen = keys.setdefault(key, [False, True])     # [any value, all text]
+                if not _is_empty_value(value):
+                    seen[0] = True
+                    seen[1] = seen[1] and _is_text_value(value, csv_cells)
+    if fields is not None:
+        for field in fields:
+            if field == id_column or field in _RESERVED_SCORE_KEYS:
+                raise EvalError("%s: %r is the id column or reserved, not a score field"
+                                % (name, field))
+            if field not in keys:
+                raise EvalError("%s: no field %r (fields: %s)"
+                                % (name, field, ", ".join(map(repr, keys)) or "none"))
+        return tuple(fields)
+    found = tuple(key for key, (any_value, all_text) in keys.items()
+                  if not (any_value and all_text))
+    if not found:
+        raise EvalError("%s: no score field: every column but the id is text (a score field "
+                        "holds numbers or true/false)" % name)
+    for field in found:
+        _checked_field_name(field, "%s: the field" % name)
+    return found
+
+
+def _number_text(x):
+    """A number as a range is written: ``1``, ``0.5``."""
+    return "%d" % x if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+def _query_runs(value, field, lo, hi, where):
+    """The runs of one query's value for ``field``, mapped from [lo, hi] onto
+    [0, 1]; () when missing (null, an empty list or a list of nulls).  ``where`` names the
+    line and query.
+
+    >>> _query_runs([2, 5, 4], "f", 1.0, 5.0, "x"), _query_runs(True, "f", 1.0, 0.0, "x")
+    ((0.25, 1.0, 0.75), (0.0,))
+    >>> _query_runs(1.5, "f", 0.0, 1.0, "x.jsonl:3: query 'q2'")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x.jsonl:3: query 'q2', field f: 1.5 is outside the range [0, 1] (declare another with --score-range f=LO:HI)
+    """
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    if all(item is None for item in items):     # [null]: every run failed, a missing score
+        return ()
+    if len({isinstance(item, bool) for item in items if isinstance(item, (int, float))}) > 1:
+        raise EvalError("%s, field %s: true/false mixed with numbers; a field holds "
+                        "true/false only or numbers only" % (where, field))
+    runs = []
+    for i, item in enumerate(items):
+        at = "%s, field %s%s" % (where, field, ", run %d" % (i + 1) if value is items else "")
+        if item is None and value is items:
+            raise EvalError("%s: null, a failed run among scored ones: drop the failed run "
+                            "from the list (a null or empty value is a missing score)" % at)
+        if not isinstance(item, (int, float)):
+            raise EvalError("%s: %s is not a score (a number, true/false, or a list of them)"
+                            % (at, _short_repr(item, 40)))
+        try:
+            v = float(item)
+        except OverflowError:
+            v = math.inf if item > 0 else -math.inf
+        if math.isnan(v):
+            raise EvalError("%s: NaN is not a score" % at)
+        if math.isinf(v):
+            raise EvalError("%s: %s is not a finite score" % (at, "inf" if v > 0 else "-inf"))
+        if not min(lo, hi) <= v <= max(lo, hi):
+            raise EvalError("%s: %s is outside the range [%s, %s] (declare another with "
+                            "--score-range %s=LO:HI)" % (at, _number_text(v), _number_text(lo),
+                                                        _number_text(hi), field))
+        runs.append((v - lo) / (hi - lo) + 0.0)
+    return tuple(runs)
+
+
+def _value_kind(value):
+    """"boolean", "integer" or "number": what a present value is made of."""
+    items = value if isinstance(value, list) else [value]
+    if all(isinstance(v, bool) for v in items):
+        return "boolean"
+    if all(not isinstance(v, bool) and float(v).is_integer() for v in items):
+        return "integer"
+    return "number"
+
+
+_KIND_ORDER = ("boolean", "integer", "number")   # a field is the widest kind it holds
+
+
+def _score_id(record, id_column, where):
+    value = record.get(id_column)
+    if value is None:
+        raise EvalError("%s: no %r (the query id; --id-column names another column)"
+                        % (where, id_column))
+    return _as_id(value, "%s: %r" % (where, id_column))
+
+
+def load_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
+                allow_missing=False, *, format=None):
+    """Read a score file (JSONL or CSV, gzip or not; see above) into a
+    :class:`Scores`: per query and field, the judge runs mapped onto [0, 1].
+
+    ``id_column`` names the query id (default ``query_id``); ``fields`` the
+    score fields to read (default: every key but the id, input_sha256 and the
+    text columns, see _score_fields);
+    ``ranges`` maps a field to its range ``(lo, hi)`` (default (0, 1); hi < lo:
+    lower is better); with ``allow_missing`` a missing value lists the query
+    as unscored for that field instead of raising.  Every bad value raises
+    EvalError naming the file, line, query and field.
+
+    >>> s = load_scores(io.StringIO("id,relevance,refused\\nq1,4,False\\nq2,2,true\\n"),
+    ...                 id_column="id", ranges={"relevance": (1, 5)})
+    >>> s.fields, s.values("relevance"), s.values("refused"), s.kinds["refused"]
+    (('relevance', 'refused'), {'q1': 0.75, 'q2': 0.25}, {'q1': 0.0, 'q2': 1.0}, 'boolean')
+    >>> load_scores(io.StringIO('{"query_id": "q1", "f": 0.5}\\n{"query_id": "q2"}\\n'))
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: <stream>:2: query 'q2' has no f score (--allow-missing-scores lists such queries as unscored)
+    """
+    return _read_scores(source, id_column, fields, ranges, allow_missing, format)
+
+
+def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
+                 allow_missing=False, format=None, present_only=False):
+    """load_scores(); with ``present_only``, the named fields and ranges that
+    the file lacks are left out rather than refused (several --scores files
+    share one --metrics; the command line checks that each is in one)."""
+    if not isinstance(id_column, str) or not id_column:
+        raise EvalError("the id column must be a non-empty string, got %s"
+                        % _short_repr(id_column))
+    if fields is not None:
+        if isinstance(fields, str) or not isinstance(fields, (list, tuple)):
+            raise EvalError("fields must be a list of field names, got %s" % _short_repr(fields))
+        fields = tuple(dict.fromkeys(_checked_field_name(f, "score field") for f in fields))
+    ranges = _checked_ranges(ranges)
+    inp = _input_of(source)
+    fmt = format or _score_format(inp)
+    if fmt not in ("jsonl", "csv"):
+        raise EvalError("%s: unknown score file format %r (choose from jsonl, csv)"
+                        % (inp.name, fmt))
+    if fmt == "jsonl":
+        records = list(_jsonl_score_records(inp))
+    else:
+        records = list(_csv_score_records(inp, (id_column,) + tuple(_RESERVED_SCORE_KEYS)))
+    if not records:
+        raise EvalError("%s: no queries in the score file" % inp.name)
+    if present_only and fields is not None:
+        keys = set().union(*(record.keys() for _, record in records))
+        fields = tuple(f for f in fields if f in keys)
+    found = _score_fields(records, id_column, fields, inp.name, fmt == "csv")
+    if fmt == "csv":
+        _json_cells(records, found)
+    for field in ranges:
+        if field not in found and not present_only:
+            raise EvalError("%s: a score range is given for %r, which is not a score field "
+                            "of the file (fields: %s)"
+                            % (inp.name, field, ", ".join(found) or "none"))
+    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt))
+
+
+def _json_cells(records, fields):
+    """Read the cells of CSV score fields that open with ``[`` as JSON arrays
+    (repeated runs), in place; text columns are left as they are."""
+    for where, record in records:
+        for field in fields:
+            value = record.get(field)
+            if isinstance(value, str) and value[:1] == "[":
+                record[field] = _score_json(value, where)
+
+
+def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
+    """The Scores of a file's records (see load_scores)."""
+    runs = {field: {} for field in fields}
+    unscored = {field: [] for field in fields}
+    kinds = dict.fromkeys(fields, "boolean")
+    booleans = {}        # field: whether its first value was true/false
+    first_seen, hashes = {}, {}
+    for where, record in records:
+        qid = _score_id(record, id_column, where)
+        if qid in first_seen:
+            raise EvalError("%s: query %r again (first on line %s)"
+                            % (where, qid, first_seen[qid]))
+        first_seen[qid] = where.rpartition(":")[2]
+        sha = record.get("input_sha256")
+        if sha is not None:
+            if not isinstance(sha, str):
+                raise EvalError("%s: query %r: input_sha256 must be text (the sha256 of what "
+                                "was judged), got %s" % (where, qid, _short_repr(sha, 40)))
+            hashes[qid] = sha
+        for field in fields:
+            lo, hi = ranges.get(field, SCORE_RANGE)
+            value = record.get(field)
+            got = _query_runs(value, field, lo, hi, "%s: query %r" % (where, qid))
+            if got:
+                is_bool = isinstance(value if not isinstance(value, list) else value[0], bool)
+                if booleans.setdefault(field, is_bool) != is_bool:
+                    raise EvalError("%s: query %r, field %s: true/false mixed with numbers; a "
+                                    "field holds true/false only or numbers only"
+                                    % (where, qid, field))
+                runs[field][qid] = got
+                kinds[field] = max(kinds[field], _value_kind(value), key=_KIND_ORDER.index)
+            elif allow_missing:
+                unscored[field].append(qid)
+            else:
+                raise EvalError("%s: query %r has no %s score (--allow-missing-scores lists "
+                                "such queries as unscored)" % (where, qid, field))
+    for field in fields:
+        if not runs[field]:
+            raise EvalError("%s: field %s has no score on any query (a judge that failed on "
+                            "every query?)" % (info["path"], field))
+    return Scores(fields, runs, {f: tuple(ids) for f, ids in unscored.items()},
+                  tuple(first_seen), kinds,
+                  {f: ranges.get(f, SCORE_RANGE) for f in fields}, hashes,
+                  dict(info, fields=list(fields)))

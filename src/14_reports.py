@@ -1,0 +1,1011 @@
+"""Renderers
+"""
+
+def _dumps(obj):
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def render_json(report, gate_result=None, comparisons=(), *, per_query=False, **_):
+    """The report as JSON text: sorted keys, never NaN, same input same bytes."""
+    out = report.to_dict(per_query=per_query)
+    if gate_result is not None:
+        out["gate"] = gate_result.to_dict()
+    if comparisons:
+        out["comparison"] = [c.to_dict() for c in comparisons]
+    return _dumps(out)
+
+
+# --- reading a JSON report back -------------------------------------------------
+
+def _report_from_dict(data):
+    """The Report of a JSON report (see Report.from_dict); EvalError naming what
+    is wrong when ``data`` is not one."""
+    if isinstance(data, dict) and data.get("format") == BASELINE_FORMAT:
+        raise EvalError("a baseline (read it with load_baseline), not a JSON report")
+    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
+            or data["tool"].get("name") != "rag_eval" or "measures" not in data:
+        raise EvalError("not a rag_eval JSON report (--format json)")
+    try:
+        return _report_fields(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, EvalError):
+            raise
+        raise EvalError("not a rag_eval JSON report (--format json): %s %s"
+                        % (type(exc).__name__, _short_repr(str(exc)))) from None
+
+
+def _report_fields(data):
+    """The Report of a parsed JSON report, every field it reads checked as
+    load_baseline checks a baseline (names that parse, values in [0, 1],
+    counts, lists of strings): an EvalError naming the field, never a later
+    TypeError."""
+    measures = tuple(_checked_measure_name(m, "measures") for m in _checked_list(
+        data["measures"], "measures"))
+    slices = data.get("slices")
+    if slices is not None:
+        slices = {_checked_slice_name(name, "slices"): _checked_slice_stats(
+            stats, "slices %r" % name) for name, stats in _checked_dict(slices, "slices").items()}
+    holdout = data.get("holdout")
+    bounds = data.get("unjudged_bounds")
+    ties = _checked_dict(data["ties"], "ties")
+    per_query = data.get("per_query")
+    if per_query is not None:
+        _checked_per_query(per_query, "per_query")   # names that parse, values in [0, 1]
+    n = data.get("n")
+    if n is not None and set(_checked_counts(n, "n")) != set(measures):
+        raise EvalError("n: expected a count for each of the measures, got %s" % _short_repr(n))
+    return Report(
+        measures=measures,
+        mean=_checked_values(data["mean"], "mean"),
+        per_query=dict(per_query or {}),
+        unscored=_checked_strs(data["unscored"], "unscored"),
+        missing=_checked_strs(data["missing_from_run"], "missing_from_run"),
+        skipped=_checked_strs(data["skipped"], "skipped"),
+        abstention=_checked_counts(data["abstention"], "abstention"),
+        ties=_checked_counts(ties["per_query"], "ties per_query"),
+        warnings=_checked_strs(data["warnings"], "warnings"),
+        rel=_positive_int(data["rel"], "rel"),
+        inputs=_checked_report_inputs(data.get("inputs")) or None,
+        unlabelled=_checked_strs(data.get("unlabelled", []), "unlabelled"),
+        average=_checked_average(data.get("average", "scored")),
+        n=n, mapping=_checked_dict(data.get("mapping"), "mapping", optional=True),
+        meta=dict(_checked_baseline_meta(data.get("meta"), "meta") or {}),
+        slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
+        holdout=None if holdout is None else _report_holdout(holdout),
+        answerability=_checked_counts(data.get("answerability") or {}, "answerability") or None,
+        min_score=None if data.get("min_score") is None else _checked_min_score(
+            data["min_score"]),
+        scored_count=None if per_query is not None else _count(data["queries"], "queries"),
+        unjudged=None if bounds is None else _checked_bounds(bounds),
+        scores=_loaded_scores(data.get("scores")),
+        drift=_loaded_drift(data.get("drift")))
+
+
+def _loaded_scores(saved):
+    """A JSON report's judge-score block as the gate reads it: the ranges
+    (checked as a baseline's: they decide what every value means, so a gate
+    against a baseline of other ranges is refused), the inputs and the
+    queries each field left unscored (see _unpaired_lost_scores); the judge
+    noise and borderline tables are not read back."""
+    if saved is None:
+        return None
+    checked = _checked_saved_scores(saved, "scores")
+    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"],
+            "unscored": checked.get("unscored") or {}}
+
+
+def _loaded_drift(drift):
+    """A JSON report's --drift block, checked by laying it out as every
+    renderer does (an EvalError, never a later TypeError)."""
+    if drift is None:
+        return None
+    try:
+        if type(_checked_dict(drift, "drift")["passed"]) is not bool:
+            raise TypeError("passed is not true or false")
+        _count(drift["items"], "drift items")
+        _checked_strs(drift["notes"], "drift notes")
+        sections = list(_drift_sections(drift))
+        if any(len(row) != len(header) for _, header, rows, _ in sections for row in rows):
+            raise ValueError("a table row of the wrong length")
+        _text_of(sections)
+        _drifted_text(drift)    # as the gate's suspect note lays it out
+        drifted = [f["drifted"] for f in drift["fields"].values()]
+        differences = [f["mean_absolute_difference"] for f in drift["fields"].values()]
+        if set(map(type, differences)) - {int, float}:
+            raise TypeError("a mean absolute difference is not a number")
+        if set(map(type, drifted)) - {bool} or drift["passed"] == any(drifted) or drifted != [
+                f["mean_absolute_difference"] > drift["max_drift"] + FLOAT_SLACK
+                for f in drift["fields"].values()]:
+            raise ValueError("passed and drifted do not follow the differences")
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+            OverflowError) as exc:
+        if isinstance(exc, EvalError):
+            raise
+        raise EvalError("drift: not a --drift block (%s %s)"
+                        % (type(exc).__name__, _short_repr(str(exc)))) from None
+    return drift
+
+
+def _checked_type(value, kind, noun, what):
+    """``value`` when it is a ``kind``, else an EvalError naming ``what``."""
+    if not isinstance(value, kind):
+        raise EvalError("%s: expected %s, got %s" % (what, noun, _short_repr(value)))
+    return value
+
+
+def _checked_dict(value, what, optional=False):
+    if value is None and optional:
+        return None
+    return _checked_type(value, dict, "an object", what)
+
+
+def _checked_list(value, what):
+    return _checked_type(value, list, "a list", what)
+
+
+def _checked_strs(values, what):
+    """A list of strings as a tuple (a string alone is refused, never split)."""
+    return tuple(_checked_str(v, what) for v in _checked_list(values, what))
+
+
+def _checked_counts(values, what):
+    """{name: count}: string keys, non-negative integers."""
+    return {_checked_str(key, what): _count(value, "%s %r" % (what, key))
+            for key, value in _checked_dict(values, what).items()}
+
+
+def _checked_measure_name(name, what):
+    try:
+        return str(parse_measure(_checked_str(name, what))) and name
+    except EvalError as exc:
+        raise EvalError("%s: %s" % (what, exc)) from None
+
+
+def _checked_report_inputs(inputs):
+    """A report's inputs: {kind: {key: value}} (a score file's info holds a list)."""
+    inputs = _checked_dict(inputs, "inputs", optional=True)
+    for kind, info in (inputs or {}).items():
+        _checked_dict(info, "inputs %r" % kind)
+    return inputs
+
+
+def _checked_slice_stats(stats, what):
+    stats = _checked_dict(stats, what)
+    _count(stats.get("queries"), what + " queries")
+    _checked_strs(stats.get("unscored"), what + " unscored")
+    _checked_values(stats.get("mean"), what + " mean")
+    if "n" in stats:
+        _checked_counts(stats["n"], what + " n")
+    return stats
+
+
+def _report_holdout(holdout):
+    held = _loaded_holdout(holdout, "holdout")
+    ids = holdout.get("ids")
+    if ids is not None:
+        ids = {"unscored": _checked_strs(_checked_dict(ids, "holdout ids").get("unscored"),
+                                         "holdout ids unscored"),
+               "missing": _checked_strs(ids.get("missing_from_run"),
+                                        "holdout ids missing_from_run")}
+    if not isinstance(holdout.get("revealed"), bool):
+        raise EvalError("holdout revealed: expected true or false, got %s"
+                        % _short_repr(holdout.get("revealed")))
+    per_query = holdout.get("per_query")
+    if per_query is not None:
+        _checked_per_query(per_query, "holdout per_query")
+    if ids is not None:    # every member the JSON names (not those expired by --as-of)
+        ids["all"] = tuple(sorted(set(per_query or ()) | set(ids["unscored"])
+                                  | set(ids["missing"])))
+    return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
+                         mean=_checked_values(held.mean, "holdout mean"),
+                         n=None if held.n is None else _checked_counts(held.n, "holdout n"),
+                         members_sha256="", revealed=holdout["revealed"], ids=ids)
+
+
+def _checked_bounds(bounds):
+    """unjudged_bounds: {"mean": {measure: [lo, hi] or null}, "per_query": {q: {...}}}."""
+    bounds = _checked_dict(bounds, "unjudged_bounds")
+    per_query = _checked_dict(bounds.get("per_query", {}), "unjudged_bounds per_query")
+    return {"mean": _checked_pairs(bounds.get("mean"), "unjudged_bounds mean"),
+            "per_query": {q: _checked_pairs(v, "unjudged_bounds per_query %r" % q)
+                          for q, v in per_query.items()}}
+
+
+def _checked_pairs(values, what):
+    """{measure: [lo, hi] or None}, each bound a value in [0, 1]."""
+    out = {}
+    for m, pair in _checked_dict(values, what).items():
+        if pair is not None:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise EvalError("%s %r: expected [lower, upper], got %s"
+                                % (what, m, _short_repr(pair)))
+            _canonical_values({m: pair[0]}, what)
+            _canonical_values({m: pair[1]}, what)
+        out[m] = None if pair is None else list(pair)
+    return out
+
+
+def _count(value, what):
+    if type(value) is not int or value < 0:
+        raise EvalError("%s: expected a count, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_str(value, what):
+    return _checked_type(value, str, "a string", what)
+
+
+def _checked_values(values, what):
+    """{measure: value} as written, checked as a baseline's are (names that
+    parse, every value a number in [0, 1]: a report never holds NaN)."""
+    _canonical_values(values, what)
+    return dict(values)
+
+
+def load_report(source):
+    """Read a JSON report (``--format json``, :func:`render_json`) back into a
+    :class:`Report`, e.g. one a CI job kept as an artifact (see
+    :meth:`Report.from_dict`); an EvalError names the file when it is not one.
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> load_report(io.StringIO(render_json(r, per_query=True))).per_query
+    {'q': {'mrr@2': 0.5}}
+    """
+    inp = _Input(source)
+    try:
+        return _report_from_dict(_json_loads(inp.text(), inp.name))
+    except EvalError as exc:
+        text = str(exc)
+        raise EvalError(text if text.startswith(inp.name + ":")
+                        else "%s: %s" % (inp.name, text)) from None
+
+
+def assert_no_regression(report, baseline, **gate_options):
+    """:func:`gate` for a test suite: the GateResult when the gate passes, else
+    an AssertionError whose message is the gate's text, as the command line
+    prints it.  ``baseline`` is a Baseline, a dict of means, a file name or a
+    Report (the baseline it would save).
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> assert_no_regression(r, {"mrr@2": 0.5}).passed
+    True
+    >>> assert_no_regression(r, {"mrr@2": 0.9})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: gate vs baseline (max drop 0.02): FAILED, 1 regression: mrr@2
+    ...
+    """
+    if isinstance(baseline, Report):
+        baseline = load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
+            source="report")
+    elif isinstance(baseline, (str, os.PathLike)):
+        baseline = load_baseline(baseline)
+    result = gate(report, baseline, **gate_options)
+    if not result.passed:
+        name = baseline.source if isinstance(baseline, Baseline) else "baseline"
+        raise AssertionError(_text_of(_gate_sections(result, name), first=1).rstrip("\n"))
+    if report.drift is not None and not report.drift["passed"]:    # the run failed on it
+        raise AssertionError(_text_of(list(_drift_sections(report.drift))[:1],
+                                      first=1).rstrip("\n"))
+    return result
+
+
+def _fmt(value):
+    return "-" if value is None else "%.4f" % value
+
+
+def _means_text(mean, shown=8):
+    """``recall@5=0.6667 mrr@5=0.5000``: the first ``shown`` means.
+
+    >>> _means_text({"a@1": 0.5, "b@1": 1.0, "c@1": 0.25}, shown=2)
+    'a@1=0.5000 b@1=1.0000 (+1 more)'
+    """
+    items = list(mean.items())
+    return " ".join("%s=%s" % (m, _fmt(v)) for m, v in items[:shown]) + (
+        " (+%d more)" % (len(items) - shown) if len(items) > shown else "")
+
+
+def _summary_line(report):
+    parts = ["%s scored" % _plural(_query_count(report), "query", "queries")]
+    if report.unscored:
+        parts.append("%d unscored (%s): %s"
+                     % (len(report.unscored), _unscored_reason(report),
+                        ", ".join(report.unscored[:10])
+                        + (" ..." if len(report.unscored) > 10 else "")))
+    if report.missing:
+        parts.append("%d missing from the run (%s)" % (len(report.missing), "scored 0"
+                     if report.average == "scored" else "left out, as trec_eval averages"))
+    if report.holdout is not None:
+        held = report.holdout
+        parts.append("%d held out (%s, reported apart)"
+                     % (held.queries + held.unscored, held.slice))
+    return "rag_eval %s: %s" % (__version__, "; ".join(parts))
+
+
+def _unscored_reason(report):
+    if report.scores is None:
+        return "no relevant id"
+    return "no score" if all(map(_field_of, report.measures)) else "no relevant id, no score"
+
+
+def _label(measure):
+    """A measure as a table heads its column: a score field by its name."""
+    return _field_of(measure) or measure
+
+
+def _gate_how(gate_result):
+    """How a gate judged: its tolerances and mode (``max drop 0.02``)."""
+    return "max drop %s%s%s" % (gate_result.tolerance, "".join(
+        ", %s: %s" % item for item in sorted((gate_result.slice_tolerances or {}).items())),
+        ", significant drops only" if gate_result.mode == "significant" else "")
+
+
+def _gate_verdict(gate_result, baseline_name):
+    how = _gate_how(gate_result)
+    if gate_result.passed:
+        return "gate vs %s (%s): PASSED" % (baseline_name, how)
+    return "gate vs %s (%s): FAILED, %s" % (baseline_name, how, _failures_text(gate_result))
+
+
+_HEADLINE_NAMES = 10     # names a verdict line gives per kind of failure
+
+
+def _failures_text(gate_result):
+    """Why a gate failed, in words: the regressions (those the unjudged ids
+    could explain called undecided), then the missing measures, at most
+    _HEADLINE_NAMES names each.
+
+    >>> c = MeasureChange("mrr@5", 0.5, 0.4, -0.1, "regressed", undecided={"ids": 2})
+    >>> _failures_text(GateResult(False, (c, MeasureChange("recall@5", 0.7, None, None,
+    ...                                                    "missing")), "0.02", ()))
+    '1 regression (undecided: unjudged ids could explain it): mrr@5; 1 missing: recall@5'
+    """
+    regressed = [c for c in gate_result.changes if c.status == "regressed"]
+    missing = [c.name for c in gate_result.changes if c.status == "missing"]
+    undecided = sum(1 for c in regressed if c.undecided)
+    parts = []
+    if regressed:
+        parts.append("%s%s: %s" % (
+            _plural(len(regressed), "regression", "regressions"),
+            "" if not undecided else " (%sundecided: unjudged ids could explain %s)" % (
+                "" if undecided == len(regressed) else "%d " % undecided,
+                "it" if undecided == 1 else "them"),
+            _names_text([c.name for c in regressed])))
+    if missing:
+        parts.append("%d missing: %s" % (len(missing), _names_text(missing)))
+    return "; ".join(parts)
+
+
+def _names_text(names, shown=_HEADLINE_NAMES):
+    """``a, b, ... (3 more)``: the first ``shown`` names."""
+    return ", ".join(names[:shown]) + (", ... (%d more)" % (len(names) - shown)
+                                       if len(names) > shown else "")
+
+
+_SHOWN_QUERY_DROPS = 20
+
+
+def _signed(delta):
+    return "%+.4f" % delta
+
+
+def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=_signed):
+    """The report as (title, header, rows, notes) blocks, laid out by the text and
+    Markdown renderers alike; ``delta`` formats a gate's differences."""
+    rows = [[q] + [_fmt(v[m]) if m in v else "-" for m in report.measures]
+            for q, v in report.per_query.items()] if per_query else []
+    rows.append(["mean"] + [_fmt(report.mean[m]) if m in report.mean else "-"
+                            for m in report.measures])
+    if report.n is not None:    # the measures average over different queries
+        rows.append(["n"] + [str(report.n[m]) for m in report.measures])
+    yield _summary_line(report), ["query"] + [_label(m) for m in report.measures], rows, []
+    yield from _answerability_section(report)
+    yield from _meta_section(report)
+    yield from _judge_sections(report, per_query)
+    yield from _drift_sections(report.drift)
+    if report.unjudged is not None:
+        yield _bounds_section(report, per_query)
+    for field in report.by:
+        yield _slice_section(report, field)
+    if report.holdout is not None:
+        yield _holdout_section(report.holdout, report.measures, per_query)
+    if gate_result is not None:
+        yield from _gate_sections(gate_result, baseline_name, delta)
+    for c in comparisons:
+        yield _comparison_section(c)
+
+
+def _gate_sections(gate_result, baseline_name, delta=_signed):
+    """The gate's (title, header, rows, notes) sections: the verdict and its
+    table, then the per-query drops and the queries that changed; ``delta``
+    formats a difference."""
+    significant = gate_result.mode == "significant"
+    shown, quiet = _shown_changes(gate_result)
+    # judged@k beside the measures it is below 1 for; no column when it never is.
+    judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
+    rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
+             "-" if c.delta is None else delta(c.delta), _status_text(c)]
+            + ([_fmt(c.p_value)] if significant else [])
+            + ([_fmt(c.judged) if c.judged is not None and c.judged < 1 - FLOAT_SLACK
+                else "-"] if judged else []) for c in shown]
+    header = (["measure", "baseline", "current", "delta", "status"]
+              + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
+    notes = list(gate_result.notes) + (
+        ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
+         "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
+    yield _gate_verdict(gate_result, baseline_name), header, rows, notes
+    drops = gate_result.query_drops
+    if drops:
+        notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
+                 if len(drops) > _SHOWN_QUERY_DROPS else [])
+        yield ("per-query drops beyond the tolerance, largest first (%d)" % len(drops),
+               ["measure", "query", "baseline", "current", "delta"],
+               [[d.measure, d.query, _fmt(d.baseline), _fmt(d.current), delta(d.delta)]
+                for d in drops[:_SHOWN_QUERY_DROPS]], notes)
+    if gate_result.queries_added or gate_result.queries_removed:
+        yield ("the test set changed since the baseline", ["change", "queries"],
+               [["added", ", ".join(gate_result.queries_added) or "-"],
+                ["removed", ", ".join(gate_result.queries_removed) or "-"]],
+               ["compared on the queries both hold"])
+    moved = gate_result.moved
+    if moved:
+        notes = (["%d more in the JSON output" % (len(moved) - _SHOWN_QUERY_DROPS)]
+                 if len(moved) > _SHOWN_QUERY_DROPS else [])
+        yield ("queries whose slices changed since the baseline (%d)" % len(moved),
+               ["query", "left", "joined"],
+               [[m.query, ", ".join(m.left) or "-", ", ".join(m.joined) or "-"]
+                for m in moved[:_SHOWN_QUERY_DROPS]], notes)
+
+
+def _shown_changes(gate_result):
+    """(shown, quiet): the gate rows a report shows, and the slice rows that did
+    not move beyond the tolerance, left to the JSON (slices multiply the rows)."""
+    quiet = [c for c in gate_result.changes if c.slice is not None
+             and c.status in ("unchanged", "dropped within tolerance")]
+    return [c for c in gate_result.changes if c not in quiet], quiet
+
+
+def _comparison_section(c):
+    """One comparison as a (title, header, rows, notes) section."""
+    any_row = next(iter(c.measures.values()))
+    rows = [[r.measure, _fmt(r.mean), _fmt(r.reference_mean), "%+.4f" % r.delta,
+             "[%+.4f, %+.4f]" % r.ci95, "%.4f" % r.p_randomization, "%.4f" % r.p_ttest,
+             "%.4f" % r.p_holm, "%d/%d/%d" % (r.wins, r.losses, r.ties), r.verdict]
+            for r in c.measures.values()]
+    notes = ["%s: most worse %s; most better %s" % (
+        r.measure, ", ".join("%s %+.4f" % m for m in r.most_worse) or "-",
+        ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
+        for r in c.measures.values() if r.wins or r.losses]
+    if c.only_in_run or c.only_in_reference:
+        notes.append("not compared: %d queries only in the run, %d only in the reference"
+                     % (len(c.only_in_run), len(c.only_in_reference)))
+    return ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
+            "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
+            ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
+             "W/L/T", "verdict"], rows, notes)
+
+
+def _status_text(change):
+    """A change's status as the gate table shows it: a failure in capitals,
+    and what could explain an undecided regression.
+
+    >>> _status_text(MeasureChange("recall@5", 1.0, 0.5, -0.5, "regressed",
+    ...                            undecided={"ids": 1, "upper": 1.0, "named": ["q1:d7"]}))
+    'REGRESSED (undecided: 1 unjudged id could explain it: q1:d7; label them: --to-label FILE)'
+    """
+    if change.status not in ("regressed", "missing"):
+        return change.status
+    text = change.status.upper()
+    undecided = change.undecided
+    if undecided:
+        text += " (undecided: %s could explain it%s; label them: --to-label FILE)" % (
+            _plural(undecided["ids"], "unjudged id", "unjudged ids"),
+            ": " + ", ".join(undecided["named"]) if undecided["named"] else "")
+    if change.suspect:
+        text += " (suspect: %s)" % change.suspect
+    return text
+
+
+def _drift_sections(drift):
+    """The --drift check: one row per field, then each categorical field's
+    confusion table (stored rows, current columns)."""
+    if drift is None:
+        return
+    rows = []
+    for name, f in drift["fields"].items():
+        change = f["largest_change"]
+        rows.append([name, str(f["n"]), _fmt(f["stored_mean"]), _fmt(f["current_mean"]),
+                     "%+.4f" % f["mean_difference"], "[%+.4f, %+.4f]" % tuple(f["ci95"]),
+                     "%.4f" % f["p"], _fmt(f["mean_absolute_difference"])
+                     + (" > %g" % drift["max_drift"] if f["drifted"] else ""),
+                     "-" if change is None else "%s %.4f -> %.4f" % (
+                         change["item"], change["stored"], change["current"]),
+                     _fmt(f["agreement"]), _fmt(f["kappa"]) if f["categorical"] else "-"])
+    yield ("judge drift vs %s (%s, max drift %g): %s" % (
+        drift["frozen"]["path"], _plural(drift["items"], "item", "items"), drift["max_drift"],
+        "PASSED" if drift["passed"] else "FAILED, the judge moved: " + ", ".join(
+            name for name, f in drift["fields"].items() if f["drifted"])),
+        ["field", "n", "stored", "current", "delta", "95% CI", "p", "mean abs delta",
+         "largest change", "agreement", "kappa"], rows, list(drift["notes"]))
+    for name, f in drift["fields"].items():
+        if f["categorical"]:
+            labels = [json.dumps(label) for label in f["labels"]]
+            yield ("%s: stored (rows) against current (columns)" % name,
+                   ["stored \\ current"] + labels,
+                   [[label] + [str(c) for c in row] for label, row in zip(labels, f["confusion"])],
+                   [])
+
+
+def _judge_sections(report, per_query):
+    """The judge noise of score measures with repeated runs, and the
+    borderline queries of each --pass-threshold (see evaluate_scores)."""
+    block = report.scores or {}
+    noise = block.get("noise") or {}
+    if noise:
+        rows = [[name, str(n["queries"]), "%d-%d" % tuple(n["runs"]) if n["runs"][0] !=
+                 n["runs"][1] else str(n["runs"][0]), _fmt(n["within_sd"]),
+                 _fmt(n["noise_floor"]), _fmt(2 * n["noise_floor"])]
+                for name, n in noise.items()]
+        yield ("judge noise (repeated runs of each query)",
+               ["measure", "queries", "runs", "within-query sd", "noise floor (SE)", "2 SE"],
+               rows, ["noise floor: the standard error of a difference of two means from judge "
+                      "noise alone, sqrt(2 * sum s_q^2 / r_q) / n; a --max-drop below 2 SE "
+                      "makes a flaky gate"])
+    for name, found in (block.get("borderline") or {}).items():
+        queries = found["queries"]
+        shown = list(queries.items()) if per_query else list(queries.items())[:_SHOWN_QUERY_DROPS]
+        rows = [[q, "%d/%d (%s)" % (c["pass"], c["runs"], _fmt(c["pass"] / c["runs"])),
+                 "%d/%d (%s)" % (c["fail"], c["runs"], _fmt(c["fail"] / c["runs"]))]
+                for q, c in shown]
+        notes = ["no query has runs on both sides" if not queries else
+                 "%d more in the JSON output" % (len(queries) - len(shown))
+                 if len(shown) < len(queries) else
+                 "a run at the threshold passes; every other query's runs agree"]
+        x = _number_text(found["threshold"])
+        lo, hi = block["ranges"][dict(parse_measure(name).params)["field"]]
+        passing, failing = (("runs <= %s (lower is better)" % x, "runs > %s" % x) if hi < lo
+                            else ("runs >= %s" % x, "runs < %s" % x))
+        yield ("borderline queries of %s: runs on both sides of %s (%d)" % (name, x, len(queries)),
+               ["query", passing, failing], rows, notes)
+
+
+def _answerability_section(report):
+    """The answerability block: how many queries are answerable (a relevant
+    id), stated unanswerable, or neither (unscored)."""
+    counts = report.answerability
+    if counts is not None:
+        keys = ("answerable", "unanswerable", "unstated")
+        yield "answerability", list(keys), [[str(counts[key]) for key in keys]], []
+
+
+def _bounds_section(report, per_query):
+    """The --unjudged-bounds table: [lo, hi] of each mean (and query)."""
+    bounds = report.unjudged
+
+    def cell(pair):
+        return "-" if pair is None else "[%.4f, %.4f]" % tuple(pair)
+    rows = [[q] + [cell(v.get(m)) for m in report.measures]
+            for q, v in bounds["per_query"].items()] if per_query else []
+    rows.append(["mean"] + [cell(bounds["mean"][m]) for m in report.measures])
+    unbounded = [m for m in report.measures if bounds["mean"][m] is None]
+    notes = ["lo: every unjudged id in the top k non-relevant; hi: the best labelling "
+             "(map and ndcg: the least and greatest value over every labelling)"]
+    if unbounded:
+        notes.append("no bounds (only recall, precision, success, mrr, map and ndcg over ids "
+                     "with unjudged=nonrel have them): %s" % ", ".join(unbounded))
+    return ("unjudged bounds: what each value could be once the unjudged ids in the top k "
+            "are labelled", ["query"] + list(report.measures), rows, notes)
+
+
+def _slice_section(report, field):
+    """The table of one --by field: a row per value, its scored queries, its
+    unscored ones and its means."""
+    prefix = field + "="
+    names = [name for name in report.slices if name.startswith(prefix)]
+    rows = [[name[len(prefix):], str(report.slices[name]["queries"]),
+             str(len(report.slices[name]["unscored"]))]
+            + [_fmt(report.slices[name]["mean"].get(m)) for m in report.measures]
+            for name in names]
+    notes = []
+    if report.membership is not None:    # None: read back from a JSON report
+        members = _members(report.membership)
+        scored = [set(q for q in members[name] if q in report.per_query) for name in names]
+        if sum(map(len, scored)) > len(set().union(*scored)):
+            notes.append("a query with several %s values is in each of their rows" % field)
+        left = len(report.per_query) - len(set().union(*scored))
+        if left:
+            notes.append("%s no %s: in no row" % (_plural(left, "scored query has",
+                                                           "scored queries have"), field))
+    for name in names:
+        for m, n in sorted(report.slices[name].get("n", {}).items()):
+            if n < report.slices[name]["queries"]:
+                notes.append("%s: %s averages over %d of its %d scored queries"
+                             % (name, m, n, report.slices[name]["queries"]))
+    return ("by %s (means over each slice's scored queries)" % field,
+            [field, "queries", "unscored"] + [_label(m) for m in report.measures], rows, notes)
+
+
+def _holdout_section(held, measures, per_query):
+    """The hold-out: its counts and means; its queries only when revealed."""
+    rows = []
+    if held.revealed and per_query:
+        rows = [[q] + [_fmt(v.get(m)) for m in measures] for q, v in held.per_query.items()]
+    rows.append(["mean"] + [_fmt(held.mean.get(m)) for m in measures])
+    notes = ["%d scored, %d unscored, %d missing from the run; left out of every mean above"
+             % (held.queries, held.unscored, held.missing)]
+    if held.revealed:
+        notes.append("revealed (--reveal-holdout): unscored %s; missing from the run %s"
+                     % (", ".join(held.ids["unscored"]) or "-",
+                        ", ".join(held.ids["missing"]) or "-"))
+    else:
+        notes.append("its query ids and per-query values are not shown (--reveal-holdout "
+                     "shows them)")
+    return ("held out: %s" % held.slice, ["query"] + [_label(m) for m in measures], rows, notes)
+
+
+def _table(header, rows):
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+            for r in [header] + rows]
+
+
+def render_text(report, gate_result=None, comparisons=(), *, per_query=False,
+                baseline_name="baseline"):
+    """Plain text: the measures table with the mean row, then the gate verdict
+    and any comparisons, each a small table."""
+    return _text_of(_sections(report, gate_result, comparisons, per_query, baseline_name))
+
+
+def _text_of(sections, first=0):
+    """Text blocks of (title, header, rows, notes) sections; only the first
+    of the whole report (``first`` 0) is the unindented measures table."""
+    lines = []
+    for number, (title, header, rows, notes) in enumerate(sections, first):
+        indent = "  " if number else ""
+        lines += [title] + ([""] if not number else [])
+        lines += [indent + line for line in _table(header, rows)]
+        lines += [indent + "note: " + n for n in notes] + [""]
+    return "\n".join(lines)
+
+
+def render_markdown(report, gate_result=None, comparisons=(), *, per_query=False,
+                    baseline_name="baseline", max_bytes=None, sweep=None):
+    """GitHub Markdown for a pull-request comment or a job summary.
+
+    Line 1 is the verdict in words (or, with no gate, the one-line summary);
+    then the gate table (the delta to the gate's precision, see _full_delta),
+    the means and any comparisons.  Everything else (per-query values and
+    drops, slices, warnings, notes, provenance) sits in ``<details>`` blocks,
+    which ``max_bytes`` truncates by whole rows (see _capped_markdown).  The
+    gate table holds the rows that decide the verdict (see _gate_markdown),
+    its regressed slice rows only as many as leave room under ``max_bytes``;
+    the verdict, the overall rows and the means are never cut, so the output
+    fits whenever ``max_bytes`` >= MARKDOWN_FLOOR and those are of ordinary
+    size.  Every cell is escaped (see
+    _md_text).
+
+    >>> r = evaluate({"a|b": {"d": 1}}, {"a|b": ["x", "d"]}, k=2, metrics="mrr")
+    >>> print(render_markdown(r, per_query=True), end="")
+    **rag\\_eval 0.1.0: 1 query scored**
+    <BLANKLINE>
+    | query | mrr@2 |
+    | --- | --- |
+    | mean | 0.5000 |
+    <BLANKLINE>
+    <details><summary>per-query values (1 query)</summary>
+    <BLANKLINE>
+    | query | mrr@2 |
+    | --- | --- |
+    | a\\|b | 0.5000 |
+    <BLANKLINE>
+    </details>
+    <BLANKLINE>
+    <details><summary>answerability</summary>
+    <BLANKLINE>
+    | answerable | unanswerable | unstated |
+    | --- | --- | --- |
+    | 1 | 0 | 0 |
+    <BLANKLINE>
+    </details>
+    """
+    sections = list(_sections(report, None, (), per_query, baseline_name))
+    title, header, rows, _ = sections[0]
+    shown = len(report.per_query) if per_query else 0      # rows[shown:]: mean (and n)
+    lines, details = [], []
+    rest = _md_table(header, rows[shown:]) + [""]
+    drift = list(_drift_sections(report.drift))[:1]     # its table, never folded
+    if drift:
+        rest += _comparison_markdown(drift[0])
+    for c in comparisons:
+        rest += _comparison_markdown(_comparison_section(c))
+    if gate_result is None:
+        lines += ["**%s**" % _md_text(title), ""]
+    else:
+        # Room left for the frame of the block of the regressed rows that do not fit.
+        budget = (None if max_bytes is None
+                  else max_bytes - 2 * _CAP_RESERVE - _size([_md_text(title), ""] + rest))
+        lines, details = _gate_markdown(gate_result, baseline_name, budget)
+        lines += [_md_text(title), ""]
+    lines += rest
+    if drift and not report.drift["passed"]:      # the run fails on it: say so first
+        lines[:0] = ["**Judge drift failed**: the judge moved on %s" % _md_text(", ".join(
+            name for name, f in report.drift["fields"].items() if f["drifted"])), ""]
+    if shown:
+        details.append(("per-query values (%s)" % _plural(shown, "query", "queries"),
+                        header, rows[:shown], []))
+    details += [block for block in sections[1:] if block not in drift]
+    if report.warnings:
+        details.append(("warnings (%d)" % len(report.warnings), None, [],
+                        list(report.warnings)))
+    details += _provenance_section(report)
+    if sweep is not None:
+        details.append(_sweep_section(sweep))
+    return _capped_markdown(lines, [_md_details(*block) for block in details], max_bytes)
+
+
+def _gate_markdown(gate_result, baseline_name, budget=None):
+    """(lines, details) of a gate in Markdown: the verdict and the rows that
+    decide it (every overall row, the regressed or missing slice rows) as
+    lines, in at most ``budget`` bytes when given (the slice rows that do not
+    fit go to a <details> block of their own, first); the other slice rows,
+    notes, per-query drops and changed queries as sections for <details>
+    blocks, which --max-bytes may cut."""
+    sections = list(_gate_sections(gate_result, baseline_name, _full_delta))
+    _, header, rows, notes = sections[0]
+    shown, _ = _shown_changes(gate_result)
+    deciding = [r for r, c in zip(rows, shown)
+                if c.slice is None or c.status in ("regressed", "missing")]
+    others = [r for r, c in zip(rows, shown)
+              if not (c.slice is None or c.status in ("regressed", "missing"))]
+    overall = sum(1 for c in shown if c.slice is None)
+    lines = [_gate_headline(gate_result), "",
+             "Gate vs %s (%s):" % (_md_text(baseline_name), _md_text(_gate_how(gate_result))),
+             ""]
+    kept = len(deciding)
+    while budget is not None and kept > overall and _size(
+            lines + _md_table(header, deciding[:kept]) + [""]) > budget:
+        kept = max(overall, kept - max(1, (kept - overall) // 8))
+    lines += _md_table(header, deciding[:kept]) + [""]
+    details = []
+    if kept < len(deciding):
+        details.append(("more regressed or missing slice rows (%d)" % (len(deciding) - kept),
+                        header, deciding[kept:], []))
+    if others:
+        details.append(("other slice rows: improved or not significant (%d)" % len(others),
+                        header, others, []))
+    details += [("gate notes (%d)" % len(notes), None, [], notes)] if notes else []
+    return lines, details + sections[1:]
+
+
+def _comparison_markdown(section):
+    """A comparison's lines: its title, table and notes, never folded."""
+    title, header, rows, notes = section
+    return (["**%s**" % _md_text(title), ""] + _md_table(header, rows) + [""]
+            + ["- " + _md_text(n) for n in notes] + ([""] if notes else []))
+
+
+def _gate_headline(gate_result):
+    """The first line of a gated Markdown report: the verdict in words.
+
+    >>> _gate_headline(GateResult(False, (MeasureChange("mrr@5", 0.5, 0.4, -0.1, "regressed"),),
+    ...                           "0.02", ()))
+    '**Gate failed**: 1 regression: mrr@5'
+    """
+    if gate_result.passed:
+        return "**Gate passed**"
+    return "**Gate failed**: %s" % _md_text(_failures_text(gate_result))
+
+
+def _provenance_section(report):
+    """Where the numbers come from: each input's path, format and sha256."""
+    rows = [[name, info.get("path", "-"), info.get("format", "-"), info.get("sha256", "-")]
+            for name, info in sorted((report.inputs or {}).items())
+            if isinstance(info, dict) and "path" in info]
+    if rows:
+        yield "provenance: inputs", ["input", "path", "format", "sha256"], rows, []
+
+
+def _full_delta(delta):
+    """A difference with its sign, to the gate's precision (FLOAT_SLACK): at
+    least 4 decimals, up to 9 where 4 would hide what the gate compared.
+
+    >>> _full_delta(-0.05), _full_delta(2 / 3 - 0.6667), _full_delta(0.0)
+    ('-0.0500', '-0.000033333', '+0.0000')
+    """
+    text = "%+.9f" % delta
+    return text[:-5] + text[-5:].rstrip("0")
+
+
+# Characters that Markdown (GitHub's) would read as markup or that end a table
+# cell: backslash-escaped, or as HTML entities; a line break is written \\n.
+_MD_ESCAPES = str.maketrans({
+    **{ch: "\\" + ch for ch in "\\`*_[]~|$"},
+    "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "\\\\n", "\r": "\\\\r"})
+
+
+def _md_text(text):
+    """Text (a table cell, a note) escaped for Markdown.
+
+    >>> print(_md_text("a|b `x` <script>&\\n*_"))
+    a\\|b \\`x\\` &lt;script&gt;&amp;\\\\n\\*\\_
+    """
+    return str(text).translate(_MD_ESCAPES)
+
+
+def _html_text(text):
+    """Text for an HTML element (a <summary>), where Markdown is not read."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", "\\n").replace("\r", "\\r"))
+
+
+def _md_table(header, rows):
+    def line(cells):
+        return "| " + " | ".join(_md_text(c) for c in cells) + " |"
+    return [line(header), line(["---"] * len(header))] + [line(r) for r in rows]
+
+
+class _Details(NamedTuple):
+    """A <details> block of Markdown lines: ``head`` and ``foot`` are always
+    written; ``items`` (table rows, then notes) may be left out from the end."""
+    head: Tuple[str, ...]
+    rows: Tuple[str, ...]
+    notes: Tuple[str, ...]
+
+    def lines(self, keep, left_out_line=None):
+        rows, notes = self.rows[:keep], self.notes[:max(0, keep - len(self.rows))]
+        out = list(self.head) + list(rows) + ([""] if self.head[-1] != "" else [])
+        out += list(notes) + ([""] if notes else [])
+        if left_out_line:
+            out += [left_out_line, ""]
+        return out + ["</details>", ""]
+
+    @property
+    def items(self):
+        return self.rows + self.notes
+
+
+def _md_details(title, header, rows, notes):
+    """A (title, header, rows, notes) section as a _Details block."""
+    table = _md_table(header, rows) if header else []
+    return _Details(("<details><summary>%s</summary>" % _html_text(title), "")
+                    + tuple(table[:2]), tuple(table[2:]),
+                    tuple("- " + _md_text(n) for n in notes))
+
+
+def _size(lines):
+    return sum(len(line.encode("utf-8")) + 1 for line in lines)
+
+
+def _left_out_line(left, total, max_bytes):
+    return ("> **%d of %s left out** to keep this under --max-bytes %d: the JSON report "
+            "(`--format json`, same options) holds them all" % (
+                left, _plural(total, "row", "rows"), max_bytes))
+
+
+def _dropped_line(sections, rows, max_bytes):
+    return ("> **%s left out** (%s) to keep this under --max-bytes %d: the JSON report "
+            "(`--format json`, same options) holds them all"
+            % (_plural(sections, "section", "sections"), _plural(rows, "row", "rows"), max_bytes))
+
+
+# Bytes --max-bytes keeps for the line saying which blocks were left out.
+_CAP_RESERVE = 400
+# The smallest --max-bytes the output always fits in, given measures and
+# comparison tables of ordinary size (see render_markdown).
+MARKDOWN_FLOOR = 2000
+
+
+def _capped_markdown(lines, blocks, max_bytes):
+    """``lines`` then every block, in at most ``max_bytes`` bytes (UTF-8) when
+    given: the rows of the blocks that do not fit are left out, whole and from
+    the end, each block saying how many it lost; a block whose frame does not
+    fit either is left out whole, and a last line counts those.  ``lines`` (the
+    verdict and the main tables) are always written, whatever their size."""
+    full = lines + [line for block in blocks for line in block.lines(len(block.items))]
+    if max_bytes is None or _size(full) <= max_bytes:
+        return "\n".join(full)
+    budget = max_bytes - _size(lines)
+    frames = [_size(b.lines(0, _left_out_line(len(b.items), len(b.items), max_bytes)))
+              for b in blocks]
+    total = sum(len(b.items) for b in blocks)
+    reserve = _size([_dropped_line(len(blocks), total, max_bytes), ""])
+    kept = len(blocks)
+    while kept and sum(frames[:kept]) + (reserve if kept < len(blocks) else 0) > budget:
+        kept -= 1
+    budget -= sum(frames[:kept]) + (reserve if kept < len(blocks) else 0)
+    out = list(lines)
+    for block in blocks[:kept]:
+        keep = 0
+        for item in block.items:
+            if _size([item]) > budget:
+                break
+            budget -= _size([item])
+            keep += 1
+        left = len(block.items) - keep
+        out += block.lines(keep, _left_out_line(left, len(block.items), max_bytes)
+                           if left else None)
+    if kept < len(blocks):
+        dropped = blocks[kept:]
+        out += [_dropped_line(len(dropped), sum(len(b.items) for b in dropped), max_bytes), ""]
+    return "\n".join(out)
+
+
+def _sweep_section(sweep):
+    """The --sweep-min-score table as a (title, header, rows, notes) section."""
+    rows = [["no cut" if t is None else repr(t), _fmt(f1), _fmt(value)]
+            for t, f1, value in sweep.rows]
+    return ("--sweep-min-score: abstention_f1 and %s at each threshold" % sweep.measure,
+            ["min_score", "abstention_f1", sweep.measure], rows, list(sweep.notes))
+
+
+def _with_sweep(text, sweep, fmt):
+    """The rendered report ``text`` with the sweep: a "sweep" block in the JSON,
+    a last table in text (render_markdown takes it itself)."""
+    if fmt == "json":
+        return _dumps(dict(json.loads(text), sweep=sweep.to_dict()))
+    if fmt == "html":   # the last table of the page
+        page, end, rest = text.rpartition("</body>")
+        return page + _html_section(*_sweep_section(sweep)) + end + rest
+    return text + "\n" + _text_of([_sweep_section(sweep)], first=1)
+
+
+def _trec_eval_name(m):
+    """The name ``--format trec`` prints for a measure: trec_eval's where it has
+    one for these parameters (``P_5``, ``ndcg_cut_10``, ``map``, ``recip_rank``),
+    else our canonical name (``ndcg@10``: trec_eval has no exponential gain;
+    ``precision(rel=2)@5``: its ``P_5`` means rel 1).
+
+    >>> _trec_eval_name("ndcg(gain=linear)@10"), _trec_eval_name("ndcg@10")
+    ('ndcg_cut_10', 'ndcg@10')
+    """
+    m = parse_measure(m)
+    return _peer_name(m, "trec_eval") or str(m)
+
+
+_TREC_LINE = "%-22s\t%s\t%6.4f\n"     # trec_eval's own printf formats (meas_print_*.c)
+_TREC_COUNT = "%-22s\t%s\t%d\n"
+
+
+def render_trec(report, gate_result=None, comparisons=(), *, per_query=False, **_):
+    """trec_eval's output, for scripts that parse it: ``measure<TAB>query<TAB>value``
+    lines, the name left-justified in 22 columns and the value to 4 places.
+    With ``per_query``, every query's measures (queries sorted, as trec_eval
+    sorts them), then the ``all`` lines: ``num_q`` (an integer, as trec_eval
+    prints it: the queries the means are over) and each mean.  Measures keep
+    the report's order; names are trec_eval's where it has one
+    (see :func:`_trec_eval_name`).  The gate and comparisons are not part of it:
+    the command line writes them to stderr.
+
+    >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": ["a"], "q2": ["x", "b"]},
+    ...              k=1, metrics="precision,mrr@all")
+    >>> print(render_trec(r, per_query=True).replace("\\t", "|"), end="")
+    P_1                   |q1|1.0000
+    recip_rank            |q1|1.0000
+    P_1                   |q2|0.0000
+    recip_rank            |q2|0.5000
+    num_q                 |all|2
+    P_1                   |all|0.5000
+    recip_rank            |all|0.7500
+    """
+    names = [(m, _trec_eval_name(m)) for m in report.measures]
+    queries = report.per_query.items() if per_query else ()
+    for qid, _values in queries:
+        if qid == "all" or not qid or any(ch.isspace() for ch in qid):
+            raise EvalError("--format trec: query id %r cannot be written on a trec_eval line "
+                            "(it holds white space or is 'all', trec_eval's name for the means)"
+                            % qid)
+    lines = [_TREC_LINE % (name, qid, values[m]) for qid, values in sorted(queries)
+             for m, name in names if m in values]
+    lines.append(_TREC_COUNT % ("num_q", "all", _query_count(report)))
+    lines += [_TREC_LINE % (name, "all", report.mean[m]) for m, name in names
+              if m in report.mean]
+    return "".join(lines)
+
+
+def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="baseline"):
+    """The gate verdict and comparisons as render_text() writes them, without
+    the measures table: what ``--format trec`` writes to stderr ("" if none)."""
+    sections = [section for section in list(_sections(
+        report, gate_result, comparisons, False, baseline_name))[1:]
+        if section[0] != "answerability"]   # trec_eval's layout has its own counts
+    return _text_of(sections, first=1) if sections else ""
