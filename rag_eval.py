@@ -7,8 +7,14 @@
 # ===========================================================================
 # src/01_head.py
 #
-# Head: the module docstring (what rag_eval is, its measures, a quick start),
-# __all__, the imports, the version, the exit codes and the defaults.
+# Head: what rag_eval is, and what every file shares.
+#
+# The module docstring (what rag_eval is, its measures, a quick start),
+# __all__, the imports, the version, the exit codes and the defaults, the one
+# exception type (EvalError), and the few small helpers every file uses
+# (_mean, _plural, _preview, _short_repr, _fmt, _dumps).
+#
+# Uses: nothing.  Used by: every later file.
 # ===========================================================================
 
 """rag_eval: score the retrieval half of a RAG system and gate CI on regressions.
@@ -128,6 +134,11 @@ DEFAULT_METRICS = ("recall", "success", "mrr", "ndcg")
 DEFAULT_K = 5
 DEFAULT_MAX_DROP = 0.02
 DEFAULT_BASELINE = "baseline.json"
+
+
+DEFAULT_MAX_BYTES = 60000   # a pull-request comment holds 65536 characters
+
+
 BASELINE_FORMAT = "rag_eval.baseline"
 UNJUDGED = -1        # grade given to a retrieved id that the qrels do not label
 FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
@@ -138,26 +149,59 @@ FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
 AVERAGES = ("scored", "trec_eval")
 
 
-# ===========================================================================
-# Part I: Definitions
-#
-# The public API and what every number means, in plain code, top to bottom.
-# Where speed needs other code, a one-line hook names the plain function here
-# and Part II (Accelerations, at the end of the file) installs its fast twin.
-# ===========================================================================
-
-# ---------------------------------------------------------------------------
-# Errors
-# ---------------------------------------------------------------------------
+# --- the one exception ----------------------------------------------------------
 
 class EvalError(ValueError):
     """Bad input or usage.  The message is one line: where, what rule, what value."""
 
 
+# --- small helpers every file uses -----------------------------------------------
+
+def _mean(values):
+    """The mean of a non-empty sequence, its sum exact (math.fsum)."""
+    return math.fsum(values) / len(values)
+
+
+def _plural(n, one, many):
+    """``n`` and the word for it: "1 query", "2 queries"."""
+    return "%d %s" % (n, one if n == 1 else many)
+
+
+def _preview(ids, limit=5):
+    """The first ``limit`` ids, quoted, and how many more."""
+    shown = ", ".join(repr(q) for q in ids[:limit])
+    return shown + (", ... (%d more)" % (len(ids) - limit) if len(ids) > limit else "")
+
+
+def _short_repr(value, limit=60):
+    """repr(value), cut to ``limit`` characters for a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
+
+
+def _dumps(obj):
+    """The JSON text of every file we write: sorted keys, no NaN, UTF-8 as is."""
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def _fmt(value):
+    """A mean as the tables show it: four decimals, "-" for none."""
+    return "-" if value is None else "%.4f" % value
+
+
 # ===========================================================================
 # src/02_records.py
 #
-# Records
+# Records: the plain values the library hands out.
+#
+# Report (what evaluate returns), HeldOut, Baseline, and the gate's results
+# (MeasureChange, QueryDrop, MetaChange, MembershipChange, GateResult), with
+# their JSON forms (to_dict); the cutoff ALL.  Records hold data and say how
+# they print; the numbers in them are made by the later files.
+#
+# Uses: 01_head.  Used by: nearly every later file.  Forward (tools/build.py,
+# FORWARD): the notebook views (_repr_markdown_, _repr_html_) and
+# Report.from_dict call the renderers and the report reader at run time.
 # ===========================================================================
 
 class _All:
@@ -172,67 +216,6 @@ class _All:
 
 
 ALL = _All()   # Measure.k of a measure taken over the whole ranking, written @all
-
-
-class Measure(NamedTuple):
-    """One measure at one cutoff, e.g. ``ndcg(gain=linear)@10``.
-
-    ``k`` is the cutoff: an int, :data:`ALL` for the whole ranking (``map@all``),
-    or None for a measure that takes no cutoff (``rprec``).  ``params`` holds
-    only the values that differ from the measure's defaults, as sorted
-    ``(name, value)`` pairs, so equal measures have equal names.
-
-    >>> m = parse_measure("ndcg(gain=linear)@10")
-    >>> m.name, m.k, m.params
-    ('ndcg', 10, (('gain', 'linear'),))
-    >>> str(m), str(parse_measure("mrr@all")), str(parse_measure("bpref(rel=2)"))
-    ('ndcg(gain=linear)@10', 'mrr@all', 'bpref(rel=2)')
-    """
-    name: str
-    k: object          # int, ALL or None
-    params: Tuple[Tuple[str, object], ...] = ()
-
-    def __str__(self):
-        inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in self.params)
-        return "%s%s%s" % (self.name, "(%s)" % inner if inner else "", _cutoff_text(self.k))
-
-    def value(self, top_grades, grades):
-        """Score one query from ``top_grades``, the grades of its top ids, best
-        first (UNJUDGED where unlabelled), and ``grades``, every grade the qrels
-        give it.
-
-        >>> parse_measure("recall@2").value([1, UNJUDGED, 1], [1, 1, 0])
-        0.5
-        """
-        return self.bind()(top_grades, grades)
-
-    def bind(self):
-        """The per-query function (top_grades, grades) -> float of value(), with k
-        and the parameters filled in.
-
-        >>> parse_measure("ndcg(gain=linear)@3").bind()([2, 1, 0], [2, 2, 1]) > 0.69
-        True
-        """
-        func, args = self._parts()
-        call = _UnitCall.of(self)
-        if call.view != "id" or call.budget:
-            raise EvalError("%s reads chunks and their documents: score it with evaluate()"
-                            % self)
-        return lambda top_grades, grades: func(_from_grades(top_grades),
-                                               tuple(sorted(grades, reverse=True)), *args)
-
-    def _parts(self):
-        """(func, args): the measure is ``func(ranked, grades, *args)``, args
-        being the cutoff (for a measure that takes one; the whole ranking for
-        ALL) and the parameters, positionally (a call builds no keyword dict)."""
-        spec = _REGISTRY[self.name]
-        given = dict(self.params)
-        args = tuple(given.get(key, param.default) for key, param in spec.params.items())
-        if spec.cutoff:
-            args = (_WHOLE_RANKING if self.k is ALL else self.k,) + args
-        if given.get("unjudged") == "skip":
-            return functools.partial(_judged_only, spec.func), args
-        return spec.func, args
 
 
 def _cutoff_text(k):
@@ -411,6 +394,37 @@ def _query_count(report):
     return len(report.per_query) if report.scored_count is None else report.scored_count
 
 
+def _gated_average(report):
+    """Refuse a report averaged as trec_eval does: its mean leaves out the
+    queries the run lacks, so leaving a hard query out would raise it."""
+    if report.average != "scored":
+        raise EvalError("a report averaged as trec_eval does (average=%r) is never gated, "
+                        "compared or saved as a baseline: its mean leaves out the queries "
+                        "the run lacks" % report.average)
+
+
+def _slice_field(name):
+    """The field of a slice name: fields hold no '=', values may."""
+    return name.partition("=")[0]
+
+
+def _slice_json(stats):
+    """A slice's stats as the JSON report writes them (copies)."""
+    return {key: value if key == "queries" else type(value)(value)
+            for key, value in stats.items()}
+
+
+def _means_text(mean, shown=8):
+    """``recall@5=0.6667 mrr@5=0.5000``: the first ``shown`` means.
+
+    >>> _means_text({"a@1": 0.5, "b@1": 1.0, "c@1": 0.25}, shown=2)
+    'a@1=0.5000 b@1=1.0000 (+1 more)'
+    """
+    items = list(mean.items())
+    return " ".join("%s=%s" % (m, _fmt(v)) for m, v in items[:shown]) + (
+        " (+%d more)" % (len(items) - shown) if len(items) > shown else "")
+
+
 class HeldOut(NamedTuple):
     """The held-out slice of a report or a baseline: scored and gated on its
     own, and only its counts and means are ever written.  ``queries`` counts
@@ -580,8 +594,7 @@ class GateResult(NamedTuple):
 
     def _repr_markdown_(self):
         """Jupyter's Markdown display: the verdict and the gate table."""
-        lines, details = _gate_markdown(self, "baseline", DEFAULT_MAX_BYTES - 2 * _CAP_RESERVE)
-        return _capped_markdown(lines, [_md_details(*d) for d in details], DEFAULT_MAX_BYTES)
+        return _gate_result_markdown(self)
 
     @property
     def regressions(self):
@@ -620,7 +633,7 @@ class GateResult(NamedTuple):
 # ===========================================================================
 # src/03_measures.py
 #
-# Measures
+# Measures: the specification of every number.
 #
 # Every measure is a pure function (ranked, grades, k, **params) -> float:
 #   ranked  a _Ranked: ``labelled``, the (rank, grade) of every id in the top K
@@ -629,8 +642,15 @@ class GateResult(NamedTuple):
 #           qrels do not label, or label with a negative grade, is non-relevant
 #           and unjudged (as in trec_eval), so it is not listed.
 #   grades  every grade the qrels give this query, sorted descending.
-# Ranking and grade look-up happen once per query (see _rank); a measure
-# reads only the few labelled ids, never the whole ranking.
+# Ranking and grade look-up happen once per query (see _rank, in
+# 09_ranking); a measure reads only the few labelled ids, never the whole
+# ranking.  The registry (@measure) declares each measure with its
+# parameters, population and peer names; then the measures over ids, the
+# unanswerable queries, judge scores, units (documents, evidence spans,
+# characters) and unjudged=skip.
+#
+# Uses: 01_head, 02_records.  Used by: measure names, the readers, ranking,
+# evaluation, the gate, reports, the command line, accelerations.
 # ===========================================================================
 
 class _Ranked(NamedTuple):
@@ -1648,14 +1668,150 @@ def _evidence_units(units, ids, chunks, cover, returned):
     return _Units(labelled, len(ids), (), returned)
 
 
+# --- unjudged=skip ------------------------------------------------------------------
+
+def _skips_unjudged(m):
+    """True for a measure taken over the judged ids only (it reads the whole ranking)."""
+    return ("unjudged", "skip") in m.params
+
+
+def _check_unjudged_option(params, unit, text):
+    """unjudged=skip condenses a ranking of ids: not units, not a budget."""
+    if params.get("unjudged") != "skip":
+        return
+    if unit != "id":
+        raise EvalError("measure %r: unjudged=skip applies to unit=id only (a document's "
+                        "chunks are judged one by one)" % text)
+    if "budget" in params:
+        raise EvalError("measure %r: unjudged=skip cannot be cut at a budget (the ids "
+                        "removed would still fill the context)" % text)
+
+
+def _condensed(ranked):
+    """A _Ranked with its unlabelled ids removed and the labelled ones ranked 1..n,
+    as trec_eval -J does before any cutoff.
+
+    >>> _condensed(_from_grades([None, 1, -1, 0, 2]))
+    _Ranked(labelled=[(1, 1), (2, 0), (3, 2)], length=3, duplicates=0, straddling=0, returned=0)
+    """
+    labelled = [(rank, g) for rank, (_, g) in enumerate(ranked.labelled, 1)]
+    return ranked._replace(labelled=labelled, length=len(labelled))
+
+
+def _judged_only(func, ranked, grades, *args):
+    """``func`` over the judged ids only (unjudged=skip).
+
+    >>> mrr(_from_grades([None, None, 1]), (1,), 2)
+    0.0
+    >>> _judged_only(mrr, _from_grades([None, None, 1]), (1,), 2)
+    1.0
+    """
+    return func(_condensed(ranked), grades, *args)
+
+
 # ===========================================================================
 # src/04_measure_names.py
 #
-# Measure names
+# Measure names: the Measure record, parsing and printing canonical names.
 #
-# Every name is read from the registry: our names and the peers' spellings
-# (see Spelling), the parameters with their types, choices and peer values.
+# A Measure is a parsed name (``ndcg(gain=linear)@10``); parse_measure and
+# str() are exact inverses.  Every name is read from the registry: our names
+# and the peers' spellings (see Spelling), the parameters with their types,
+# choices and peer values.  _UnitCall says how the scorer calls a measure
+# (the view it reads, its budget).  Also the field names of score(field=...).
+#
+# Uses: 01_head, 02_records, 03_measures.  Used by: every later file but
+# ranking.
 # ===========================================================================
+
+class Measure(NamedTuple):
+    """One measure at one cutoff, e.g. ``ndcg(gain=linear)@10``.
+
+    ``k`` is the cutoff: an int, :data:`ALL` for the whole ranking (``map@all``),
+    or None for a measure that takes no cutoff (``rprec``).  ``params`` holds
+    only the values that differ from the measure's defaults, as sorted
+    ``(name, value)`` pairs, so equal measures have equal names.
+
+    >>> m = parse_measure("ndcg(gain=linear)@10")
+    >>> m.name, m.k, m.params
+    ('ndcg', 10, (('gain', 'linear'),))
+    >>> str(m), str(parse_measure("mrr@all")), str(parse_measure("bpref(rel=2)"))
+    ('ndcg(gain=linear)@10', 'mrr@all', 'bpref(rel=2)')
+    """
+    name: str
+    k: object          # int, ALL or None
+    params: Tuple[Tuple[str, object], ...] = ()
+
+    def __str__(self):
+        inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in self.params)
+        return "%s%s%s" % (self.name, "(%s)" % inner if inner else "", _cutoff_text(self.k))
+
+    def value(self, top_grades, grades):
+        """Score one query from ``top_grades``, the grades of its top ids, best
+        first (UNJUDGED where unlabelled), and ``grades``, every grade the qrels
+        give it.
+
+        >>> parse_measure("recall@2").value([1, UNJUDGED, 1], [1, 1, 0])
+        0.5
+        """
+        return self.bind()(top_grades, grades)
+
+    def bind(self):
+        """The per-query function (top_grades, grades) -> float of value(), with k
+        and the parameters filled in.
+
+        >>> parse_measure("ndcg(gain=linear)@3").bind()([2, 1, 0], [2, 2, 1]) > 0.69
+        True
+        """
+        func, args = self._parts()
+        call = _UnitCall.of(self)
+        if call.view != "id" or call.budget:
+            raise EvalError("%s reads chunks and their documents: score it with evaluate()"
+                            % self)
+        return lambda top_grades, grades: func(_from_grades(top_grades),
+                                               tuple(sorted(grades, reverse=True)), *args)
+
+    def _parts(self):
+        """(func, args): the measure is ``func(ranked, grades, *args)``, args
+        being the cutoff (for a measure that takes one; the whole ranking for
+        ALL) and the parameters, positionally (a call builds no keyword dict)."""
+        spec = _REGISTRY[self.name]
+        given = dict(self.params)
+        args = tuple(given.get(key, param.default) for key, param in spec.params.items())
+        if spec.cutoff:
+            args = (_WHOLE_RANKING if self.k is ALL else self.k,) + args
+        if given.get("unjudged") == "skip":
+            return functools.partial(_judged_only, spec.func), args
+        return spec.func, args
+
+
+class _UnitCall(NamedTuple):
+    """How the scorer calls one measure: the view it reads ("id", "doc",
+    ("evidence", rel, cover) or "spans"), its budget (or None) and its
+    function's arguments after the view (the cutoff first, unless a budget
+    gives it per query)."""
+    func: object
+    view: object
+    budget: Optional[int]
+    args: tuple
+
+    @classmethod
+    def of(cls, m):
+        spec = _REGISTRY[m.name]
+        given = dict(m.params)
+        func, args = m._parts()
+        unit = given.get("unit", "id")
+        if spec.view == "spans":
+            view = "spans"
+        elif unit == "evidence":
+            view = ("evidence", given.get("rel", REL.default), given.get("cover", COVER.default))
+        else:
+            view = unit
+        budget = given.get("budget")
+        if budget:
+            args = args[1:]     # the cutoff comes from the budget, query by query
+        return cls(func, view, budget, args)
+
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*?)\s*(?:\(([^()]*)\))?\s*(?:@\s*(\S+))?\s*$")
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
@@ -1970,10 +2126,49 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
     return tuple(out)
 
 
+# A field name is carried inside a canonical measure name, score(field=NAME):
+# no parentheses, commas, "=", "@" or spaces.
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _checked_field_name(name, what):
+    """A field name a canonical measure name can carry (see _FIELD_NAME).
+
+    >>> _checked_field_name("factual_correctness(mode=f1)", "x.csv: the column")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x.csv: the column 'factual_correctness(mode=f1)' cannot name a score field: score(field=NAME) carries letters, digits, _ . and - only, starting with a letter or _; rename it
+    """
+    if not isinstance(name, str) or not _FIELD_NAME.match(name):
+        raise EvalError("%s %s cannot name a score field: score(field=NAME) carries letters, "
+                        "digits, _ . and - only, starting with a letter or _; rename it"
+                        % (what, _short_repr(name)))
+    return name
+
+
+def _field_of(measure):
+    """The field of a score(field=...) measure name, else None.
+
+    >>> _field_of("score(field=faithfulness)"), _field_of("recall@5")
+    ('faithfulness', None)
+    """
+    m = parse_measure(measure)
+    return dict(m.params)["field"] if m.name == "score" else None
+
+
+def _renamed(measures, metrics):
+    """``measures=``, or ``metrics=``, its old name; not both."""
+    if metrics is None:
+        return measures
+    if measures is not None:
+        raise EvalError("give measures= or metrics= (its old name), not both")
+    return metrics
+
+
 # ===========================================================================
 # src/05_inputs.py
 #
-# Loaders
+# Input readers (1 of 2): files, formats, JSON and JSONL, query metadata.
 #
 # qrels -> {qid: {doc_id: grade}}, read whole (qrels are small); a test-set
 #          JSONL file also gives what it says of each query (see _query_info).
@@ -1982,7 +2177,14 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
 #          _Scored parallel lists.  Memory follows one query, not the file.
 # Formats: JSON, JSONL (one query a line) and TREC (whitespace columns), and
 # for qrels BEIR's TSV; each optionally gzip-compressed, detected from the
-# content.
+# content.  This file: opening a source (_Input), detecting its format, the
+# JSON rules (no NaN, no repeated key), ids, grades and labels, JSONL lines,
+# to-label rows read back, query metadata (--queries), and the progress line
+# reading shows on a terminal.
+#
+# Uses: 01_head, 03_measures, 04_measure_names.  Used by: the second readers'
+# file, test sets, evaluation, judge scores, baselines, the command line,
+# accelerations.
 # ===========================================================================
 
 FORMATS = ("json", "jsonl", "trec")     # of qrels and runs alike
@@ -2033,7 +2235,7 @@ class _Input:
     Blocks are gunzipped when the bytes say gzip, and a leading UTF-8 BOM is
     dropped; ``sha256`` is the hash of the bytes as stored.  Stdin, pipes and
     file objects are buffered on first read so that they can be read twice
-    (format detection, then loading; see also _NotGrouped).  Part II's
+    (format detection, then loading; see also _NotGrouped).  the accelerations'
     _HashingInput can hash a file in another process instead.
     """
 
@@ -2059,7 +2261,7 @@ class _Input:
         return {"path": self.name, "sha256": self.digest.hexdigest(), "format": fmt}
 
     def stop_hashing(self):
-        """Nothing to stop here (Part II's _HashingInput hashes in another process)."""
+        """Nothing to stop here (the accelerations' _HashingInput hashes in another process)."""
 
     def _raw_blocks(self):
         if _is_regular_file(self.source):
@@ -2108,7 +2310,7 @@ class _Input:
         return _decode(b"".join(self.blocks()), self.name)
 
 
-_input_of = _Input      # hook: Part II installs _HashingInput
+_input_of = _Input      # hook: the accelerations install _HashingInput
 
 
 class _Held:
@@ -2617,6 +2819,10 @@ def _as_chunk(record, what):
 # list).  Other fields of a qrels line may say what its query is (see
 # _query_info); the rest are not read.
 
+
+_SWAPPED = "the files look swapped: give them in the order QRELS RUN"
+
+
 _ID_KEYS = ("query_id", "qid", "id")
 _LABEL_KEYS = ("grades", "relevant", "relevant_ids", "must_retrieve_doc_ids",
                "reference_context_ids")
@@ -2793,7 +2999,7 @@ def _jsonl_qrels(inp, rows_label="id"):
     return qrels, {qid: queries.get(qid) or {"slices": {}} for qid in qrels}
 
 
-_jsonl_qrels_of = _jsonl_qrels      # hook: Part II installs _jsonl_labels_bulk
+_jsonl_qrels_of = _jsonl_qrels      # hook: the accelerations install _jsonl_labels_bulk
 
 
 # --- to-label rows read back ---------------------------------------------------------
@@ -2944,19 +3150,6 @@ def _abstained_line(record, where):
     return bool(flag)
 
 
-# ===========================================================================
-# src/06_inputs_trec_chunks_scores.py
-#
-# Loaders, continued: query metadata, TREC and BEIR files, chunk maps, score files
-#
-# Query metadata
-#
-# What a test set says of each query, from its own lines or from a --queries
-# file: {"query_id": "q1", "slices": {"source": "synthetic", "hops": "multi"},
-# "tags": ["pricing"], "question": ..., "answer": ..., "answerable": false,
-# "valid_until": "2026-12-31"}.  A null field is a field not given.
-# ===========================================================================
-
 _QUERY_FIELDS = {"question": str, "answer": str, "answerable": bool, "valid_until": str}
 _DESCRIPTIVE = frozenset(("slices", "tags") + tuple(_QUERY_FIELDS))
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
@@ -3091,6 +3284,129 @@ def load_queries(source):
     return _read_queries(source)[0]
 
 
+# --- a progress line on a terminal ------------------------------------------------
+
+_PROGRESS = None            # the command line's _Progress while it may draw one, else None
+_PROGRESS_EVERY = 1024      # queries between two looks at the clock
+_progress_clock = time.monotonic    # the clock the line reads (tests drive their own)
+
+
+class _Progress:
+    """One line on a terminal's stderr while a run is scored: its queries
+    scored, its bytes read of its size (a regular file) and the time elapsed,
+    rewritten in place (carriage return), first after ``delay`` seconds and
+    at most every ``interval``; end() erases it.  It is fed every
+    _PROGRESS_EVERY queries (_counted) and every block a reader takes, and
+    never exists in a pipe, a CI log, a library call or with --format json.
+
+    >>> clock = iter([0.0, 0.5, 1.5, 1.6, 2.0]).__next__
+    >>> out = io.StringIO()
+    >>> p = _Progress(out, clock)
+    >>> p.begin("run.trec", 4000000)
+    >>> p.read_bytes(1000000); p.scored(1024); p.read_bytes(1000000); p.scored(2048)
+    >>> p.end()
+    >>> for part in out.getvalue().split("\\r")[1:]:   # drawn at 1.5 s, at 2.0 s, erased
+    ...     print(repr(part))
+    'rag-eval: run.trec: 1024 queries scored, 1.0 of 4.0 MB read, 1.5 s'
+    'rag-eval: run.trec: 2048 queries scored, 2.0 of 4.0 MB read, 2.0 s'
+    '                                                                  '
+    ''
+    """
+
+    def __init__(self, stream, clock=None, delay=1.0, interval=0.25, columns=None):
+        self.stream, self.clock, self.interval = stream, clock or _progress_clock, interval
+        self.columns = columns  # the terminal's width (None: not cut)
+        self.start = self.clock()
+        self.due = self.start + delay
+        self.width = 0          # of the line on screen; 0: none
+        self.begin("", None)
+
+    def begin(self, name, size, here=None):
+        """A run: its name, its size in bytes (None: not known); ``here`` the
+        bytes this process reads when forked workers read the rest."""
+        self.name = os.path.basename(name)  # a line wider than the terminal wraps, and
+        self.size, self.here, self.read, self.queries = size, here, 0, 0   # \r redraws its end
+
+    def read_bytes(self, n):
+        if self.name:           # the run's blocks, not the qrels' or a baseline's
+            self.read += n
+            self.tick()
+
+    def scored(self, n):
+        self.queries = n
+        self.tick()
+
+    def tick(self):
+        now = self.clock()
+        if now >= self.due:
+            self.due = now + self.interval
+            self.draw("rag-eval: %s: %s scored, %s%.1f s" % (
+                self.name, _plural(self.queries, "query", "queries"), self.bytes_text(),
+                now - self.start))
+
+    def bytes_text(self):
+        if self.here is not None:
+            return "%.1f of %.1f MB read here (workers read the rest), " % (
+                self.read / 1e6, self.here / 1e6)
+        if self.size is not None:
+            return "%.1f of %.1f MB read, " % (self.read / 1e6, self.size / 1e6)
+        return ""
+
+    def draw(self, text):
+        if self.columns:    # a line as wide as the terminal wraps, and \r redraws only its end
+            text = text[:self.columns - 1]
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def end(self):
+        """Erase the line (before anything else is written to stderr)."""
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+        self.begin("", None)
+
+
+def _progress_for(args, stderr):
+    """The _Progress of a command-line run: only on a terminal, never for JSON."""
+    stream = getattr(stderr, "stream", stderr)      # under _Tolerant
+    try:
+        tty = stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        tty = False
+    return (_Progress(stderr, columns=_terminal_columns(stream))
+            if tty and args.format != "json" else None)
+
+
+def _terminal_columns(stream):
+    """The width of the terminal ``stream`` writes to ($COLUMNS first, then the
+    terminal's size, else 80)."""
+    import shutil
+    columns = shutil.get_terminal_size().columns    # $COLUMNS, else stdout's terminal
+    if "COLUMNS" not in os.environ:
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns or columns
+        except (AttributeError, OSError, ValueError):
+            pass
+    return columns
+
+
+# ===========================================================================
+# src/06_inputs_trec_chunks_scores.py
+#
+# Input readers (2 of 2): TREC and BEIR files, chunk maps, score files.
+#
+# TREC qrels and runs (whitespace columns) and BEIR's TSV qrels; chunk maps
+# (one JSON line a chunk: id, doc, start, end[, tokens, doc_sha256]); score
+# files (a judge's per-query scores: JSON, JSONL or CSV); and the public
+# readers load_qrels, load_run, load_chunks, load_scores.
+#
+# Uses: 01_head, 03_measures, 04_measure_names, 05_inputs.  Used by: ranking,
+# evaluation, judge scores, baselines, reports, the command line,
+# accelerations.
+# ===========================================================================
+
 def _trec_qrels_checked(inp):
     """TREC qrels lines ``query_id iteration doc_id grade``, read line by line
     (see _parse_qrels_line); blank and comment lines are skipped."""
@@ -3115,7 +3431,7 @@ def _trec_qrels_checked(inp):
     return out
 
 
-_trec_qrels = _trec_qrels_checked   # hook: Part II installs _trec_qrels_whole
+_trec_qrels = _trec_qrels_checked   # hook: the accelerations install _trec_qrels_whole
 
 
 def _parse_qrels_line(parts, where):
@@ -3133,7 +3449,6 @@ def _parse_qrels_line(parts, where):
     return _decode(parts[0], where), _decode(parts[2], where), grade
 
 
-_SWAPPED = "the files look swapped: give them in the order QRELS RUN"
 _NOT_READ = ("accepted formats are JSON, JSONL, TREC (white-space columns) and, for qrels, "
              "BEIR's TSV (with its header line query-id<TAB>corpus-id<TAB>score)")
 
@@ -3224,12 +3539,12 @@ def _beir_grade(text, where):
 #
 # A run line is ``query_id Q0 doc_id rank score tag`` (see _parse_run_line).
 # The rank column is not read: the order comes from the scores (see _rank).
-# _trec_run_queries_plain below is the definition; Part II reads the same
+# _trec_run_queries_plain below is the definition; the accelerations read the same
 # queries block by block (_trec_run_queries_fast).
 
 class _Scored(NamedTuple):
     """One query of a TREC run: doc ids and their scores, in file order (text
-    and floats here; Part II's reader keeps the bytes of both)."""
+    and floats here; the accelerations' reader keeps the bytes of both)."""
     docs: list
     scores: list
 
@@ -3301,7 +3616,7 @@ def _trec_run_queries_plain(inp, grouped=True):
             yield _decode_qid(qid, inp.name), scored
 
 
-_trec_run_queries = _trec_run_queries_plain     # hook: Part II installs _trec_run_queries_fast
+_trec_run_queries = _trec_run_queries_plain     # hook: the accelerations install _trec_run_queries_fast
 
 
 def _doc_text(raw):
@@ -3313,7 +3628,7 @@ def _doc_text(raw):
 
 def _utf8_id(doc, name):
     """A doc id of a TREC run as UTF-8 text, or the error _decode gives (a
-    loaded run holds text only); Part II's reader hands over bytes."""
+    loaded run holds text only); the accelerations' reader hands over bytes."""
     raw = doc if isinstance(doc, bytes) else doc.encode("utf-8", "surrogateescape")
     return _decode(raw, name)
 
@@ -3459,7 +3774,7 @@ def _chunk_map_plain(text, name):
     return _chunk_map(_chunk_records(text, name), name)
 
 
-_chunk_map_of = _chunk_map_plain    # hook: Part II installs _chunk_map_bulk
+_chunk_map_of = _chunk_map_plain    # hook: the accelerations install _chunk_map_bulk
 
 
 def load_chunks(source):
@@ -3545,9 +3860,6 @@ SCORE_ID_COLUMN = "query_id"
 DEFAULT_MAX_DRIFT = 0.02       # --max-drift: the judge moved when a mean |change| exceeds it
 SCORE_RANGE = (0.0, 1.0)       # a field's range unless declared
 _RESERVED_SCORE_KEYS = frozenset(("input_sha256",))
-# A field name is carried inside a canonical measure name, score(field=NAME):
-# no parentheses, commas, "=", "@" or spaces.
-_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 class Scores(NamedTuple):
@@ -3724,21 +4036,6 @@ def _is_text_value(value, csv_cell=False):
 def _is_empty_value(value):
     """None or an empty list: a value that decides nothing about its key."""
     return value is None or value == []
-
-
-def _checked_field_name(name, what):
-    """A field name a canonical measure name can carry (see _FIELD_NAME).
-
-    >>> _checked_field_name("factual_correctness(mode=f1)", "x.csv: the column")
-    Traceback (most recent call last):
-    ...
-    rag_eval.EvalError: x.csv: the column 'factual_correctness(mode=f1)' cannot name a score field: score(field=NAME) carries letters, digits, _ . and - only, starting with a letter or _; rename it
-    """
-    if not isinstance(name, str) or not _FIELD_NAME.match(name):
-        raise EvalError("%s %s cannot name a score field: score(field=NAME) carries letters, "
-                        "digits, _ . and - only, starting with a letter or _; rename it"
-                        % (what, _short_repr(name)))
-    return name
 
 
 def _checked_ranges(ranges):
@@ -3992,12 +4289,614 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
 
 
 # ===========================================================================
-# src/07_evaluation.py
+# src/07_test_sets.py
 #
-# Evaluation
+# Test sets: slices, the hold-out, valid-until dates.
 #
-# Per query: rank once and keep only the labelled ids of the top K, with
-# their ranks (_rank); every measure then reads those few labelled.
+# Query metadata {qid: {"slices": {field: [value, ...]}, "question": ...,
+# "answer": ..., "answerable": bool, "valid_until": "YYYY-MM-DD"}} (every key
+# optional) puts each query in the slices named field=value of its fields.
+# A slice's mean is over its scored queries, each measure over its own
+# population (_population_means); the overall mean is the same thing over
+# every scored query.  One slice may be held out: scored and gated on its
+# own, left out of the overall and of every other slice, and shown only as
+# counts and means (HeldOut).  valid_until dates leave out the queries
+# expired on the day given as as_of; no clock is ever read.
+#
+# Uses: 01_head to 05_inputs.  Used by: evaluation, judge scores, the
+# command line.
+# ===========================================================================
+
+_QUERY_KEYS = {"slices": dict, "question": str, "answer": str, "answerable": bool,
+               "valid_until": str}
+
+
+def _checked_queries(queries):
+    """Query metadata (see the banner above), each part checked: the ids as
+    text, fields without '=', values non-empty text.
+
+    >>> _checked_queries({1: {"slices": {"source": ["real"]}, "answerable": True}})
+    {'1': {'slices': {'source': ['real']}, 'answerable': True}}
+    """
+    if not isinstance(queries, dict):
+        raise EvalError("queries must be a dict {query_id: {\"slices\": {field: [value, ...]}, "
+                        "...}}, got %s" % type(queries).__name__)
+    out = {}
+    for qid, info in queries.items():
+        qid = _as_id(qid, "queries: query id")
+        where = "queries: query %r" % qid
+        if not isinstance(info, dict):
+            raise EvalError("%s: must be an object {\"slices\": ..., ...}, got %s"
+                            % (where, _short_repr(info, 40)))
+        for key, value in info.items():
+            if key not in _QUERY_KEYS:
+                raise EvalError("%s: unknown key %r (known: %s)"
+                                % (where, key, ", ".join(sorted(_QUERY_KEYS))))
+            if type(value) is not _QUERY_KEYS[key]:
+                raise EvalError("%s: %s must be %s, got %s"
+                                % (where, key, _QUERY_KEYS[key].__name__, _short_repr(value, 40)))
+        for field, values in info.get("slices", {}).items():
+            if not isinstance(field, str) or not field or "=" in field:
+                raise EvalError("%s: slice field %r must be non-empty text without '=' (a "
+                                "slice is named field=value)" % (where, field))
+            if not isinstance(values, list) or not values or not all(
+                    isinstance(v, str) and v for v in values):
+                raise EvalError("%s: slices.%s must be a non-empty list of non-empty strings, "
+                                "got %s" % (where, field, _short_repr(values, 40)))
+        if "valid_until" in info:
+            _check_date(info["valid_until"], "%s: valid_until" % where)
+        out[qid] = info
+    return out
+
+
+def _slice_names(info):
+    """The slices a query's metadata puts it in, sorted.
+
+    >>> _slice_names({"slices": {"tag": ["pricing", "eu"], "source": ["real"]}})
+    ('source=real', 'tag=eu', 'tag=pricing')
+    """
+    return tuple(sorted({"%s=%s" % (field, value)
+                         for field, values in info.get("slices", {}).items()
+                         for value in values}))
+
+
+def _members_sha256(ids):
+    """The sha256 of a set of query ids (canonical JSON of the sorted list):
+    names no id, and changes when one joins or leaves.
+
+    >>> _members_sha256(["q2", "q1"]) == _members_sha256(("q1", "q2"))
+    True
+    """
+    text = json.dumps(sorted(ids), ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _TestSet:
+    """What query metadata makes of a test set for one evaluation: the
+    members with no labels (added to the qrels, unscored), the members
+    expired on ``as_of`` (left out, their run rankings ignored), the
+    hold-out members (scored apart, see _score), and the report's slices."""
+
+    def __init__(self, queries, by=(), holdout=None, as_of=None, reveal=False, info=None,
+                 notes=()):
+        self.info, self.notes = info, tuple(notes)   # the metadata file's input info
+        self.queries = _checked_queries(queries)
+        self.names = {qid: _slice_names(info) for qid, info in self.queries.items()}
+        fields = {_slice_field(n) for names in self.names.values() for n in names}
+        self.by = _checked_by(by, fields)
+        if as_of is not None:
+            if not isinstance(as_of, str):
+                raise EvalError("as_of must be a date YYYY-MM-DD, got %s" % _short_repr(as_of))
+            _check_date(as_of, "as_of")
+        self.as_of = as_of
+        self.dated = sorted(q for q, info in self.queries.items() if "valid_until" in info)
+        self.expired = frozenset(q for q in self.dated if self.as_of is not None
+                                 and self.queries[q]["valid_until"] < self.as_of)
+        self.holdout = None if holdout is None else _checked_holdout_name(holdout, fields)
+        self.held_ids = frozenset(q for q, names in self.names.items()
+                                  if self.holdout in names)
+        if self.holdout is not None and not self.held_ids:
+            raise EvalError("holdout %s: no query is in that slice (check the field and "
+                            "the value)" % self.holdout)
+        self.hidden = self.held_ids - self.expired
+        if reveal and self.holdout is None:
+            raise EvalError("reveal_holdout (--reveal-holdout) needs a hold-out (--holdout "
+                            "FIELD=VALUE)")
+        self.reveal = bool(reveal)
+
+    def qrels(self, qrels):
+        """The qrels of the test set: expired queries out, members with no
+        labels in (as queries with no label: unscored)."""
+        empty = list if any(type(labels) is list for labels in qrels.values()) else dict
+        out = {qid: labels for qid, labels in qrels.items() if qid not in self.expired}
+        for qid in self.queries:
+            if qid not in out and qid not in self.expired:
+                out[qid] = empty()
+        return out
+
+    def report(self, report, held):
+        """``report`` (scored without the hold-out) with its slices, the
+        hold-out (from ``held``: its values, unscored and missing ids, see
+        _score) and the date warnings."""
+        members = list(report.per_query) + list(report.unscored)
+        membership = {q: self.names[q] for q in sorted(members) if self.names.get(q)}
+        slices = _slice_stats(report, membership)
+        holdout, cells = None, report.cells
+        if self.holdout is not None:
+            holdout = _held_out(self.holdout, held, report.measures, self.reveal,
+                                self.held_ids, cells)
+            if cells:
+                cells = {q: c for q, c in cells.items() if q not in self.held_ids} or None
+        return report._replace(slices=slices, membership=membership, by=self.by,
+                               holdout=holdout, cells=cells,
+                               warnings=report.warnings + self.notes + self._date_notes())
+
+    def _date_notes(self):
+        if not self.dated:
+            return ()
+        if self.as_of is None:
+            return ("%s a valid_until date; --as-of DATE (as_of=) leaves out those "
+                    "expired by then" % _plural(len(self.dated), "query carries",
+                                                "queries carry"),)
+        if not self.expired:
+            return ()
+        shown = sorted(self.expired - self.held_ids)
+        held = len(self.expired & self.held_ids)
+        return ("%s expired by %s (valid_until before it), left out of every mean%s%s"
+                % (_plural(len(self.expired), "query", "queries"), self.as_of,
+                   ": " + _preview(shown) if shown else "",
+                   "%s%d held out (not named)" % ("; " if shown else ": ", held)
+                   if held else ""),)
+
+
+def _checked_by(by, fields):
+    if by is None:
+        return ()
+    if not isinstance(by, (str, list, tuple)):
+        raise EvalError("by must be a slice field or a list of them, got %s" % _short_repr(by, 40))
+    by = (by,) if isinstance(by, str) else tuple(by)
+    for field in by:
+        if not isinstance(field, str) or field not in fields:
+            raise EvalError("by: no query carries the slice field %r (fields: %s)"
+                            % (field, ", ".join(sorted(fields)) or "none"))
+    return tuple(sorted(set(by), key=by.index))
+
+
+def _checked_holdout_name(holdout, fields):
+    if not isinstance(holdout, str) or "=" not in holdout or not _slice_field(holdout) \
+            or holdout.endswith("="):
+        raise EvalError("holdout must name one slice as FIELD=VALUE (e.g. split=holdout), "
+                        "got %s" % _short_repr(holdout, 40))
+    if _slice_field(holdout) not in fields:
+        raise EvalError("holdout %s: no query carries the slice field %r (fields: %s)"
+                        % (holdout, _slice_field(holdout), ", ".join(sorted(fields)) or "none"))
+    return holdout
+
+
+def _test_set(queries, by, holdout, as_of, reveal_holdout, average, info=None, notes=()):
+    """The _TestSet of evaluate()'s metadata options, or None when none is
+    given (the plain path: no work per query) or the report averages as
+    trec_eval does (it knows no metadata)."""
+    asked = bool(by) or holdout is not None or as_of is not None or reveal_holdout
+    if queries is None:
+        if asked:
+            raise EvalError("slices (--by), a hold-out (--holdout) and dates (--as-of) need "
+                            "query metadata: --queries FILE, a test-set JSONL as the qrels, or "
+                            "queries= in the library")
+        return None
+    if average != "scored":
+        if asked:
+            raise EvalError("slices, a hold-out and --as-of are not for trec_eval's average, "
+                            "which is never gated: drop them or the average")
+        return None
+    return _TestSet(queries, by, holdout, as_of, reveal_holdout, info, notes)
+
+
+def _metadata(described, qrels_name, queries):
+    """(metadata, input info, notes): what the test-set file says of its
+    queries (``described``), or ``queries`` instead when given: a dict, or a
+    queries file (see load_queries) whose input info the report keeps."""
+    if queries is None:
+        return described, None, ()
+    notes = ()
+    if described is not None:
+        notes = ("%s says what its queries are, and query metadata was given too "
+                 "(--queries, queries=): that metadata's slices and dates are used, the "
+                 "test set's are not" % qrels_name,)
+    if isinstance(queries, dict):
+        return queries, None, notes
+    metadata, info = _read_queries(queries)
+    return metadata, info, notes
+
+
+def _slice_stats(report, membership):
+    """{slice: {"queries", "unscored", "mean"[, "n"]}} of every slice the
+    membership names: its scored queries, unscored ids and means (each
+    measure over the queries that have it)."""
+    members = {}
+    for qid, names in membership.items():
+        for name in names:
+            members.setdefault(name, []).append(qid)
+    stats = {}
+    for name, qids in sorted(members.items()):
+        rows = {q: report.per_query[q] for q in qids if q in report.per_query}
+        mean, counts = _population_means(rows, report.measures, report.cells and {
+            q: report.cells[q] for q in qids if q in report.cells})
+        stats[name] = {"queries": len(rows), "mean": mean,
+                       "unscored": [q for q in qids if q not in rows]}
+        if counts is not None:
+            stats[name]["n"] = counts
+    return stats
+
+
+def _held_out(name, held, measures, reveal, ids, cells=None):
+    """The HeldOut of the hold-out's values, unscored and missing ids (see
+    _set_apart); ``ids`` are all its members, expired ones too; ``cells``
+    the report's cells of set-level measures (those of its ids are read)."""
+    per_query, unscored, missing = held
+    mean, counts = _population_means(per_query, measures, cells and {
+        q: c for q, c in cells.items() if q in ids})
+    return HeldOut(name, mean, counts, len(per_query), len(unscored), len(missing),
+                   _members_sha256(list(per_query) + list(unscored)), reveal, per_query,
+                   {"unscored": unscored, "missing": missing, "all": tuple(sorted(ids))})
+
+
+def _population_means(per_query, names, cells=None):
+    """(mean, n) of each measure over the queries that have a value for it
+    (its population: a character measure leaves out the queries with no span
+    label); a set-level measure's over the ``cells`` of those queries (see
+    _take_cells).  A measure no query has a value for has no mean; n is
+    returned only when the populations differ."""
+    mean, counts = {}, {}
+    for name in names:
+        aggregate = _REGISTRY[parse_measure(name).name].aggregate
+        if aggregate is not None:
+            found = [c[name] for c in (cells or {}).values() if name in c]
+            value = aggregate(found) if found else None
+        else:
+            found = [row[name] for row in per_query.values() if name in row]
+            value = _mean(found) if found else None
+        counts[name] = len(found)
+        if value is not None:
+            mean[name] = value
+    same = all(n == len(per_query) for n in counts.values())
+    return mean, None if same else counts
+
+
+# ===========================================================================
+# src/08_provenance.py
+#
+# Provenance: what the numbers are about.
+#
+# What the numbers are about, so that a gate can say why they moved:
+#   meta          flat dotted keys to strings, given by the user (--meta,
+#                 --meta-file, evaluate(meta=...)); in every report format
+#                 and saved baseline.  The gate names every key that changed
+#                 and refuses (--same KEY) when a key must not.
+#   label_sha256  each qrels query's label hash (see _label_sha256); a saved
+#                 baseline keeps them, so the gate can say whose labels
+#                 changed and compare per-query values on the others.
+#
+# Uses: 01_head, 02_records, 04_measure_names.  Used by: evaluation, judge
+# scores, baselines, the gate, reports, HTML, the command line.
+# ===========================================================================
+
+# Documented keys: free keys are allowed, these are the names to use.
+META_KEYS = ("dataset.version", "index.build", "chunker.name", "embedding.model",
+             "reranker.model", "generator.model", "judge.model", "git.commit")
+_META_KEY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\Z")
+_META_KEY_RULE = "letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
+_ABSENT = "(absent)"
+
+
+def _meta_key(key, where):
+    """``key`` when it is a valid meta key, else an EvalError naming ``where``.
+
+    >>> _meta_key("embedding.model", "--meta")
+    'embedding.model'
+    >>> _meta_key("embedding..model", "--meta")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: --meta: meta key 'embedding..model' must be letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)
+    """
+    if not isinstance(key, str) or not _META_KEY.match(key):
+        raise EvalError("%s: meta key %s must be %s" % (where, _short_repr(key), _META_KEY_RULE))
+    return key
+
+
+def _meta_value(value, key, where):
+    """A meta value as its string: text as given, numbers and booleans as JSON
+    writes them; never empty, never more than one line.
+
+    >>> _meta_value(512, "chunker.size", "m"), _meta_value(True, "git.dirty", "m")
+    ('512', 'true')
+    """
+    if isinstance(value, bool) or isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value)):
+        return json.dumps(value)
+    if not isinstance(value, str):
+        raise EvalError("%s: meta %s must be a string, number or boolean, got %s"
+                        % (where, key, "null" if value is None else _short_repr(value, 40)))
+    if not value.strip():
+        raise EvalError("%s: meta %s is empty (an unset variable?)" % (where, key))
+    if _CONTROL.search(value):
+        raise EvalError("%s: meta %s must be one line of text, got %s"
+                        % (where, key, _short_repr(value, 40)))
+    return value
+
+
+def _flat_meta(meta, where):
+    """The flat meta of an object: nested objects flattened with ``.``, values
+    as strings (see _meta_value), keys sorted.
+
+    >>> _flat_meta({"embedding": {"model": "bge-m3", "dim": 1024}, "git.commit": "3f2a"}, "m")
+    {'embedding.dim': '1024', 'embedding.model': 'bge-m3', 'git.commit': '3f2a'}
+    >>> _flat_meta({"a": {"b": "x"}, "a.b": "y"}, "m.json")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: m.json: meta a.b is given twice (a nested object and a dotted key)
+    """
+    if not isinstance(meta, dict):
+        raise EvalError("%s: meta must be an object {key: value}, got %s"
+                        % (where, type(meta).__name__))
+    flat, pending = {}, [("", meta)]
+    while pending:          # a loop, not recursion: a deeply nested file is no crash
+        prefix, obj = pending.pop()
+        if not obj and prefix:
+            raise EvalError("%s: meta %s is an empty object (no value)" % (where, prefix[:-1]))
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                raise EvalError("%s: meta key %s must be text" % (where, _short_repr(key)))
+            full = _meta_key(prefix + key, where)
+            if isinstance(value, dict):
+                pending.append((full + ".", value))
+            elif full in flat:
+                raise EvalError("%s: meta %s is given twice (a nested object and a dotted key)"
+                                % (where, full))
+            else:
+                flat[full] = _meta_value(value, full, where)
+    return dict(sorted(flat.items()))
+
+
+def _checked_meta(meta):
+    """The library's ``meta=``: None (no meta) or an object (see _flat_meta)."""
+    return {} if meta is None else _flat_meta(meta, "meta")
+
+
+def _meta_warnings(meta):
+    """A warning for each key that looks like a documented key written another
+    way: keys that drift between runs are never compared.
+
+    >>> _meta_warnings({"embedding_model": "bge-m3", "judge.model": "x", "team": "search"})
+    ["meta key 'embedding_model' looks like the documented 'embedding.model': write it so, or runs and baselines will not compare it"]
+    """
+    documented = {re.sub(r"[._-]", "", key): key for key in META_KEYS}
+    warnings = []
+    for key in meta:
+        known = documented.get(re.sub(r"[._-]", "", key.lower()))
+        if known is not None and known != key:
+            warnings.append("meta key %r looks like the documented %r: write it so, or runs "
+                            "and baselines will not compare it" % (key, known))
+    return warnings
+
+
+def _with_meta(report, meta):
+    """``report`` with its meta set and warnings about the meta keys added."""
+    return report._replace(meta=meta, warnings=report.warnings + tuple(_meta_warnings(meta)))
+
+
+def _meta_text(value):
+    return _ABSENT if value is None else value
+
+
+def _meta_changes(report, baseline):
+    """Every meta key whose value differs from the baseline's, sorted (None
+    when the baseline records no meta at all: a flat or older file)."""
+    if baseline.meta is None:
+        return None
+    before, now = baseline.meta, report.meta or {}
+    return tuple(MetaChange(key, before.get(key), now.get(key))
+                 for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key))
+
+
+def _meta_notes(report, changes, baseline):
+    """The gate notes on meta: one per changed key, the line that explains a
+    regression ("embedding.model: e5-large -> bge-m3")."""
+    if changes is None:
+        return (["%s records no meta (a flat file, or saved before --meta): save it again to "
+                 "compare what the numbers are about" % baseline.source] if report.meta else [])
+    return ["changed since the baseline: %s: %s -> %s"
+            % (c.key, _meta_text(c.baseline), _meta_text(c.current)) for c in changes]
+
+
+def _same_keys(same, where="same"):
+    """``same=`` as a tuple of meta keys (one key may be given as a string)."""
+    keys = (same,) if isinstance(same, str) else tuple(same or ())
+    return tuple(dict.fromkeys(_meta_key(key, "%s %s" % (where, _short_repr(key)))
+                               for key in keys))
+
+
+def _check_same(meta, baseline, same):
+    """Refuse to gate when a key of ``same`` differs from the baseline's (or
+    is absent on one side); return a note for each key absent on both."""
+    before, now = baseline.meta or {}, meta or {}
+    differing = [key for key in same if before.get(key) != now.get(key)]
+    if differing:
+        def side(value, where):
+            return "absent from %s" % where if value is None else "%s in %s" % (value, where)
+        raise EvalError("not gated: --same %s: %s (numbers about different setups are not "
+                        "compared)" % (", ".join(differing), "; ".join(
+                            "%s: %s, %s" % (key, side(before.get(key), baseline.source),
+                                            side(now.get(key), "this run"))
+                            for key in differing)))
+    return ["--same %s: absent from the report and the baseline alike, so nothing was compared"
+            % key for key in same if key not in now]
+
+
+JUDGE_KEYS = ("judge.model", "judge.prompt_sha256")   # what makes judge scores comparable
+
+
+def _check_same_judge(report, baseline):
+    """Judge scores (score(...) measures) are gated only against a baseline
+    made by the same judge: ``judge.model`` and ``judge.prompt_sha256`` equal,
+    absent on both sides counting as equal (with a note); else refused, and
+    --drift tells whether the judge moved.  Returns the notes."""
+    if not any(_field_of(m) for m in set(baseline.mean) & set(report.mean)):
+        return []
+    before, now = baseline.meta or {}, report.meta or {}
+    for key in JUDGE_KEYS:
+        if before.get(key) != now.get(key):
+            raise EvalError("not gated: %s is not the baseline's (%s in %s, %s in this "
+                            "run): scores from another judge or prompt are not comparable; "
+                            "check the judge with --drift FROZEN.jsonl, then save a new "
+                            "baseline" % (key, _meta_text(before.get(key)), baseline.source,
+                                          _meta_text(now.get(key))))
+    absent = [key for key in JUDGE_KEYS if key not in now]
+    if not absent:
+        return []
+    return ["%s recorded neither in the baseline nor in this run: the judge scores are gated "
+            "as if the judge were the same (record it: --meta %s=...)"
+            % (" and ".join(absent), absent[0])]
+
+
+# --- label hashes ---------------------------------------------------------------
+
+def _label_sha256(labels):
+    """The label hash of one query: the sha256 (hex) of the canonical JSON
+    (RFC 8785: no white space, UTF-8, nothing escaped but what JSON requires)
+    of its labels as ``[id or doc, start, end, grade]`` arrays, sorted by id
+    (code points), then start and end (null first), then grade.  ``labels``
+    is a qrels query: ``{id: grade}`` (start and end null) or a list of
+    Label (``doc_sha256`` is not part of it).  Defined once: baselines from
+    every version of rag_eval agree.
+
+    >>> _label_sha256({"b": 0, "a": 2}) == hashlib.sha256(
+    ...     b'[["a",null,null,2],["b",null,null,0]]').hexdigest()
+    True
+    >>> _label_sha256([Label("d", 4, 9, 1), Label("d", None, None, 0)]) == hashlib.sha256(
+    ...     b'[["d",null,null,0],["d",4,9,1]]').hexdigest()
+    True
+    """
+    if isinstance(labels, dict):
+        rows = [(doc, None, None, grade) for doc, grade in labels.items()]
+    else:
+        rows = [(label.doc, label.start, label.end, label.grade) for label in labels]
+    rows.sort(key=lambda row: (row[0], row[1] is not None, row[1] or 0,
+                               row[2] is not None, row[2] or 0, row[3]))
+    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _LabelHashes(collections.abc.Mapping):
+    """{query id: label hash} of validated qrels, each hash computed when first
+    read: a report carries them at no cost until a baseline is saved or gated."""
+
+    def __init__(self, qrels):
+        self._qrels, self._known = qrels, {}
+
+    def __getitem__(self, qid):
+        if qid not in self._known:
+            self._known[qid] = _label_sha256(self._qrels[qid])
+        return self._known[qid]
+
+    def __contains__(self, qid):
+        return qid in self._qrels
+
+    def __iter__(self):
+        return iter(self._qrels)
+
+    def __len__(self):
+        return len(self._qrels)
+
+    def __repr__(self):
+        return "<label hashes of %s>" % _plural(len(self), "query", "queries")
+
+
+def _label_hashes(qrels, testset=None):
+    """The _LabelHashes of the qrels of a report: of the test set, its
+    hold-out left out (its ids are never written)."""
+    if testset is not None and testset.hidden:
+        qrels = {qid: labels for qid, labels in qrels.items() if qid not in testset.hidden}
+    return _LabelHashes(qrels)
+
+
+def _checked_label_hashes(hashes, where):
+    """A baseline's ``label_sha256``: None, or {query id: 64 hex digits}."""
+    if hashes is None:
+        return None
+    if not isinstance(hashes, dict) or not all(
+            isinstance(qid, str) and isinstance(sha, str) and _SHA256_HEX.match(sha)
+            for qid, sha in hashes.items()):
+        raise EvalError("%s: label_sha256 must be an object {query_id: sha256 in lowercase "
+                        "hex}, got %s" % (where, _short_repr(hashes)))
+    return hashes
+
+
+def _checked_baseline_meta(meta, where):
+    """A baseline's ``meta``: None, or the flat {key: string} a report has."""
+    if meta is None:
+        return None
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise EvalError("%s: meta must be an object {key: string}, got %s"
+                        % (where, _short_repr(meta)))
+    return _flat_meta(meta, "%s: meta" % where)
+
+
+def _relabelled(report, baseline):
+    """The queries both hold whose labels changed since the baseline, sorted;
+    None when either side has no label hashes (an older baseline)."""
+    before, now = baseline.label_sha256, report.label_sha256
+    if before is None or now is None:
+        return None
+    return tuple(sorted(qid for qid, sha in before.items() if qid in now and now[qid] != sha))
+
+
+def _relabelled_notes(report, baseline, relabelled):
+    """What the gate says of changed labels: which queries, and that per-query
+    checks leave them out while the means hold them."""
+    before = ((baseline.inputs or {}).get("qrels") or {}).get("sha256")
+    now = ((report.inputs or {}).get("qrels") or {}).get("sha256")
+    if relabelled is None:
+        return (["%s holds no label hashes (saved before rag_eval kept them): save it again to "
+                 "see which queries' labels change" % baseline.source]
+                if before and now and before != now and baseline.per_query is not None else [])
+    if relabelled:
+        return ["labels changed since the baseline for %s: %s; per-query drops and the "
+                "significant test compare the other queries, the means include them"
+                % (_plural(len(relabelled), "query", "queries"), _preview(relabelled, 20))]
+    if before and now and before != now:
+        held = report.holdout is not None
+        return ["the qrels changed since the baseline (sha256 %s... -> %s...), but no "
+                "query both hold changed its labels%s" % (before[:12], now[:12],
+                " outside the hold-out (its labels are not recorded: they may have changed)"
+                if held else "")]
+    return []
+
+
+def _meta_section(report):
+    """The report's meta as a (title, header, rows, notes) section, if any."""
+    if report.meta:
+        yield ("meta: what these numbers are about", ["key", "value"],
+               [[key, value] for key, value in sorted(report.meta.items())], [])
+
+
+# ===========================================================================
+# src/09_ranking.py
+#
+# Ranking: one query ranked once, the one place the tie rule is written.
+#
+# _rank_plain orders a query's ranking (a ranked list keeps its order; scores
+# descending, ties by id descending as trec_eval does), keeps each id once at
+# its best position, and places the labelled ids of the top K; every measure
+# then reads those few.  Also the top chunks of a ranking with text ids, the
+# document of a chunk id (doc_sep), and a query's grades in measure order.
+# The hooks _rank, _top_chunks and _labels_for_ranking are bound to their
+# fast twins by 20_accelerations.
+#
+# Uses: 03_measures, 06_inputs_trec_chunks_scores.  Used by: unjudged ids,
+# evaluation, accelerations.
 # ===========================================================================
 
 def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
@@ -4012,7 +4911,7 @@ def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
     (a repeat below the deepest cutoff changes no number); ``straddling``
     counts the groups of tied scores that cross one of ``cutoffs`` (their order
     is the tie rule's, not the file's); ``returned`` counts the distinct ids
-    (Part II's twin counts them exactly only when ``exact_returned``).
+    (the accelerations' twin counts them exactly only when ``exact_returned``).
 
     >>> _rank_plain({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1, "c": 0}, 2, (1, 2), False)
     _Ranked(labelled=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
@@ -4058,7 +4957,7 @@ def _first_distinct(entries, depth):
     return top, scores, read
 
 
-_rank = _rank_plain     # hook: Part II installs _rank_fast
+_rank = _rank_plain     # hook: the accelerations install _rank_fast
 
 
 def _id_order(doc):
@@ -4076,6 +4975,438 @@ def _straddling(scores, cutoffs, end):
     return len({scores[c - 1] for c in cutoffs if c < end and scores[c - 1] == scores[c]})
 
 
+def _text_ids(ranking):
+    """A ranking with text ids (the accelerations' TREC reader hands over bytes)."""
+    if type(ranking) is _Scored and ranking.docs and isinstance(ranking.docs[0], bytes):
+        return _Scored([_doc_text(doc) for doc in ranking.docs], ranking.scores)
+    return ranking
+
+
+def _top_chunks_plain(ranking, depth):
+    """(ranking, top, scores, read, distinct): the ranking with text ids (see
+    _text_ids) and its _top_entries.
+
+    >>> ranking, top, scores, read, distinct = _top_chunks_plain(
+    ...     _Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
+    >>> ranking, top, scores, read, sorted(distinct)
+    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, ['a', 'b'])
+    """
+    ranking = _text_ids(ranking)
+    return (ranking,) + _top_entries(ranking, depth)
+
+
+def _ids_of(ranking):
+    """The ids of a ranking (a _Scored, a score map or a ranked list), in its order."""
+    return ranking.docs if type(ranking) is _Scored else ranking
+
+
+_top_chunks = _top_chunks_plain     # hook: the accelerations install _top_chunks_fast
+
+
+def _doc_of(chunk_id, sep):
+    """The document of a chunk id: everything before the last ``sep`` (the id
+    itself when it holds none).
+
+    >>> _doc_of("refund-policy#3", "#"), _doc_of("a#b#2", "#"), _doc_of("plain", "#")
+    ('refund-policy', 'a#b', 'plain')
+    """
+    head, found, _ = chunk_id.rpartition(sep)
+    return head if found else chunk_id
+
+
+def _unlabelled(ranking, labels):
+    """For a non-empty ranking whose top K holds no labelled id: True when a
+    deeper id carries a label (grade >= 0), else its first id (an example for
+    the message that the run meets no label at all).
+
+    >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
+    (True, 'x')
+    """
+    docs = ranking.docs if type(ranking) is _Scored else ranking
+    if not labels.keys().isdisjoint(docs) and any(
+            labels[doc] >= 0 for doc in set(docs).intersection(labels)):
+        return True
+    return next(iter(docs))
+
+
+def _labels_for(ranking, labels):
+    """The labels keyed like the ranking's ids: text, as here."""
+    return labels
+
+
+_labels_for_ranking = _labels_for   # hook: the accelerations' TREC reader keys ids as bytes
+
+
+def _sorted_grades(labels):
+    """A query's grades, sorted descending (what every measure gets as ``grades``)."""
+    return tuple(sorted(labels.values(), reverse=True))
+
+
+# ===========================================================================
+# src/10_unjudged.py
+#
+# Unjudged ids: where the labels run out.
+#
+# An id the qrels do not grade counts as non-relevant, so a retriever that
+# surfaces new, unlabelled chunks can look worse than it is.  Here:
+#   --to-label FILE   the unjudged ids of the top --pool-depth of the run and
+#                     of every --compare run, pooled, as rows to grade
+#                     (_to_label_rows); the file graded is qrels again, and
+#                     --qrels FILE (repeatable) merges it (_merged_qrels);
+#   bounds            how far labelling could move a value (see below).
+# (unjudged=skip, a measure over the judged ids only, is a measure parameter:
+# 03_measures.)
+#
+# Uses: 01_head, 03_measures, 04_measure_names, 09_ranking.  Used by:
+# evaluation, the command line.
+# ===========================================================================
+
+def _merged_qrels(parts):
+    """One qrels from [(file name, qrels)]: the labels of every file.  The
+    files must agree (see _agreed_file), whatever their order; a (query, id)
+    the first file (QRELS) grades as agreed keeps its rows as that file gives
+    them (its repeated rows too: the labels, and their hash, of QRELS do not
+    change when a file agrees with it), any other one label of the agreed
+    grade (the same, and the same hash, in any order of the other files).  Beside label lists, {id: grade}
+    labels are whole-document labels (as they are read by unit=doc|evidence,
+    the only measures label lists serve; a graded --to-label file, say).
+
+    >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"y": 0}, "p": {"z": 2}})])
+    {'q': {'x': 1, 'y': 0}, 'p': {'z': 2}}
+    >>> _merged_qrels([("a", {"q": {"x": -1, "y": 2}}), ("b", {"q": {"x": 0, "y": -1}})])
+    {'q': {'y': 2, 'x': 0}}
+    >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"x": 2}})])
+    Traceback (most recent call last):
+    rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
+    >>> _merged_qrels([("a", {"q": [Label("x", 0, 9, 2)]}), ("b", {"q": {"y": 1}})])["q"]
+    [Label(doc='x', start=0, end=9, grade=2, doc_sha256=None), Label(doc='y', start=None, end=None, grade=1, doc_sha256=None)]
+    """
+    if any(type(labels) is list and labels for _, qrels in parts for labels in qrels.values()):
+        parts = [(name, {qid: labels if type(labels) is list else
+                         [Label(doc, None, None, grade) for doc, grade in labels.items()]
+                         for qid, labels in qrels.items()}) for name, qrels in parts]
+    given = {}      # (qid, key) -> {file name: [grade, ...]}, files in order
+    versions = {}   # (qid, doc) -> {doc_sha256: file name}
+    for name, qrels in parts:
+        for qid, labels in qrels.items():
+            for key, grade, label in _label_items(labels):
+                given.setdefault((qid, key), {}).setdefault(name, []).append(grade)
+                if getattr(label, "doc_sha256", None):
+                    versions.setdefault((qid, label.doc), {}).setdefault(label.doc_sha256, name)
+    for (qid, doc), shas in sorted(versions.items()):
+        if len(shas) > 1:
+            (one, a), (other, b) = sorted(shas.items())[:2]
+            raise EvalError("query %r: doc %r is labelled against doc_sha256 %s... in %s and "
+                            "%s... in %s: label one version" % (qid, doc, one[:12], a,
+                                                                other[:12], b))
+    kept = {pair: _agreed_file(pair, files) for pair, files in given.items()}
+    merged, first = {}, parts[0][0]
+    for index, (name, qrels) in enumerate(parts):
+        for qid, labels in qrels.items():
+            here = merged.setdefault(qid, [] if type(labels) is list else {})
+            if type(here) is not type(labels):      # {} and [] of queries with no label
+                if here and type(here) is dict:     # whole-document labels beside a list
+                    here = merged[qid] = [Label(doc, None, None, g) for doc, g in here.items()]
+                elif not here:
+                    here = merged[qid] = type(labels)()
+                else:                               # a list beside a query's empty {}
+                    labels = [Label(doc, None, None, g) for doc, g in labels.items()]
+            for key, grade, label in _label_items(labels):
+                agreed = kept.get((qid, key))
+                # (QRELS by its place: the same path given again with --qrels is no
+                # second copy of its rows)
+                if agreed is None or (index == 0) != (agreed[1] == first):
+                    continue    # given already, or not QRELS's to give
+                if agreed[1] != first:  # one label, in whatever order the files came
+                    del kept[qid, key]
+                    grade = agreed[0]
+                    label = label and label._replace(grade=grade)
+                if type(here) is dict:
+                    here[key] = grade
+                else:           # the document's version, whichever file gave it
+                    version = versions.get((qid, label.doc))
+                    here.append(label._replace(doc_sha256=min(version)) if version else label)
+    return merged
+
+
+def _agreed_file(pair, files):
+    """(grade, file name): the grade a (query, key) graded {file name: [grade,
+    ...]} keeps, and the first file giving it.  A file's grade is the highest
+    of its rows (as it reads alone); the grades >= 0 must agree, and a
+    negative grade (judged-unknown, which --to-label pools) gives way to them,
+    else the negative grades must agree.
+
+    >>> _agreed_file(("q", "x"), {"a": [-1], "b": [2], "c": [2]})
+    (2, 'b')
+    >>> _agreed_file(("q", "x"), {"a": [-1, 2], "b": [0]})
+    Traceback (most recent call last):
+    rag_eval.EvalError: query 'q': id 'x' is graded 2 in a and 0 in b: label it once
+    """
+    qid, key = pair
+    graded = [(max(rows), name) for name, rows in files.items()]
+    agreeing = [entry for entry in graded if entry[0] >= 0] or graded
+    for grade, name in agreeing[1:]:
+        if grade != agreeing[0][0]:
+            raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it once"
+                            % (qid, _label_key_text(key), agreeing[0][0], agreeing[0][1],
+                               grade, name))
+    return agreeing[0]
+
+
+def _label_items(labels):
+    """(key, grade, label) of each label: key is the id, or (doc, start, end) of a Label."""
+    if type(labels) is list:
+        return [((label.doc, label.start, label.end), label.grade, label) for label in labels]
+    return [(key, grade, None) for key, grade in labels.items()]
+
+
+def _label_key_text(key):
+    if isinstance(key, tuple):
+        doc, start, end = key
+        return "doc %r" % doc + ("" if start is None else " [%d, %d)" % (start, end))
+    return "id %r" % key
+
+
+def _pool_depth(measures, given=None):
+    """How deep --to-label looks: ``given``, else the deepest any measure
+    reads labels: its cutoff, or the whole ranking (@all, no cutoff, a budget).
+
+    >>> _pool_depth(resolve_measures("recall@5,mrr@10,clean@20"))
+    10
+    >>> _pool_depth(resolve_measures("recall@5,map@all")) == _WHOLE_RANKING
+    True
+    """
+    if given is not None:
+        return _positive_int(given, "--pool-depth")
+    labelled = [m for m in measures if _REGISTRY[m.name].population
+                not in _UNANSWERABLE_POPULATIONS | {"answerable"}]
+    return max([m.k if isinstance(m.k, int) and not dict(m.params).get("budget")
+                else _WHOLE_RANKING for m in labelled] or [_WHOLE_RANKING])
+
+
+def _unjudged_top(ranking, labels, depth, doc_of=None):
+    """[(rank, id)] of the ids in the top ``depth`` that carry no label (grade
+    >= 0), under the ranking rules of _rank; with ``doc_of`` (id -> Chunk), an
+    id whose document carries one is judged too.
+
+    >>> _unjudged_top({"a": 3.0, "b": 2.0, "c": 1.0}, {"b": 0, "c": -1}, 3)
+    [(1, 'a'), (3, 'c')]
+    """
+    top = _top_entries(_text_ids(ranking), depth)[0][:depth]
+    out = []
+    for rank, doc in enumerate(top, 1):
+        if labels.get(doc, -1) >= 0:
+            continue
+        if doc_of is not None and labels.get(doc_of(doc).doc, -1) >= 0:
+            continue
+        out.append((rank, doc))
+    return out
+
+
+def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True):
+    """The rows of --to-label: for each (query, id) unjudged in the top
+    ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
+    stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
+    "runs", "grade": None}, sorted by best rank, then query, then id.  Only
+    queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
+    With a ``mapping``, an id whose document is labelled is judged when the
+    measures count documents (``by_doc``); the rows name the documents.
+
+    >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
+    ...                       {"q": {"a": 1}}, 2)
+    >>> [(r["id"], r["best_rank"], r["runs"]) for r in rows]
+    [('x', 1, ['new']), ('y', 1, ['old']), ('z', 2, ['old'])]
+    """
+    found = {}      # (qid, id) -> [best rank, run names]
+    for name, queries in runs:
+        pairs = queries.items() if isinstance(queries, dict) else queries
+        for qid, ranking in pairs:
+            if qid not in qrels or qid in hidden or ranking is None:
+                continue
+            doc_of = None if mapping is None or not by_doc else _chunk_lookup(mapping)
+            for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
+                entry = found.setdefault((qid, doc), [rank, []])
+                entry[0] = min(entry[0], rank)
+                if name not in entry[1]:
+                    entry[1].append(name)
+    rows = []
+    for (qid, doc), (rank, names) in sorted(found.items(),
+                                            key=lambda item: (item[1][0], item[0])):
+        row = {"query_id": qid, "id": doc}
+        if mapping is not None:
+            chunk = _chunk_lookup(mapping)(doc)
+            row["doc"] = chunk.doc
+            if chunk.start is not None:
+                row["start"], row["end"] = chunk.start, chunk.end
+        row.update(best_rank=rank, runs=names, grade=None)
+        rows.append(row)
+    return rows
+
+
+def _chunk_lookup(mapping):
+    """id -> Chunk through a chunk map or a separator (an id the map lacks: its
+    own document, unknown)."""
+    if mapping.doc_sep is not None:
+        return lambda doc: Chunk(_doc_of(doc, mapping.doc_sep))
+    return lambda doc: mapping.chunks.get(doc) or Chunk(doc)
+
+
+def _to_label_text(rows):
+    """The JSONL of --to-label rows, keys in the order of the issue."""
+    return "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
+
+
+# --- bounds ---------------------------------------------------------------------------
+#
+# How far labelling the unjudged ids of a query's top k could move a value:
+# only those ids vary, every other id keeps its label.  An unjudged id becomes
+# either non-relevant or "relevant": grade rel for recall, precision, success,
+# mrr and map; the query's highest qrels grade for ndcg (it is also added to
+# the grades the ideal DCG orders, as a label would be).
+#
+# Exact by extremes.  Give m of the u unjudged ranks the relevant grade.  Every
+# bounded measure is a sum over the relevant ranks r_1 < r_2 < ... of terms
+# that fall as a rank grows (AP: i / r_i; DCG: gain / log2(r_i + 1); recall,
+# precision, success and mrr count or look at the first), over a denominator
+# that depends on m alone (R + m, the ideal DCG of the grades, k).  Moving one
+# relevant label to an earlier unjudged rank leaves every r_i where it was or
+# moves it earlier, so among the labellings with m relevant ids the best gives
+# the m earliest unjudged ranks and the worst the m latest: the bounds are the
+# max and min over m = 0..u of those 2(u + 1) labellings (tests pin this
+# against enumerating all 2**u).  recall, precision, success and mrr never
+# fall when a label is added ((h + 1)/(R + 1) >= h/R as h <= R), so their
+# bounds are m = 0 (today's value, all non-relevant) and m = u.  map and ndcg
+# can fall: AP is 1 with one relevant id, at rank 1; label rank 5 relevant too
+# and it is (1/1 + 2/5) / 2 = 0.7.  Their lower bound can be below today's value.
+# ---------------------------------------------------------------------------------------
+
+_BOUNDED = ("recall", "precision", "success", "mrr", "map", "ndcg")
+_MONOTONE = ("recall", "precision", "success", "mrr")
+
+
+def _bounded(m):
+    """True for a measure with unjudged bounds: one of _BOUNDED over ids
+    (no unit, no budget) with unjudged ids counted non-relevant.
+
+    >>> [_bounded(parse_measure(t)) for t in ("map@5", "recall(unit=doc)@5", "bpref",
+    ...                                       "mrr(unjudged=skip)@5")]
+    [True, False, False, False]
+    """
+    if m.name not in _BOUNDED or _skips_unjudged(m):
+        return False
+    call = _UnitCall.of(m)
+    return call.view == "id" and not call.budget
+
+
+def _unjudged_ranks(ranked, k):
+    """The ranks <= k of the top that carry no label (grade >= 0), best first.
+
+    >>> _unjudged_ranks(_from_grades([1, None, 0, -1, None]), 4)
+    [2, 4]
+    """
+    judged_ranks = {rank for rank, _ in ranked.labelled}
+    return [r for r in range(1, min(k, ranked.length) + 1) if r not in judged_ranks]
+
+
+def _labelled_as(ranked, ranks, grade):
+    """``ranked`` with the unjudged ``ranks`` given ``grade``."""
+    labelled = sorted(ranked.labelled + [(r, grade) for r in ranks])
+    return ranked._replace(labelled=labelled)
+
+
+def _relevant_grade(m, grades):
+    """The grade an unjudged id takes when labelled relevant for ``m``."""
+    if m.name == "ndcg":
+        return grades[0] if grades else 1
+    return dict(m.params).get("rel", REL.default)
+
+
+def _bounds_of(m, func, args, ranked, grades):
+    """(lo, hi): the least and greatest value of measure ``m`` (``func(ranked,
+    grades, *args)``) over the labellings of its unjudged ids (see above).
+
+    >>> m = parse_measure("map@5"); f, a = m._parts()
+    >>> _bounds_of(m, f, a, _from_grades([1, None, None, None, None]), (1,))   # AP 1: 0.7 ... 1
+    (0.7, 1.0)
+    """
+    k = args[0] if isinstance(args[0], int) else ranked.length
+    ranks = _unjudged_ranks(ranked, k)
+    u = len(ranks)
+    if not u:
+        value = func(ranked, grades, *args)
+        return value, value
+    grade = _relevant_grade(m, grades)
+    counts = (0, u) if m.name in _MONOTONE else range(u + 1)
+    values = []
+    for n in counts:
+        more = tuple(sorted(grades + (grade,) * n, reverse=True))
+        for chosen in {tuple(ranks[:n]), tuple(ranks[u - n:])}:
+            values.append(func(_labelled_as(ranked, chosen, grade), more, *args))
+    return min(values), max(values)
+
+
+def _judged_cutoffs(measures):
+    """The cutoffs judged@k is shown at: those of the measures over ids."""
+    return sorted({m.k for m in measures if isinstance(m.k, int)
+                   and _UnitCall.of(m).view == "id"})
+
+
+def _query_unjudged(scorer, ranked, grades, ranking, labels):
+    """What the scorer adds per query when asked for bounds (scorer.bounds):
+    {"bounds": {measure: (lo, hi)}, "judged": {k: judged@k}, "ids": [(rank, id)]
+    of the unjudged ids in the top of the deepest bounded cutoff}."""
+    bounds = {name: _bounds_of(m, func, args, ranked, grades)
+              for m, name, func, args in scorer.bounds}
+    judged_at = {k: judged(ranked, grades, k) for k in scorer.judged_at}
+    ids = []
+    if scorer.bounds and ranking is not None and len(ranked.labelled) < ranked.length:
+        ids = _unjudged_top(ranking, labels, scorer.bounds_depth)
+    return {"bounds": bounds, "judged": judged_at, "ids": ids}
+
+
+def _unjudged_summary(rows, names, per_query):
+    """The report's ``unjudged`` field from the per-query rows of
+    _query_unjudged (scored queries only): bounds of each mean and query
+    (None: a measure with no bounds), judged@k means, the unjudged ids."""
+    queries = sorted(q for q in per_query if q in rows)     # not the unanswerable ones
+    mean = {}
+    for name in names:
+        over = [q for q in queries if name in per_query[q]]
+        if not over or name not in rows[over[0]]["bounds"]:
+            mean[name] = None
+            continue
+        pairs = [rows[q]["bounds"][name] for q in over]
+        mean[name] = [_mean([p[0] for p in pairs]), _mean([p[1] for p in pairs])]
+    bounded = [n for n in names if mean[n] is not None]
+    cutoffs = rows[queries[0]]["judged"] if queries else {}
+    return {"mean": mean,
+            "per_query": {q: {n: list(rows[q]["bounds"][n]) for n in bounded
+                              if n in per_query[q]} for q in queries},
+            "judged": {"judged@%d" % k: _mean([rows[q]["judged"][k] for q in queries])
+                       for k in sorted(cutoffs)},
+            # per query for the gate, which averages judged@k over a slice's queries too
+            "judged_per_query": {q: {"judged@%d" % k: v for k, v in rows[q]["judged"].items()}
+                                 for q in queries},
+            "ids": {q: rows[q]["ids"] for q in queries if rows[q]["ids"]}}
+
+
+# ===========================================================================
+# src/11_evaluation.py
+#
+# Evaluation: qrels and a run in, a Report out.
+#
+# evaluate and evaluate_files: per query, rank once (09_ranking) and keep
+# only the labelled ids of the top K, with their ranks; every measure then
+# reads those few labelled (_QueryScorer).  Also the chunk map's view of the
+# retrieved ids (_Mapping), the checks that say why a run meets no label, the
+# ingestion check of span labels, answerability counts, --min-score cuts and
+# the --sweep-min-score table.  The hook _scored_run is bound to forked
+# workers by 20_accelerations.
+#
+# Uses: 01_head to 10_unjudged.  Used by: judge scores, baselines, the report
+# reader, the command line, accelerations.
+# ===========================================================================
+
 def _plan(measures):
     """(depth, cutoffs): how deep to rank, and the cutoffs ties are counted at.
     A measure at @all or without a cutoff reads the whole ranking.
@@ -4088,10 +5419,6 @@ def _plan(measures):
     cutoffs = tuple(sorted({m.k for m in measures if isinstance(m.k, int)}))
     whole = any(not isinstance(m.k, int) or _skips_unjudged(m) for m in measures)
     return max(cutoffs + ((_WHOLE_RANKING,) if whole else ())), cutoffs
-
-
-def _mean(values):
-    return math.fsum(values) / len(values)
 
 
 def _columns(rows, names):
@@ -4220,15 +5547,6 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                                     chunks_info, testset, min_score, unjudged_bounds), meta)
 
 
-def _renamed(measures, metrics):
-    """``measures=``, or ``metrics=``, its old name; not both."""
-    if metrics is None:
-        return measures
-    if measures is not None:
-        raise EvalError("give measures= or metrics= (its old name), not both")
-    return metrics
-
-
 def _checked_average(average):
     if average not in AVERAGES:
         raise EvalError("average must be one of %s, got %r" % (", ".join(AVERAGES), average))
@@ -4301,121 +5619,13 @@ def _counting(scored, progress, every):
             progress.scored(count)
 
 
-# --- a progress line on a terminal ------------------------------------------------
-
-_PROGRESS = None            # the command line's _Progress while it may draw one, else None
-_PROGRESS_EVERY = 1024      # queries between two looks at the clock
-_progress_clock = time.monotonic    # the clock the line reads (tests drive their own)
-
-
-class _Progress:
-    """One line on a terminal's stderr while a run is scored: its queries
-    scored, its bytes read of its size (a regular file) and the time elapsed,
-    rewritten in place (carriage return), first after ``delay`` seconds and
-    at most every ``interval``; end() erases it.  It is fed every
-    _PROGRESS_EVERY queries (_counted) and every block a reader takes, and
-    never exists in a pipe, a CI log, a library call or with --format json.
-
-    >>> clock = iter([0.0, 0.5, 1.5, 1.6, 2.0]).__next__
-    >>> out = io.StringIO()
-    >>> p = _Progress(out, clock)
-    >>> p.begin("run.trec", 4000000)
-    >>> p.read_bytes(1000000); p.scored(1024); p.read_bytes(1000000); p.scored(2048)
-    >>> p.end()
-    >>> for part in out.getvalue().split("\\r")[1:]:   # drawn at 1.5 s, at 2.0 s, erased
-    ...     print(repr(part))
-    'rag-eval: run.trec: 1024 queries scored, 1.0 of 4.0 MB read, 1.5 s'
-    'rag-eval: run.trec: 2048 queries scored, 2.0 of 4.0 MB read, 2.0 s'
-    '                                                                  '
-    ''
-    """
-
-    def __init__(self, stream, clock=None, delay=1.0, interval=0.25, columns=None):
-        self.stream, self.clock, self.interval = stream, clock or _progress_clock, interval
-        self.columns = columns  # the terminal's width (None: not cut)
-        self.start = self.clock()
-        self.due = self.start + delay
-        self.width = 0          # of the line on screen; 0: none
-        self.begin("", None)
-
-    def begin(self, name, size, here=None):
-        """A run: its name, its size in bytes (None: not known); ``here`` the
-        bytes this process reads when forked workers read the rest."""
-        self.name = os.path.basename(name)  # a line wider than the terminal wraps, and
-        self.size, self.here, self.read, self.queries = size, here, 0, 0   # \r redraws its end
-
-    def read_bytes(self, n):
-        if self.name:           # the run's blocks, not the qrels' or a baseline's
-            self.read += n
-            self.tick()
-
-    def scored(self, n):
-        self.queries = n
-        self.tick()
-
-    def tick(self):
-        now = self.clock()
-        if now >= self.due:
-            self.due = now + self.interval
-            self.draw("rag-eval: %s: %s scored, %s%.1f s" % (
-                self.name, _plural(self.queries, "query", "queries"), self.bytes_text(),
-                now - self.start))
-
-    def bytes_text(self):
-        if self.here is not None:
-            return "%.1f of %.1f MB read here (workers read the rest), " % (
-                self.read / 1e6, self.here / 1e6)
-        if self.size is not None:
-            return "%.1f of %.1f MB read, " % (self.read / 1e6, self.size / 1e6)
-        return ""
-
-    def draw(self, text):
-        if self.columns:    # a line as wide as the terminal wraps, and \r redraws only its end
-            text = text[:self.columns - 1]
-        self.stream.write("\r" + text.ljust(self.width))
-        self.stream.flush()
-        self.width = len(text)
-
-    def end(self):
-        """Erase the line (before anything else is written to stderr)."""
-        if self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.stream.flush()
-            self.width = 0
-        self.begin("", None)
-
-
-def _progress_for(args, stderr):
-    """The _Progress of a command-line run: only on a terminal, never for JSON."""
-    stream = getattr(stderr, "stream", stderr)      # under _Tolerant
-    try:
-        tty = stream.isatty()
-    except (AttributeError, OSError, ValueError):
-        tty = False
-    return (_Progress(stderr, columns=_terminal_columns(stream))
-            if tty and args.format != "json" else None)
-
-
-def _terminal_columns(stream):
-    """The width of the terminal ``stream`` writes to ($COLUMNS first, then the
-    terminal's size, else 80)."""
-    import shutil
-    columns = shutil.get_terminal_size().columns    # $COLUMNS, else stdout's terminal
-    if "COLUMNS" not in os.environ:
-        try:
-            columns = os.get_terminal_size(stream.fileno()).columns or columns
-        except (AttributeError, OSError, ValueError):
-            pass
-    return columns
-
-
 def _scored_run_plain(inp, fmt, scorer, grouped=True):
     """(qid, scored tuple, or None for a query not in the qrels) per query of
     a run file, in file order, one query at a time."""
     return _scored_queries(scorer, _run_queries(inp, fmt, grouped))
 
 
-_scored_run = _scored_run_plain     # hook: Part II installs _scored_run_forked
+_scored_run = _scored_run_plain     # hook: the accelerations install _scored_run_forked
 
 
 def _scored_queries(scorer, queries):
@@ -4430,15 +5640,6 @@ def _validated(data, what, check):
     if not isinstance(data, dict):
         raise EvalError("%s must be a dict {query_id: ...}, got %s" % (what, type(data).__name__))
     return {_as_id(q, "%s: query id" % what): check(q, v, what) for q, v in data.items()}
-
-
-def _preview(ids, limit=5):
-    shown = ", ".join(repr(q) for q in ids[:limit])
-    return shown + (", ... (%d more)" % (len(ids) - limit) if len(ids) > limit else "")
-
-
-def _plural(n, one, many):
-    return "%d %s" % (n, one if n == 1 else many)
 
 
 class _QueryScorer:
@@ -4631,34 +5832,6 @@ class _RunError(EvalError):
     """An error in the run's rankings, raised per query; _score names the run."""
 
 
-class _UnitCall(NamedTuple):
-    """How the scorer calls one measure: the view it reads ("id", "doc",
-    ("evidence", rel, cover) or "spans"), its budget (or None) and its
-    function's arguments after the view (the cutoff first, unless a budget
-    gives it per query)."""
-    func: object
-    view: object
-    budget: Optional[int]
-    args: tuple
-
-    @classmethod
-    def of(cls, m):
-        spec = _REGISTRY[m.name]
-        given = dict(m.params)
-        func, args = m._parts()
-        unit = given.get("unit", "id")
-        if spec.view == "spans":
-            view = "spans"
-        elif unit == "evidence":
-            view = ("evidence", given.get("rel", REL.default), given.get("cover", COVER.default))
-        else:
-            view = unit
-        budget = given.get("budget")
-        if budget:
-            args = args[1:]     # the cutoff comes from the budget, query by query
-        return cls(func, view, budget, args)
-
-
 def _budget_cut(ids, chunks, budget):
     """How many of the top chunks fit the budget: the longest prefix whose
     sizes (tokens, else end - start characters) sum to at most ``budget``.
@@ -4678,34 +5851,6 @@ def _budget_cut(ids, chunks, budget):
         if used > budget:
             return n
     return len(ids)
-
-
-def _text_ids(ranking):
-    """A ranking with text ids (Part II's TREC reader hands over bytes)."""
-    if type(ranking) is _Scored and ranking.docs and isinstance(ranking.docs[0], bytes):
-        return _Scored([_doc_text(doc) for doc in ranking.docs], ranking.scores)
-    return ranking
-
-
-def _top_chunks_plain(ranking, depth):
-    """(ranking, top, scores, read, distinct): the ranking with text ids (see
-    _text_ids) and its _top_entries.
-
-    >>> ranking, top, scores, read, distinct = _top_chunks_plain(
-    ...     _Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
-    >>> ranking, top, scores, read, sorted(distinct)
-    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, ['a', 'b'])
-    """
-    ranking = _text_ids(ranking)
-    return (ranking,) + _top_entries(ranking, depth)
-
-
-def _ids_of(ranking):
-    """The ids of a ranking (a _Scored, a score map or a ranked list), in its order."""
-    return ranking.docs if type(ranking) is _Scored else ranking
-
-
-_top_chunks = _top_chunks_plain     # hook: Part II installs _top_chunks_fast
 
 
 class _Mapping:
@@ -4811,17 +5956,6 @@ def _filled(known, given):
     return Chunk(known.doc, *(a if a is not None else b for a, b in (
         (known.start, given.start), (known.end, given.end), (known.tokens, given.tokens),
         (known.doc_sha256, given.doc_sha256))))
-
-
-def _doc_of(chunk_id, sep):
-    """The document of a chunk id: everything before the last ``sep`` (the id
-    itself when it holds none).
-
-    >>> _doc_of("refund-policy#3", "#"), _doc_of("a#b#2", "#"), _doc_of("plain", "#")
-    ('refund-policy', 'a#b', 'plain')
-    """
-    head, found, _ = chunk_id.rpartition(sep)
-    return head if found else chunk_id
 
 
 def _check_versions(versions, mapping):
@@ -4953,7 +6087,6 @@ def _answerability(scorer, queries):
     return scorer
 
 
-
 # --- --sweep-min-score: abstention against retrieval, threshold by threshold ---
 #
 # Each row is the run scored with --min-score at one threshold: exact, never
@@ -5066,33 +6199,6 @@ def _sweep(score_at, name, scores, cap=SWEEP_MAX_THRESHOLDS):
         notes.append("the run holds %d distinct scores: the rows are %d of them at evenly "
                      "spaced ranks (quantiles), each exact" % (distinct, cap))
     return Sweep(name, tuple(rows), distinct, tuple(notes))
-
-def _unlabelled(ranking, labels):
-    """For a non-empty ranking whose top K holds no labelled id: True when a
-    deeper id carries a label (grade >= 0), else its first id (an example for
-    the message that the run meets no label at all).
-
-    >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
-    (True, 'x')
-    """
-    docs = ranking.docs if type(ranking) is _Scored else ranking
-    if not labels.keys().isdisjoint(docs) and any(
-            labels[doc] >= 0 for doc in set(docs).intersection(labels)):
-        return True
-    return next(iter(docs))
-
-
-def _labels_for(ranking, labels):
-    """The labels keyed like the ranking's ids: text, as here."""
-    return labels
-
-
-_labels_for_ranking = _labels_for   # hook: Part II's TREC reader keys ids as bytes
-
-
-def _sorted_grades(labels):
-    """A query's grades, sorted descending (what every measure gets as ``grades``)."""
-    return tuple(sorted(labels.values(), reverse=True))
 
 
 _NO_LABELS = {}
@@ -5386,28 +6492,6 @@ def _mapping_info(scorer, hidden=frozenset()):
     return info
 
 
-def _population_means(per_query, names, cells=None):
-    """(mean, n) of each measure over the queries that have a value for it
-    (its population: a character measure leaves out the queries with no span
-    label); a set-level measure's over the ``cells`` of those queries (see
-    _take_cells).  A measure no query has a value for has no mean; n is
-    returned only when the populations differ."""
-    mean, counts = {}, {}
-    for name in names:
-        aggregate = _REGISTRY[parse_measure(name).name].aggregate
-        if aggregate is not None:
-            found = [c[name] for c in (cells or {}).values() if name in c]
-            value = aggregate(found) if found else None
-        else:
-            found = [row[name] for row in per_query.values() if name in row]
-            value = _mean(found) if found else None
-        counts[name] = len(found)
-        if value is not None:
-            mean[name] = value
-    same = all(n == len(per_query) for n in counts.values())
-    return mean, None if same else counts
-
-
 def _population_notes(per_query, names, counts):
     if counts is None:
         return []
@@ -5464,7 +6548,7 @@ _BY_DOCUMENT_CAUSES = {
 
 
 def _shown_id(doc):
-    """An id as text to show: bytes from Part II's TREC reader, or text that
+    """An id as text to show: bytes from the accelerations' TREC reader, or text that
     keeps undecodable bytes as surrogates (see _doc_text), decoded with
     replacement characters."""
     if isinstance(doc, bytes):
@@ -5521,1046 +6605,15 @@ def _as_number(text):
 
 
 # ===========================================================================
-# src/08_test_sets.py
+# src/12_statistics.py
 #
-# Slices: named subsets of the test set
+# Statistics: paired comparisons of two runs on the same queries.
 #
-# Query metadata {qid: {"slices": {field: [value, ...]}, "question": ...,
-# "answer": ..., "answerable": bool, "valid_until": "YYYY-MM-DD"}} (every key
-# optional) puts each query in the slices named field=value of its fields.
-# A slice's mean is over its scored queries, each measure over its own
-# population (_population_means); the overall mean is the same thing over
-# every scored query.  One slice may be held out: scored and gated on its
-# own, left out of the overall and of every other slice, and shown only as
-# counts and means (HeldOut).  valid_until dates leave out the queries
-# expired on the day given as as_of; no clock is ever read.
-# ===========================================================================
-
-_QUERY_KEYS = {"slices": dict, "question": str, "answer": str, "answerable": bool,
-               "valid_until": str}
-
-
-def _checked_queries(queries):
-    """Query metadata (see the banner above), each part checked: the ids as
-    text, fields without '=', values non-empty text.
-
-    >>> _checked_queries({1: {"slices": {"source": ["real"]}, "answerable": True}})
-    {'1': {'slices': {'source': ['real']}, 'answerable': True}}
-    """
-    if not isinstance(queries, dict):
-        raise EvalError("queries must be a dict {query_id: {\"slices\": {field: [value, ...]}, "
-                        "...}}, got %s" % type(queries).__name__)
-    out = {}
-    for qid, info in queries.items():
-        qid = _as_id(qid, "queries: query id")
-        where = "queries: query %r" % qid
-        if not isinstance(info, dict):
-            raise EvalError("%s: must be an object {\"slices\": ..., ...}, got %s"
-                            % (where, _short_repr(info, 40)))
-        for key, value in info.items():
-            if key not in _QUERY_KEYS:
-                raise EvalError("%s: unknown key %r (known: %s)"
-                                % (where, key, ", ".join(sorted(_QUERY_KEYS))))
-            if type(value) is not _QUERY_KEYS[key]:
-                raise EvalError("%s: %s must be %s, got %s"
-                                % (where, key, _QUERY_KEYS[key].__name__, _short_repr(value, 40)))
-        for field, values in info.get("slices", {}).items():
-            if not isinstance(field, str) or not field or "=" in field:
-                raise EvalError("%s: slice field %r must be non-empty text without '=' (a "
-                                "slice is named field=value)" % (where, field))
-            if not isinstance(values, list) or not values or not all(
-                    isinstance(v, str) and v for v in values):
-                raise EvalError("%s: slices.%s must be a non-empty list of non-empty strings, "
-                                "got %s" % (where, field, _short_repr(values, 40)))
-        if "valid_until" in info:
-            _check_date(info["valid_until"], "%s: valid_until" % where)
-        out[qid] = info
-    return out
-
-
-def _slice_names(info):
-    """The slices a query's metadata puts it in, sorted.
-
-    >>> _slice_names({"slices": {"tag": ["pricing", "eu"], "source": ["real"]}})
-    ('source=real', 'tag=eu', 'tag=pricing')
-    """
-    return tuple(sorted({"%s=%s" % (field, value)
-                         for field, values in info.get("slices", {}).items()
-                         for value in values}))
-
-
-def _slice_field(name):
-    """The field of a slice name: fields hold no '=', values may."""
-    return name.partition("=")[0]
-
-
-def _members_sha256(ids):
-    """The sha256 of a set of query ids (canonical JSON of the sorted list):
-    names no id, and changes when one joins or leaves.
-
-    >>> _members_sha256(["q2", "q1"]) == _members_sha256(("q1", "q2"))
-    True
-    """
-    text = json.dumps(sorted(ids), ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-class _TestSet:
-    """What query metadata makes of a test set for one evaluation: the
-    members with no labels (added to the qrels, unscored), the members
-    expired on ``as_of`` (left out, their run rankings ignored), the
-    hold-out members (scored apart, see _score), and the report's slices."""
-
-    def __init__(self, queries, by=(), holdout=None, as_of=None, reveal=False, info=None,
-                 notes=()):
-        self.info, self.notes = info, tuple(notes)   # the metadata file's input info
-        self.queries = _checked_queries(queries)
-        self.names = {qid: _slice_names(info) for qid, info in self.queries.items()}
-        fields = {_slice_field(n) for names in self.names.values() for n in names}
-        self.by = _checked_by(by, fields)
-        if as_of is not None:
-            if not isinstance(as_of, str):
-                raise EvalError("as_of must be a date YYYY-MM-DD, got %s" % _short_repr(as_of))
-            _check_date(as_of, "as_of")
-        self.as_of = as_of
-        self.dated = sorted(q for q, info in self.queries.items() if "valid_until" in info)
-        self.expired = frozenset(q for q in self.dated if self.as_of is not None
-                                 and self.queries[q]["valid_until"] < self.as_of)
-        self.holdout = None if holdout is None else _checked_holdout_name(holdout, fields)
-        self.held_ids = frozenset(q for q, names in self.names.items()
-                                  if self.holdout in names)
-        if self.holdout is not None and not self.held_ids:
-            raise EvalError("holdout %s: no query is in that slice (check the field and "
-                            "the value)" % self.holdout)
-        self.hidden = self.held_ids - self.expired
-        if reveal and self.holdout is None:
-            raise EvalError("reveal_holdout (--reveal-holdout) needs a hold-out (--holdout "
-                            "FIELD=VALUE)")
-        self.reveal = bool(reveal)
-
-    def qrels(self, qrels):
-        """The qrels of the test set: expired queries out, members with no
-        labels in (as queries with no label: unscored)."""
-        empty = list if any(type(labels) is list for labels in qrels.values()) else dict
-        out = {qid: labels for qid, labels in qrels.items() if qid not in self.expired}
-        for qid in self.queries:
-            if qid not in out and qid not in self.expired:
-                out[qid] = empty()
-        return out
-
-    def report(self, report, held):
-        """``report`` (scored without the hold-out) with its slices, the
-        hold-out (from ``held``: its values, unscored and missing ids, see
-        _score) and the date warnings."""
-        members = list(report.per_query) + list(report.unscored)
-        membership = {q: self.names[q] for q in sorted(members) if self.names.get(q)}
-        slices = _slice_stats(report, membership)
-        holdout, cells = None, report.cells
-        if self.holdout is not None:
-            holdout = _held_out(self.holdout, held, report.measures, self.reveal,
-                                self.held_ids, cells)
-            if cells:
-                cells = {q: c for q, c in cells.items() if q not in self.held_ids} or None
-        return report._replace(slices=slices, membership=membership, by=self.by,
-                               holdout=holdout, cells=cells,
-                               warnings=report.warnings + self.notes + self._date_notes())
-
-    def _date_notes(self):
-        if not self.dated:
-            return ()
-        if self.as_of is None:
-            return ("%s a valid_until date; --as-of DATE (as_of=) leaves out those "
-                    "expired by then" % _plural(len(self.dated), "query carries",
-                                                "queries carry"),)
-        if not self.expired:
-            return ()
-        shown = sorted(self.expired - self.held_ids)
-        held = len(self.expired & self.held_ids)
-        return ("%s expired by %s (valid_until before it), left out of every mean%s%s"
-                % (_plural(len(self.expired), "query", "queries"), self.as_of,
-                   ": " + _preview(shown) if shown else "",
-                   "%s%d held out (not named)" % ("; " if shown else ": ", held)
-                   if held else ""),)
-
-
-def _checked_by(by, fields):
-    if by is None:
-        return ()
-    if not isinstance(by, (str, list, tuple)):
-        raise EvalError("by must be a slice field or a list of them, got %s" % _short_repr(by, 40))
-    by = (by,) if isinstance(by, str) else tuple(by)
-    for field in by:
-        if not isinstance(field, str) or field not in fields:
-            raise EvalError("by: no query carries the slice field %r (fields: %s)"
-                            % (field, ", ".join(sorted(fields)) or "none"))
-    return tuple(sorted(set(by), key=by.index))
-
-
-def _checked_holdout_name(holdout, fields):
-    if not isinstance(holdout, str) or "=" not in holdout or not _slice_field(holdout) \
-            or holdout.endswith("="):
-        raise EvalError("holdout must name one slice as FIELD=VALUE (e.g. split=holdout), "
-                        "got %s" % _short_repr(holdout, 40))
-    if _slice_field(holdout) not in fields:
-        raise EvalError("holdout %s: no query carries the slice field %r (fields: %s)"
-                        % (holdout, _slice_field(holdout), ", ".join(sorted(fields)) or "none"))
-    return holdout
-
-
-def _test_set(queries, by, holdout, as_of, reveal_holdout, average, info=None, notes=()):
-    """The _TestSet of evaluate()'s metadata options, or None when none is
-    given (the plain path: no work per query) or the report averages as
-    trec_eval does (it knows no metadata)."""
-    asked = bool(by) or holdout is not None or as_of is not None or reveal_holdout
-    if queries is None:
-        if asked:
-            raise EvalError("slices (--by), a hold-out (--holdout) and dates (--as-of) need "
-                            "query metadata: --queries FILE, a test-set JSONL as the qrels, or "
-                            "queries= in the library")
-        return None
-    if average != "scored":
-        if asked:
-            raise EvalError("slices, a hold-out and --as-of are not for trec_eval's average, "
-                            "which is never gated: drop them or the average")
-        return None
-    return _TestSet(queries, by, holdout, as_of, reveal_holdout, info, notes)
-
-
-def _metadata(described, qrels_name, queries):
-    """(metadata, input info, notes): what the test-set file says of its
-    queries (``described``), or ``queries`` instead when given: a dict, or a
-    queries file (see load_queries) whose input info the report keeps."""
-    if queries is None:
-        return described, None, ()
-    notes = ()
-    if described is not None:
-        notes = ("%s says what its queries are, and query metadata was given too "
-                 "(--queries, queries=): that metadata's slices and dates are used, the "
-                 "test set's are not" % qrels_name,)
-    if isinstance(queries, dict):
-        return queries, None, notes
-    metadata, info = _read_queries(queries)
-    return metadata, info, notes
-
-
-def _slice_stats(report, membership):
-    """{slice: {"queries", "unscored", "mean"[, "n"]}} of every slice the
-    membership names: its scored queries, unscored ids and means (each
-    measure over the queries that have it)."""
-    members = {}
-    for qid, names in membership.items():
-        for name in names:
-            members.setdefault(name, []).append(qid)
-    stats = {}
-    for name, qids in sorted(members.items()):
-        rows = {q: report.per_query[q] for q in qids if q in report.per_query}
-        mean, counts = _population_means(rows, report.measures, report.cells and {
-            q: report.cells[q] for q in qids if q in report.cells})
-        stats[name] = {"queries": len(rows), "mean": mean,
-                       "unscored": [q for q in qids if q not in rows]}
-        if counts is not None:
-            stats[name]["n"] = counts
-    return stats
-
-
-def _slice_json(stats):
-    """A slice's stats as the JSON report writes them (copies)."""
-    return {key: value if key == "queries" else type(value)(value)
-            for key, value in stats.items()}
-
-
-def _held_out(name, held, measures, reveal, ids, cells=None):
-    """The HeldOut of the hold-out's values, unscored and missing ids (see
-    _set_apart); ``ids`` are all its members, expired ones too; ``cells``
-    the report's cells of set-level measures (those of its ids are read)."""
-    per_query, unscored, missing = held
-    mean, counts = _population_means(per_query, measures, cells and {
-        q: c for q, c in cells.items() if q in ids})
-    return HeldOut(name, mean, counts, len(per_query), len(unscored), len(missing),
-                   _members_sha256(list(per_query) + list(unscored)), reveal, per_query,
-                   {"unscored": unscored, "missing": missing, "all": tuple(sorted(ids))})
-
-
-# ===========================================================================
-# src/09_judge_scores.py
-#
-# Scores made elsewhere: a judge's per-query scores as a Report
-#
-# A score file's per-query values become a Report's (evaluate_scores): each
-# measure score(field=F) over the queries that have a value for F (its own
-# population and n, as a character measure's), so the gate, comparisons,
-# slices, the hold-out, baselines and every renderer read them as they read
-# retrieval measures.  Queries with no value for a field are listed per
-# measure in ``Report.scores["unscored"]`` (only with allow_missing).  With
-# repeated judge runs, ``Report.scores["noise"]`` gives the judge's noise:
-#   within_sd    sqrt(mean of s_q^2) over the queries with 2 or more runs,
-#                s_q the sample standard deviation (ddof 1) of query q's runs;
-#   noise_floor  SE = sqrt(2 * sum_q s_q^2 / r_q) / n: the standard error of a
-#                difference of two means of n queries (r_q runs each) from
-#                judge noise alone; the gate notes a tolerance below 2 * SE.
-# With a pass threshold (--pass-threshold F=X, in F's own units), the
-# queries whose runs fall on both sides of X ("borderline") are listed with
-# the share of their runs on each side.
-# ===========================================================================
-
-def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None, as_of=None,
-                    reveal_holdout=False, meta=None, allow_missing=False, pass_threshold=None):
-    """A :class:`Report` of judge scores: ``scores`` is one :class:`Scores`
-    (see :func:`load_scores`) or a list of them (each field in one file).
-
-    ``measures`` names the fields: ``score(field=faithfulness)`` or the field
-    name alone (default: every field).  A query with no value for a field,
-    in its file or in another file or ``queries`` (the test set), is an error
-    unless ``allow_missing``: then it is listed as unscored for that field.
-    ``pass_threshold`` maps a field to a threshold in its own units: the
-    queries whose runs fall on both sides are listed (``scores["borderline"]``).
-    ``queries``, ``by``, ``holdout``, ``as_of``, ``reveal_holdout`` and
-    ``meta`` are as for :func:`evaluate`.
-
-    >>> s = load_scores(io.StringIO('{"query_id": "q1", "f": [0.8, 0.9, 0.85]}\\n'
-    ...                             '{"query_id": "q2", "f": 0.5}\\n'))
-    >>> r = evaluate_scores(s)
-    >>> r.measures, r.mean, r.per_query["q1"]
-    (('score(field=f)',), {'score(field=f)': 0.675}, {'score(field=f)': 0.85})
-    """
-    scores = [scores] if isinstance(scores, Scores) else scores
-    if not isinstance(scores, (list, tuple)) or not scores or not all(
-            isinstance(s, Scores) for s in scores):
-        raise EvalError("scores must be a Scores (see load_scores) or a list of them")
-    meta = _checked_meta(meta)
-    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
-    return _with_meta(_evaluate_scores(scores, measures, testset, allow_missing,
-                                       pass_threshold), meta)
-
-
-def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=()):
-    """evaluate_scores() with the _TestSet made (None: no query metadata);
-    ``queries`` are more members of the test set (the qrels' queries, when
-    both tiers are in one report): each needs a score too."""
-    files = _files_by_field(scores)
-    measures = _score_measures(measures, files)
-    report = _scores_report(files, measures, testset, allow_missing,
-                            _checked_thresholds(thresholds, measures, files), queries)
-    inputs = {("scores" if i == 0 else "scores.%d" % (i + 1)): {
-        key: value for key, value in s.info.items() if key != "fields"}     # as a run's
-        for i, s in enumerate(scores)}
-    if testset is not None and testset.info is not None:
-        inputs["queries"] = testset.info
-    return report._replace(inputs=inputs)
-
-
-def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0):
-    """Did the judge move?  ``frozen`` is the :class:`Scores` of a frozen
-    sample (scores stored then), ``current`` a list of :class:`Scores` with
-    the same items scored now; returns the ``"drift"`` block of a report.
-
-    Every item of the frozen sample must carry ``input_sha256`` (the hash of
-    the question, context and answer judged), be in the current scores of
-    each field with a value, and carry the same hash there: otherwise the
-    answers were not frozen and this is no drift check (EvalError naming the
-    item).  Each field of the frozen sample gets :func:`field_drift` over its
-    items, categorical when its values are booleans or integers on an integer
-    range with one judge run each (labels on the field's own scale; repeated
-    runs make fractions, compared as numbers).  ``passed`` is False when the
-    mean absolute difference of a field exceeds ``max_drift``.
-
-    >>> then = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
-    ...                                '{"query_id": "f2", "input_sha256": "cd", "ok": true}\\n'))
-    >>> now = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
-    ...                               '{"query_id": "f2", "input_sha256": "cd", "ok": false}\\n'))
-    >>> d = judge_drift(then, [now])
-    >>> d["passed"], d["fields"]["ok"]["mean_absolute_difference"], d["fields"]["ok"]["confusion"]
-    (False, 0.5, [[0, 0], [1, 1]])
-    >>> judge_drift(then, [load_scores(io.StringIO(
-    ...     '{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
-    ...     '{"query_id": "f2", "input_sha256": "ef", "ok": true}\\n'))])
-    Traceback (most recent call last):
-    ...
-    rag_eval.EvalError: <stream>: answer changed for f2: not a drift check (input_sha256 cd... in the frozen sample, ef... in <stream>)
-    """
-    name = frozen.info["path"]
-    if not frozen.fields:
-        raise EvalError("%s: the frozen sample holds none of the score fields checked"
-                        % name)
-    for qid in frozen.queries:
-        if not frozen.input_sha256.get(qid):
-            raise EvalError("%s: item %r has no input_sha256 as text (the sha256 of the "
-                            "question, context and answer judged): a drift check needs it"
-                            % (name, qid))
-    fields, notes = {}, []
-    for field in frozen.fields:
-        now = _drift_current(frozen, current, field)
-        stored = frozen.values(field)
-        values = now.values(field)
-        labels = _drift_labels(field, frozen, now, notes)
-        fields[field] = field_drift(field, stored, {q: values[q] for q in stored},
-                                    labels=labels, resamples=resamples,
-                                    seed=seed).to_dict()
-        fields[field]["drifted"] = (fields[field]["mean_absolute_difference"]
-                                    > max_drift + FLOAT_SLACK)
-        del fields[field]["field"]
-    return {"passed": not any(f["drifted"] for f in fields.values()), "max_drift": max_drift,
-            "frozen": {"path": name, "sha256": frozen.info.get("sha256")},
-            "items": len(frozen.queries), "fields": fields, "notes": notes}
-
-
-def _drift_current(frozen, current, field):
-    """The current Scores of ``field``, checked against the frozen sample:
-    each frozen item there, with a value and the same input_sha256."""
-    now = next((s for s in current if field in s.fields), None)
-    if now is None:
-        raise EvalError("%s: the frozen sample's field %r is in no current --scores file"
-                        % (frozen.info["path"], field))
-    where = now.info["path"]
-    for qid in frozen.runs[field]:
-        if qid not in now.queries:
-            raise EvalError("%s: item %r of the frozen sample is not in the current scores "
-                            "(%s)" % (frozen.info["path"], qid, where))
-        if qid not in now.runs[field]:
-            raise EvalError("%s: item %r has no %s score now: the drift check needs one"
-                            % (where, qid, field))
-        then_hash, now_hash = frozen.input_sha256[qid], now.input_sha256.get(qid)
-        if not now_hash:
-            raise EvalError("%s: item %r has no input_sha256 as text: the drift check cannot "
-                            "tell that it judged the frozen answer" % (where, qid))
-        if now_hash != then_hash:
-            raise EvalError("%s: answer changed for %s: not a drift check (input_sha256 %s... "
-                            "in the frozen sample, %s... in %s)" % (
-                                frozen.info["path"], qid, then_hash[:12], now_hash[:12], where))
-    return now
-
-
-def _drift_labels(field, frozen, now, notes):
-    """The label of a value of a categorical field on its own scale (a
-    boolean, or an integer of its integer range), else None."""
-    kinds = {frozen.kinds[field], now.kinds[field]}
-    lo, hi = frozen.ranges[field]
-    if not (kinds <= {"boolean"} or (kinds <= {"boolean", "integer"}
-                                     and lo.is_integer() and hi.is_integer())):
-        return None
-    if any(len(runs) > 1 for scores in (frozen, now)
-           for runs in scores.runs[field].values()):
-        notes.append("%s: repeated judge runs make each item's value a fraction: compared as "
-                     "numbers (no agreement or kappa; the p is no McNemar test)" % field)
-        return None
-    if kinds == {"boolean"}:
-        return lambda v: v == 1.0
-    return lambda v: int(round(lo + v * (hi - lo)))
-
-
-def _with_scores(report, scored):
-    """Both tiers in one report: the retrieval ``report`` and the judge scores'
-    (``scored``), measures side by side, each over its own population (n);
-    slices and the hold-out made again over both."""
-    names = report.measures + scored.measures
-    per_query = {q: dict(report.per_query.get(q, {}), **scored.per_query.get(q, {}))
-                 for q in sorted(set(report.per_query) | set(scored.per_query))}
-    counts = dict(report.n or dict.fromkeys(report.measures, len(report.per_query)),
-                  **(scored.n or dict.fromkeys(scored.measures, len(scored.per_query))))
-    same = all(n == len(per_query) for n in counts.values())
-    merged = report._replace(
-        measures=names, per_query=per_query, mean=dict(report.mean, **scored.mean),
-        n=None if same else counts, scores=scored.scores, drift=scored.drift,
-        unscored=tuple(sorted((set(report.unscored) | set(scored.unscored)) - set(per_query))),
-        inputs=dict(report.inputs or {}, **(scored.inputs or {})),
-        warnings=report.warnings + tuple(w for w in scored.warnings if w not in report.warnings))
-    if report.membership is None:
-        return merged
-    membership = dict(sorted(dict(report.membership, **scored.membership).items()))
-    merged = merged._replace(membership=membership, slices=_slice_stats(merged, membership))
-    ours, theirs = report.holdout, scored.holdout
-    if ours is None:
-        return merged
-    held_rows = {q: dict((ours.per_query or {}).get(q, {}), **(theirs.per_query or {}).get(q, {}))
-                 for q in sorted(set(ours.per_query or ()) | set(theirs.per_query or ()))}
-    unscored = tuple(q for q in sorted(set(ours.ids["unscored"]) | set(theirs.ids["unscored"]))
-                     if q not in held_rows)
-    return merged._replace(holdout=_held_out(ours.slice, (held_rows, unscored,
-                                                          ours.ids["missing"]),
-                                             names, ours.revealed, ours.ids["all"],
-                                             report.cells))
-
-
-def _files_by_field(scores):
-    """{field: Scores}: each field read from one file."""
-    files = {}
-    for s in scores:
-        for field in s.fields:
-            if field in files:
-                raise EvalError("the score field %r is in two files, %s and %s: give it once"
-                                % (field, files[field].info["path"], s.info["path"]))
-            files[field] = s
-    return files
-
-
-def _field_of(measure):
-    """The field of a score(field=...) measure name, else None.
-
-    >>> _field_of("score(field=faithfulness)"), _field_of("recall@5")
-    ('faithfulness', None)
-    """
-    m = parse_measure(measure)
-    return dict(m.params)["field"] if m.name == "score" else None
-
-
-def _score_measures(measures, files):
-    """The score measures asked for: names (a list, or one comma-separated
-    string), each score(field=F) or F alone; default every field."""
-    if measures is None:
-        return tuple(parse_measure("score(field=%s)" % f) for f in files)
-    if isinstance(measures, str):
-        measures = _split_top_level(measures)
-    out = []
-    for item in measures:
-        m = item if isinstance(item, Measure) else None
-        if m is None and isinstance(item, str) and _FIELD_NAME.match(item.strip()):
-            m = parse_measure("score(field=%s)" % item.strip())
-        m = m or parse_measure(item)
-        if m.name != "score":
-            raise EvalError("%s is a retrieval measure: it needs QRELS and a RUN, not a score "
-                            "file" % (m,))
-        field = dict(m.params)["field"]
-        if field not in files:
-            raise EvalError("%s: no score file has the field %r (fields: %s)"
-                            % (m, field, ", ".join(files) or "none"))
-        if m not in out:
-            out.append(m)
-    if not out:
-        raise EvalError("no measures requested")
-    return tuple(out)
-
-
-def _checked_thresholds(thresholds, measures, files):
-    """{measure name: (threshold mapped onto [0, 1], as given)} of
-    ``pass_threshold`` ({field: X}, X in the field's own units)."""
-    out = {}
-    named = {dict(m.params)["field"]: str(m) for m in measures}
-    for field, value in sorted((thresholds or {}).items()):
-        if field not in named:
-            raise EvalError("pass threshold: %r is not a measured score field (fields: %s)"
-                            % (field, ", ".join(named)))
-        lo, hi = files[field].ranges[field]
-        x = _as_score(value, "the pass threshold of %s" % field)
-        if not min(lo, hi) <= x <= max(lo, hi):
-            raise EvalError("the pass threshold of %s, %s, is outside its range [%s, %s]"
-                            % (field, _number_text(x), _number_text(lo), _number_text(hi)))
-        out[named[field]] = ((x - lo) / (hi - lo) + 0.0, x)
-    return out
-
-
-def _scores_report(files, measures, testset, allow_missing, thresholds, queries=()):
-    """The Report of the score measures (see evaluate_scores)."""
-    names = tuple(str(m) for m in measures)
-    fields = {str(m): dict(m.params)["field"] for m in measures}
-    members = dict.fromkeys(queries)    # the test set: the score files, metadata, qrels
-    used = _files_of(files, fields.values())
-    for s in used:
-        members.update(dict.fromkeys(s.queries))
-    if testset is not None:
-        members.update(dict.fromkeys(q for q in testset.queries))
-        members = {q: None for q in members if q not in testset.expired}
-    per_query = {q: {} for q in sorted(members)}
-    runs, unscored = {}, {}
-    for name, field in fields.items():
-        s = files[field]
-        runs[name] = s.runs[field]
-        for qid, query_runs in s.runs[field].items():
-            if qid in per_query:
-                per_query[qid][name] = _run_mean(query_runs)
-        absent = [q for q in per_query if q not in s.runs[field]]
-        _check_absent(absent, s, field, allow_missing)
-        unscored[name] = absent
-    hidden = testset.hidden if testset is not None else frozenset()
-    nothing = {q: 0 for q, row in per_query.items() if not row}    # no score at all: unscored
-    per_query = {q: row for q, row in per_query.items() if row}
-    held = _set_apart(hidden, per_query, nothing, ())
-    for name in names:
-        if not any(name in row for row in per_query.values()):
-            raise EvalError("%s: no query has a score: nothing to average" % name)
-    mean, counts = _population_means(per_query, names)
-    block = {"inputs": [s.info for s in used],
-             "ranges": {f: list(files[f].ranges[f]) for f in fields.values()},
-             "unscored": {n: [q for q in ids if q not in hidden] for n, ids in unscored.items()},
-             "noise": _judge_noise({n: {q: r for q, r in runs[n].items() if q in per_query
-                                        and n in per_query[q]} for n in names}, counts,
-                                   len(per_query)),
-             "borderline": {n: _borderline({q: r for q, r in runs[n].items()
-                                            if q in per_query}, *thresholds[n])
-                            for n in names if n in thresholds}}
-    warnings = ["%s: %s without a score, listed as unscored: %s"
-                % (n, _plural(len(ids), "query", "queries"), _preview(ids))
-                for n, ids in block["unscored"].items() if ids]
-    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), (), {}, {},
-                    tuple(warnings), n=counts, scores=block)
-    return report if testset is None else testset.report(report, held)
-
-
-def _files_of(files, fields):
-    """The distinct Scores holding these fields, in order."""
-    out = []
-    for field in fields:
-        if not any(files[field] is s for s in out):
-            out.append(files[field])
-    return out
-
-
-def _check_absent(absent, scores, field, allow_missing):
-    """Queries of the report with no value for a field: listed (allowed), or
-    an error naming them."""
-    if absent and not allow_missing:
-        missing = [q for q in absent if q in scores.unscored[field]]
-        if missing:     # load_scores was allowed to keep them, the report is not
-            raise EvalError("%s: %s no %s score: %s (--allow-missing-scores lists them as "
-                            "unscored)" % (scores.info["path"], _plural(
-                                len(missing), "query has", "queries have"), field,
-                                           _preview(missing)))
-        raise EvalError("%s: %s of the test set (the other score files, the qrels, the query "
-                        "metadata) %s no line here, "
-                        "so no %s score: %s (--allow-missing-scores lists them as unscored)"
-                        % (scores.info["path"], _plural(len(absent), "query", "queries"),
-                           "has" if len(absent) == 1 else "have", field, _preview(absent)))
-
-
-def _judge_noise(runs, counts, scored):
-    """{measure: {"queries", "runs", "within_sd", "noise_floor"}} of the
-    measures with repeated runs (see the section's comment); ``runs`` maps
-    each measure to {qid: runs} of the queries its mean is over, ``counts``
-    its n when populations differ (else every one of ``scored`` queries).
-
-    >>> noise = _judge_noise({"m": {"a": (0.8, 0.9, 0.85), "b": (0.5,)}}, None, 2)["m"]
-    >>> sorted((key, round(v, 6) if isinstance(v, float) else v) for key, v in noise.items())
-    [('noise_floor', 0.020412), ('queries', 1), ('runs', [1, 3]), ('within_sd', 0.05)]
-    """
-    out = {}
-    for name, by_query in runs.items():
-        repeated = {q: r for q, r in by_query.items() if len(r) > 1}
-        if not repeated:
-            continue
-        variances = {q: _statistics().variance(r) for q, r in repeated.items()}
-        n = counts[name] if counts is not None else scored
-        sizes = [len(r) for r in by_query.values()]
-        out[name] = {
-            "queries": len(repeated), "runs": [min(sizes), max(sizes)],
-            "within_sd": math.sqrt(math.fsum(variances.values()) / len(variances)),
-            "noise_floor": math.sqrt(2 * math.fsum(v / len(repeated[q])
-                                                   for q, v in variances.items())) / n}
-    return out
-
-
-def _borderline(runs, threshold, given):
-    """{"threshold": X as given, "queries": {qid: {"runs", "pass", "fail"}}}
-    of the queries whose runs fall on both sides of the threshold (a run at
-    the threshold passes).
-
-    >>> _borderline({"q1": (0.62, 0.58, 0.61), "q2": (0.7, 0.9)}, 0.6, 0.6)
-    {'threshold': 0.6, 'queries': {'q1': {'fail': 1, 'pass': 2, 'runs': 3}}}
-    """
-    queries = {}
-    for qid, query_runs in sorted(runs.items()):
-        passed = sum(1 for r in query_runs if r >= threshold)
-        if 0 < passed < len(query_runs):
-            queries[qid] = {"fail": len(query_runs) - passed, "pass": passed,
-                            "runs": len(query_runs)}
-    return {"threshold": given, "queries": queries}
-
-
-# ===========================================================================
-# src/10_unjudged.py
-#
-# Where the labels run out: unjudged ids
-#
-# An id the qrels do not grade counts as non-relevant, so a retriever that
-# surfaces new, unlabelled chunks can look worse than it is.  Three tools:
-#   --to-label FILE   the unjudged ids of the top --pool-depth of the run and
-#                     of every --compare run, pooled, as rows to grade
-#                     (_to_label_rows); the file graded is qrels again, and
-#                     --qrels FILE (repeatable) merges it (_merged_qrels);
-#   unjudged=skip     a measure over the judged ids only (trec_eval -J);
-#   bounds            how far labelling could move a value (see below).
-# ===========================================================================
-
-# --- unjudged=skip ------------------------------------------------------------------
-
-def _skips_unjudged(m):
-    """True for a measure taken over the judged ids only (it reads the whole ranking)."""
-    return ("unjudged", "skip") in m.params
-
-
-def _check_unjudged_option(params, unit, text):
-    """unjudged=skip condenses a ranking of ids: not units, not a budget."""
-    if params.get("unjudged") != "skip":
-        return
-    if unit != "id":
-        raise EvalError("measure %r: unjudged=skip applies to unit=id only (a document's "
-                        "chunks are judged one by one)" % text)
-    if "budget" in params:
-        raise EvalError("measure %r: unjudged=skip cannot be cut at a budget (the ids "
-                        "removed would still fill the context)" % text)
-
-
-def _condensed(ranked):
-    """A _Ranked with its unlabelled ids removed and the labelled ones ranked 1..n,
-    as trec_eval -J does before any cutoff.
-
-    >>> _condensed(_from_grades([None, 1, -1, 0, 2]))
-    _Ranked(labelled=[(1, 1), (2, 0), (3, 2)], length=3, duplicates=0, straddling=0, returned=0)
-    """
-    labelled = [(rank, g) for rank, (_, g) in enumerate(ranked.labelled, 1)]
-    return ranked._replace(labelled=labelled, length=len(labelled))
-
-
-def _judged_only(func, ranked, grades, *args):
-    """``func`` over the judged ids only (unjudged=skip).
-
-    >>> mrr(_from_grades([None, None, 1]), (1,), 2)
-    0.0
-    >>> _judged_only(mrr, _from_grades([None, None, 1]), (1,), 2)
-    1.0
-    """
-    return func(_condensed(ranked), grades, *args)
-
-
-def _merged_qrels(parts):
-    """One qrels from [(file name, qrels)]: the labels of every file.  The
-    files must agree (see _agreed_file), whatever their order; a (query, id)
-    the first file (QRELS) grades as agreed keeps its rows as that file gives
-    them (its repeated rows too: the labels, and their hash, of QRELS do not
-    change when a file agrees with it), any other one label of the agreed
-    grade (the same, and the same hash, in any order of the other files).  Beside label lists, {id: grade}
-    labels are whole-document labels (as they are read by unit=doc|evidence,
-    the only measures label lists serve; a graded --to-label file, say).
-
-    >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"y": 0}, "p": {"z": 2}})])
-    {'q': {'x': 1, 'y': 0}, 'p': {'z': 2}}
-    >>> _merged_qrels([("a", {"q": {"x": -1, "y": 2}}), ("b", {"q": {"x": 0, "y": -1}})])
-    {'q': {'y': 2, 'x': 0}}
-    >>> _merged_qrels([("a", {"q": {"x": 1}}), ("b", {"q": {"x": 2}})])
-    Traceback (most recent call last):
-    rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
-    >>> _merged_qrels([("a", {"q": [Label("x", 0, 9, 2)]}), ("b", {"q": {"y": 1}})])["q"]
-    [Label(doc='x', start=0, end=9, grade=2, doc_sha256=None), Label(doc='y', start=None, end=None, grade=1, doc_sha256=None)]
-    """
-    if any(type(labels) is list and labels for _, qrels in parts for labels in qrels.values()):
-        parts = [(name, {qid: labels if type(labels) is list else
-                         [Label(doc, None, None, grade) for doc, grade in labels.items()]
-                         for qid, labels in qrels.items()}) for name, qrels in parts]
-    given = {}      # (qid, key) -> {file name: [grade, ...]}, files in order
-    versions = {}   # (qid, doc) -> {doc_sha256: file name}
-    for name, qrels in parts:
-        for qid, labels in qrels.items():
-            for key, grade, label in _label_items(labels):
-                given.setdefault((qid, key), {}).setdefault(name, []).append(grade)
-                if getattr(label, "doc_sha256", None):
-                    versions.setdefault((qid, label.doc), {}).setdefault(label.doc_sha256, name)
-    for (qid, doc), shas in sorted(versions.items()):
-        if len(shas) > 1:
-            (one, a), (other, b) = sorted(shas.items())[:2]
-            raise EvalError("query %r: doc %r is labelled against doc_sha256 %s... in %s and "
-                            "%s... in %s: label one version" % (qid, doc, one[:12], a,
-                                                                other[:12], b))
-    kept = {pair: _agreed_file(pair, files) for pair, files in given.items()}
-    merged, first = {}, parts[0][0]
-    for index, (name, qrels) in enumerate(parts):
-        for qid, labels in qrels.items():
-            here = merged.setdefault(qid, [] if type(labels) is list else {})
-            if type(here) is not type(labels):      # {} and [] of queries with no label
-                if here and type(here) is dict:     # whole-document labels beside a list
-                    here = merged[qid] = [Label(doc, None, None, g) for doc, g in here.items()]
-                elif not here:
-                    here = merged[qid] = type(labels)()
-                else:                               # a list beside a query's empty {}
-                    labels = [Label(doc, None, None, g) for doc, g in labels.items()]
-            for key, grade, label in _label_items(labels):
-                agreed = kept.get((qid, key))
-                # (QRELS by its place: the same path given again with --qrels is no
-                # second copy of its rows)
-                if agreed is None or (index == 0) != (agreed[1] == first):
-                    continue    # given already, or not QRELS's to give
-                if agreed[1] != first:  # one label, in whatever order the files came
-                    del kept[qid, key]
-                    grade = agreed[0]
-                    label = label and label._replace(grade=grade)
-                if type(here) is dict:
-                    here[key] = grade
-                else:           # the document's version, whichever file gave it
-                    version = versions.get((qid, label.doc))
-                    here.append(label._replace(doc_sha256=min(version)) if version else label)
-    return merged
-
-
-def _agreed_file(pair, files):
-    """(grade, file name): the grade a (query, key) graded {file name: [grade,
-    ...]} keeps, and the first file giving it.  A file's grade is the highest
-    of its rows (as it reads alone); the grades >= 0 must agree, and a
-    negative grade (judged-unknown, which --to-label pools) gives way to them,
-    else the negative grades must agree.
-
-    >>> _agreed_file(("q", "x"), {"a": [-1], "b": [2], "c": [2]})
-    (2, 'b')
-    >>> _agreed_file(("q", "x"), {"a": [-1, 2], "b": [0]})
-    Traceback (most recent call last):
-    rag_eval.EvalError: query 'q': id 'x' is graded 2 in a and 0 in b: label it once
-    """
-    qid, key = pair
-    graded = [(max(rows), name) for name, rows in files.items()]
-    agreeing = [entry for entry in graded if entry[0] >= 0] or graded
-    for grade, name in agreeing[1:]:
-        if grade != agreeing[0][0]:
-            raise EvalError("query %r: %s is graded %d in %s and %d in %s: label it once"
-                            % (qid, _label_key_text(key), agreeing[0][0], agreeing[0][1],
-                               grade, name))
-    return agreeing[0]
-
-
-def _label_items(labels):
-    """(key, grade, label) of each label: key is the id, or (doc, start, end) of a Label."""
-    if type(labels) is list:
-        return [((label.doc, label.start, label.end), label.grade, label) for label in labels]
-    return [(key, grade, None) for key, grade in labels.items()]
-
-
-def _label_key_text(key):
-    if isinstance(key, tuple):
-        doc, start, end = key
-        return "doc %r" % doc + ("" if start is None else " [%d, %d)" % (start, end))
-    return "id %r" % key
-
-
-def _pool_depth(measures, given=None):
-    """How deep --to-label looks: ``given``, else the deepest any measure
-    reads labels: its cutoff, or the whole ranking (@all, no cutoff, a budget).
-
-    >>> _pool_depth(resolve_measures("recall@5,mrr@10,clean@20"))
-    10
-    >>> _pool_depth(resolve_measures("recall@5,map@all")) == _WHOLE_RANKING
-    True
-    """
-    if given is not None:
-        return _positive_int(given, "--pool-depth")
-    labelled = [m for m in measures if _REGISTRY[m.name].population
-                not in _UNANSWERABLE_POPULATIONS | {"answerable"}]
-    return max([m.k if isinstance(m.k, int) and not dict(m.params).get("budget")
-                else _WHOLE_RANKING for m in labelled] or [_WHOLE_RANKING])
-
-
-def _unjudged_top(ranking, labels, depth, doc_of=None):
-    """[(rank, id)] of the ids in the top ``depth`` that carry no label (grade
-    >= 0), under the ranking rules of _rank; with ``doc_of`` (id -> Chunk), an
-    id whose document carries one is judged too.
-
-    >>> _unjudged_top({"a": 3.0, "b": 2.0, "c": 1.0}, {"b": 0, "c": -1}, 3)
-    [(1, 'a'), (3, 'c')]
-    """
-    top = _top_entries(_text_ids(ranking), depth)[0][:depth]
-    out = []
-    for rank, doc in enumerate(top, 1):
-        if labels.get(doc, -1) >= 0:
-            continue
-        if doc_of is not None and labels.get(doc_of(doc).doc, -1) >= 0:
-            continue
-        out.append((rank, doc))
-    return out
-
-
-def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True):
-    """The rows of --to-label: for each (query, id) unjudged in the top
-    ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
-    stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
-    "runs", "grade": None}, sorted by best rank, then query, then id.  Only
-    queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
-    With a ``mapping``, an id whose document is labelled is judged when the
-    measures count documents (``by_doc``); the rows name the documents.
-
-    >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
-    ...                       {"q": {"a": 1}}, 2)
-    >>> [(r["id"], r["best_rank"], r["runs"]) for r in rows]
-    [('x', 1, ['new']), ('y', 1, ['old']), ('z', 2, ['old'])]
-    """
-    found = {}      # (qid, id) -> [best rank, run names]
-    for name, queries in runs:
-        pairs = queries.items() if isinstance(queries, dict) else queries
-        for qid, ranking in pairs:
-            if qid not in qrels or qid in hidden or ranking is None:
-                continue
-            doc_of = None if mapping is None or not by_doc else _chunk_lookup(mapping)
-            for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
-                entry = found.setdefault((qid, doc), [rank, []])
-                entry[0] = min(entry[0], rank)
-                if name not in entry[1]:
-                    entry[1].append(name)
-    rows = []
-    for (qid, doc), (rank, names) in sorted(found.items(),
-                                            key=lambda item: (item[1][0], item[0])):
-        row = {"query_id": qid, "id": doc}
-        if mapping is not None:
-            chunk = _chunk_lookup(mapping)(doc)
-            row["doc"] = chunk.doc
-            if chunk.start is not None:
-                row["start"], row["end"] = chunk.start, chunk.end
-        row.update(best_rank=rank, runs=names, grade=None)
-        rows.append(row)
-    return rows
-
-
-def _chunk_lookup(mapping):
-    """id -> Chunk through a chunk map or a separator (an id the map lacks: its
-    own document, unknown)."""
-    if mapping.doc_sep is not None:
-        return lambda doc: Chunk(_doc_of(doc, mapping.doc_sep))
-    return lambda doc: mapping.chunks.get(doc) or Chunk(doc)
-
-
-def _to_label_text(rows):
-    """The JSONL of --to-label rows, keys in the order of the issue."""
-    return "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
-
-
-
-# --- bounds ---------------------------------------------------------------------------
-#
-# How far labelling the unjudged ids of a query's top k could move a value:
-# only those ids vary, every other id keeps its label.  An unjudged id becomes
-# either non-relevant or "relevant": grade rel for recall, precision, success,
-# mrr and map; the query's highest qrels grade for ndcg (it is also added to
-# the grades the ideal DCG orders, as a label would be).
-#
-# Exact by extremes.  Give m of the u unjudged ranks the relevant grade.  Every
-# bounded measure is a sum over the relevant ranks r_1 < r_2 < ... of terms
-# that fall as a rank grows (AP: i / r_i; DCG: gain / log2(r_i + 1); recall,
-# precision, success and mrr count or look at the first), over a denominator
-# that depends on m alone (R + m, the ideal DCG of the grades, k).  Moving one
-# relevant label to an earlier unjudged rank leaves every r_i where it was or
-# moves it earlier, so among the labellings with m relevant ids the best gives
-# the m earliest unjudged ranks and the worst the m latest: the bounds are the
-# max and min over m = 0..u of those 2(u + 1) labellings (tests pin this
-# against enumerating all 2**u).  recall, precision, success and mrr never
-# fall when a label is added ((h + 1)/(R + 1) >= h/R as h <= R), so their
-# bounds are m = 0 (today's value, all non-relevant) and m = u.  map and ndcg
-# can fall: AP is 1 with one relevant id, at rank 1; label rank 5 relevant too
-# and it is (1/1 + 2/5) / 2 = 0.7.  Their lower bound can be below today's value.
-# ---------------------------------------------------------------------------------------
-
-_BOUNDED = ("recall", "precision", "success", "mrr", "map", "ndcg")
-_MONOTONE = ("recall", "precision", "success", "mrr")
-
-
-def _bounded(m):
-    """True for a measure with unjudged bounds: one of _BOUNDED over ids
-    (no unit, no budget) with unjudged ids counted non-relevant.
-
-    >>> [_bounded(parse_measure(t)) for t in ("map@5", "recall(unit=doc)@5", "bpref",
-    ...                                       "mrr(unjudged=skip)@5")]
-    [True, False, False, False]
-    """
-    if m.name not in _BOUNDED or _skips_unjudged(m):
-        return False
-    call = _UnitCall.of(m)
-    return call.view == "id" and not call.budget
-
-
-def _unjudged_ranks(ranked, k):
-    """The ranks <= k of the top that carry no label (grade >= 0), best first.
-
-    >>> _unjudged_ranks(_from_grades([1, None, 0, -1, None]), 4)
-    [2, 4]
-    """
-    judged_ranks = {rank for rank, _ in ranked.labelled}
-    return [r for r in range(1, min(k, ranked.length) + 1) if r not in judged_ranks]
-
-
-def _labelled_as(ranked, ranks, grade):
-    """``ranked`` with the unjudged ``ranks`` given ``grade``."""
-    labelled = sorted(ranked.labelled + [(r, grade) for r in ranks])
-    return ranked._replace(labelled=labelled)
-
-
-def _relevant_grade(m, grades):
-    """The grade an unjudged id takes when labelled relevant for ``m``."""
-    if m.name == "ndcg":
-        return grades[0] if grades else 1
-    return dict(m.params).get("rel", REL.default)
-
-
-def _bounds_of(m, func, args, ranked, grades):
-    """(lo, hi): the least and greatest value of measure ``m`` (``func(ranked,
-    grades, *args)``) over the labellings of its unjudged ids (see above).
-
-    >>> m = parse_measure("map@5"); f, a = m._parts()
-    >>> _bounds_of(m, f, a, _from_grades([1, None, None, None, None]), (1,))   # AP 1: 0.7 ... 1
-    (0.7, 1.0)
-    """
-    k = args[0] if isinstance(args[0], int) else ranked.length
-    ranks = _unjudged_ranks(ranked, k)
-    u = len(ranks)
-    if not u:
-        value = func(ranked, grades, *args)
-        return value, value
-    grade = _relevant_grade(m, grades)
-    counts = (0, u) if m.name in _MONOTONE else range(u + 1)
-    values = []
-    for n in counts:
-        more = tuple(sorted(grades + (grade,) * n, reverse=True))
-        for chosen in {tuple(ranks[:n]), tuple(ranks[u - n:])}:
-            values.append(func(_labelled_as(ranked, chosen, grade), more, *args))
-    return min(values), max(values)
-
-
-def _judged_cutoffs(measures):
-    """The cutoffs judged@k is shown at: those of the measures over ids."""
-    return sorted({m.k for m in measures if isinstance(m.k, int)
-                   and _UnitCall.of(m).view == "id"})
-
-
-def _query_unjudged(scorer, ranked, grades, ranking, labels):
-    """What the scorer adds per query when asked for bounds (scorer.bounds):
-    {"bounds": {measure: (lo, hi)}, "judged": {k: judged@k}, "ids": [(rank, id)]
-    of the unjudged ids in the top of the deepest bounded cutoff}."""
-    bounds = {name: _bounds_of(m, func, args, ranked, grades)
-              for m, name, func, args in scorer.bounds}
-    judged_at = {k: judged(ranked, grades, k) for k in scorer.judged_at}
-    ids = []
-    if scorer.bounds and ranking is not None and len(ranked.labelled) < ranked.length:
-        ids = _unjudged_top(ranking, labels, scorer.bounds_depth)
-    return {"bounds": bounds, "judged": judged_at, "ids": ids}
-
-
-def _unjudged_summary(rows, names, per_query):
-    """The report's ``unjudged`` field from the per-query rows of
-    _query_unjudged (scored queries only): bounds of each mean and query
-    (None: a measure with no bounds), judged@k means, the unjudged ids."""
-    queries = sorted(q for q in per_query if q in rows)     # not the unanswerable ones
-    mean = {}
-    for name in names:
-        over = [q for q in queries if name in per_query[q]]
-        if not over or name not in rows[over[0]]["bounds"]:
-            mean[name] = None
-            continue
-        pairs = [rows[q]["bounds"][name] for q in over]
-        mean[name] = [_mean([p[0] for p in pairs]), _mean([p[1] for p in pairs])]
-    bounded = [n for n in names if mean[n] is not None]
-    cutoffs = rows[queries[0]]["judged"] if queries else {}
-    return {"mean": mean,
-            "per_query": {q: {n: list(rows[q]["bounds"][n]) for n in bounded
-                              if n in per_query[q]} for q in queries},
-            "judged": {"judged@%d" % k: _mean([rows[q]["judged"][k] for q in queries])
-                       for k in sorted(cutoffs)},
-            # per query for the gate, which averages judged@k over a slice's queries too
-            "judged_per_query": {q: {"judged@%d" % k: v for k, v in rows[q]["judged"].items()}
-                                 for q in queries},
-            "ids": {q: rows[q]["ids"] for q in queries if rows[q]["ids"]}}
-
-
-# ===========================================================================
-# src/11_statistics.py
-#
-# Comparison and statistics: the functions
-#
-# Paired comparisons of two systems on the same queries. Every function takes
-# the per-query differences ``diffs = [a_q - b_q for q in queries]`` (or plain
-# per-query values for the sizing helpers) and returns plain floats. Nothing
-# here ever returns NaN: degenerate inputs have a documented convention
-# instead. Only the standard library is used (math, random, statistics,
-# bisect, itertools), so the section can live inside rag_eval.py.
+# Every function takes the per-query differences ``diffs = [a_q - b_q for q
+# in queries]`` (or plain per-query values for the sizing helpers) and
+# returns plain floats.  Nothing here ever returns NaN: degenerate inputs
+# have a documented convention instead.  Only the standard library is used
+# (math, random, statistics, bisect, itertools).
 #
 #   paired_ttest(diffs)            -> (t, p)   Student's paired t-test
 #   randomization_p(diffs)         -> p        sign-flip (permutation) test
@@ -6568,14 +6621,18 @@ def _unjudged_summary(rows, names, per_query):
 #   bootstrap_ci(diffs, rng=...)   -> (lo, hi) percentile CI of the mean diff
 #   holm(pvalues)                  -> [p_adj]  Holm-Bonferroni step-down
 #   cohen_kappa(stored, current)   -> (agreement, kappa, labels, counts)
-#   field_drift(field, stored, current)        judge drift of one score field
 #   min_detectable_difference(sd, n)           paired MDE, normal approximation
 #   margin_of_error(values)        queries_needed(sd, tolerance)
 #
+# Then compare and compare_all (two runs on the same queries: a Comparison).
 # References: scipy.stats.ttest_rel, scipy.stats.permutation_test
 # (permutation_type='samples'), scipy.stats.bootstrap (method='percentile'),
 # statsmodels multipletests(method='holm') and mcnemar(exact=True); see
 # tests/data/stats/.
+#
+# Uses: 01_head, 02_records, 04_measure_names.  Used by: judge scores, the
+# gate, HTML, the command line.  Forward (tools/build.py, FORWARD):
+# Comparison's notebook views call the renderers.
 # ===========================================================================
 
 _EXACT_MAX_N = 20        # randomization_p enumerates all 2**n sign patterns up to here
@@ -7126,131 +7183,6 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
     return math.ceil(squared) if math.isfinite(squared) else math.inf
 
 
-# --- judge drift: one judge's stored scores against its scores now ---------------
-#
-# A frozen sample holds items (question, context and answer, fixed by their
-# input_sha256) and the scores a judge gave them; scored again, the two sets
-# of scores are paired by item.  Numeric fields get the paired statistics of
-# the gate (mean difference, bootstrap interval, sign-flip p: McNemar for 0/1
-# values) and the mean absolute difference, which --max-drift reads; for 0/1
-# values it is 1 - agreement.  Categorical fields (booleans, integers on an
-# integer range) also get raw agreement and unweighted Cohen's kappa
-# (reference: sklearn.metrics.cohen_kappa_score; tests/data/stats/drift.json).
-
-
-def cohen_kappa(stored, current):
-    """Unweighted Cohen's kappa of two labellings of the same items; returns
-    (agreement, kappa, labels, counts).
-
-    ``counts[i][j]`` is the number of items labelled ``labels[i]`` then
-    (stored) and ``labels[j]`` now (current), labels sorted.  With n items,
-    d of them on the diagonal and r_k, c_k the row and column totals:
-    agreement = d / n, chance agreement p_e = sum r_k c_k / n**2, and kappa =
-    (agreement - p_e) / (1 - p_e) = (n d - sum r_k c_k) / (n**2 - sum r_k c_k),
-    taken from integers in one division.  When both labellings use one and
-    the same label throughout, p_e = 1 and kappa is undefined: None (sklearn
-    gives NaN).  No items gives (None, None, [], []).
-
-    >>> a, k, labels, counts = cohen_kappa([1, 1, 1, 0, 0, 1, 0, 1, 1, 1],
-    ...                                    [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
-    >>> a, k == 11 / 21, labels, counts    # (10 * 8 - 58) / (100 - 58) = 22 / 42
-    (0.8, True, [0, 1], [[2, 1], [1, 6]])
-    >>> cohen_kappa([True, True], [True, True])[:2]
-    (1.0, None)
-    """
-    stored, current = list(stored), list(current)
-    if len(stored) != len(current):
-        raise EvalError("cohen_kappa needs two labellings of the same items, got %d and %d"
-                        % (len(stored), len(current)))
-    n = len(stored)
-    if n == 0:
-        return None, None, [], []
-    labels = sorted(set(stored) | set(current))
-    index = {label: i for i, label in enumerate(labels)}
-    counts = [[0] * len(labels) for _ in labels]
-    for a, b in zip(stored, current):
-        counts[index[a]][index[b]] += 1
-    diagonal = sum(counts[i][i] for i in range(len(labels)))
-    chance = sum(sum(counts[i]) * sum(row[i] for row in counts) for i in range(len(labels)))
-    kappa = None if chance == n * n else (n * diagonal - chance) / (n * n - chance)
-    return diagonal / n, kappa, labels, counts
-
-
-class FieldDrift(NamedTuple):
-    """One score field of a drift check (see :func:`field_drift`); differences
-    are current minus stored, on the field's [0, 1] scale."""
-    field: str
-    n: int
-    stored_mean: float
-    current_mean: float
-    mean_difference: float
-    ci95: Tuple[float, float]
-    p: float
-    mean_absolute_difference: float
-    largest_change: Optional[Tuple[str, float, float]]
-    agreement: Optional[float] = None
-    kappa: Optional[float] = None
-    labels: Optional[Tuple] = None
-    confusion: Optional[Tuple[Tuple[int, ...], ...]] = None
-
-    __bool__ = _no_truth_value
-
-    def to_dict(self):
-        out = self._asdict()
-        out["ci95"] = list(self.ci95)
-        out["largest_change"] = (None if self.largest_change is None else dict(zip(
-            ("item", "stored", "current"), self.largest_change)))
-        out["categorical"] = self.labels is not None
-        out["labels"] = None if self.labels is None else list(self.labels)
-        out["confusion"] = None if self.confusion is None else [list(r) for r in self.confusion]
-        return out
-
-
-def field_drift(field, stored, current, *, labels=None, resamples=10000, seed=0):
-    """Drift of one score field: ``stored`` and ``current`` map each item of
-    the frozen sample to its value then and now ([0, 1], the same items).
-
-    Over the n items: both means; the mean difference (current - stored) with
-    its 95% paired percentile bootstrap interval (:func:`bootstrap_ci`) and
-    two-sided sign-flip p (:func:`randomization_p`: the exact McNemar test
-    for 0/1 values), as the gate computes them, from one generator seeded by
-    (seed, field); the mean absolute difference; the largest change (item,
-    stored, current: the largest |difference|, first item id on ties; None
-    when nothing changed).  ``labels`` (a function of a value, e.g. the
-    field's original integer) makes the field categorical: agreement, kappa
-    and the confusion table of :func:`cohen_kappa` on the labels.
-
-    >>> d = field_drift("f", {"a": 0.5, "b": 1.0, "c": 0.25, "e": 1.0},
-    ...                 {"a": 0.75, "b": 1.0, "c": 0.0, "e": 0.75})
-    >>> d.mean_difference, d.mean_absolute_difference, d.largest_change, d.p
-    (-0.0625, 0.1875, ('a', 0.5, 0.75), 1.0)
-    """
-    items = sorted(stored)
-    if sorted(current) != items:
-        raise EvalError("field_drift: %s: the stored and current values must be of the same "
-                        "items" % field)
-    if not items:
-        raise EvalError("field_drift: %s: no items" % field)
-    then = _finite_floats([stored[i] for i in items], "stored %s scores" % field)
-    now = _finite_floats([current[i] for i in items], "current %s scores" % field)
-    diffs = [b - a for a, b in zip(then, now)]
-    rng = random.Random("%s|drift|%s" % (seed, field))
-    biggest = max(range(len(items)), key=lambda i: abs(diffs[i]))    # the first of the largest
-    out = FieldDrift(
-        field=field, n=len(items), stored_mean=_mean(then), current_mean=_mean(now),
-        mean_difference=_mean(diffs), ci95=bootstrap_ci(diffs, resamples=resamples, rng=rng),
-        p=randomization_p(diffs, resamples=resamples, rng=rng),
-        mean_absolute_difference=math.fsum(map(abs, diffs)) / len(diffs),
-        largest_change=((items[biggest], then[biggest], now[biggest])
-                        if diffs[biggest] != 0.0 else None))
-    if labels is None:
-        return out
-    agreement, kappa, names, counts = cohen_kappa([labels(v) for v in then],
-                                                  [labels(v) for v in now])
-    return out._replace(agreement=agreement, kappa=kappa, labels=tuple(names),
-                        confusion=tuple(map(tuple, counts)))
-
-
 # ---------------------------------------------------------------------------
 # Comparison and statistics: two runs on the same queries
 # ---------------------------------------------------------------------------
@@ -7312,7 +7244,7 @@ class Comparison(NamedTuple):
 
     def _repr_markdown_(self):
         """Jupyter's Markdown display: the comparison table."""
-        return "\n".join(_comparison_markdown(_comparison_section(self)))
+        return _comparison_result_markdown(self)
 
     def to_dict(self):
         return {"reference": self.reference,
@@ -7494,387 +7426,547 @@ def _change_name(name, measure):
     return measure if name is None else "%s: %s" % (name, measure)
 
 
+def _checked_options(report, alpha, resamples, seed=DEFAULT_SEED):
+    """The library's check of what gate() and compare() are given besides a
+    baseline; returns resamples as an int."""
+    if not isinstance(report, Report):
+        raise EvalError("expected a Report (from evaluate), got %s" % type(report).__name__)
+    _gated_average(report)
+    if (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
+            or not 0 < alpha < 1):
+        raise EvalError("alpha must be a number between 0 and 1, got %r" % (alpha,))
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise EvalError("seed must be an integer, got %s" % _short_repr(seed))
+    return _checked_resamples(resamples)
+
+
+MAX_RESAMPLES = 10 ** 6
+
+
+def _checked_resamples(raw):
+    resamples = _positive_int(raw, "resamples")
+    if resamples > MAX_RESAMPLES:
+        raise EvalError("resamples must be at most %d (more would run for hours), got %s"
+                        % (MAX_RESAMPLES, _short_repr(raw)))
+    return resamples
+
+
 # ===========================================================================
-# src/12_provenance.py
+# src/13_judge_scores.py
 #
-# Provenance
+# Judge scores: a judge's per-query scores as a Report, and judge drift.
 #
-# What the numbers are about, so that a gate can say why they moved:
-#   meta          flat dotted keys to strings, given by the user (--meta,
-#                 --meta-file, evaluate(meta=...)); in every report format
-#                 and saved baseline.  The gate names every key that changed
-#                 and refuses (--same KEY) when a key must not.
-#   label_sha256  each qrels query's label hash (see _label_sha256); a saved
-#                 baseline keeps them, so the gate can say whose labels
-#                 changed and compare per-query values on the others.
+# A score file's per-query values become a Report's (evaluate_scores): each
+# measure score(field=F) over the queries that have a value for F (its own
+# population and n, as a character measure's), so the gate, comparisons,
+# slices, the hold-out, baselines and every renderer read them as they read
+# retrieval measures.  Queries with no value for a field are listed per
+# measure in ``Report.scores["unscored"]`` (only with allow_missing).  With
+# repeated judge runs, ``Report.scores["noise"]`` gives the judge's noise:
+#   within_sd    sqrt(mean of s_q^2) over the queries with 2 or more runs,
+#                s_q the sample standard deviation (ddof 1) of query q's runs;
+#   noise_floor  SE = sqrt(2 * sum_q s_q^2 / r_q) / n: the standard error of a
+#                difference of two means of n queries (r_q runs each) from
+#                judge noise alone; the gate notes a tolerance below 2 * SE.
+# With a pass threshold (--pass-threshold F=X, in F's own units), the
+# queries whose runs fall on both sides of X ("borderline") are listed with
+# the share of their runs on each side.  Judge drift (field_drift,
+# judge_drift): one judge's stored scores against its scores now.
+#
+# Uses: 01_head to 12_statistics.  Used by: the command line.
 # ===========================================================================
 
-# Documented keys: free keys are allowed, these are the names to use.
-META_KEYS = ("dataset.version", "index.build", "chunker.name", "embedding.model",
-             "reranker.model", "generator.model", "judge.model", "git.commit")
-_META_KEY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\Z")
-_META_KEY_RULE = "letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
-_ABSENT = "(absent)"
+def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None, as_of=None,
+                    reveal_holdout=False, meta=None, allow_missing=False, pass_threshold=None):
+    """A :class:`Report` of judge scores: ``scores`` is one :class:`Scores`
+    (see :func:`load_scores`) or a list of them (each field in one file).
+
+    ``measures`` names the fields: ``score(field=faithfulness)`` or the field
+    name alone (default: every field).  A query with no value for a field,
+    in its file or in another file or ``queries`` (the test set), is an error
+    unless ``allow_missing``: then it is listed as unscored for that field.
+    ``pass_threshold`` maps a field to a threshold in its own units: the
+    queries whose runs fall on both sides are listed (``scores["borderline"]``).
+    ``queries``, ``by``, ``holdout``, ``as_of``, ``reveal_holdout`` and
+    ``meta`` are as for :func:`evaluate`.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "f": [0.8, 0.9, 0.85]}\\n'
+    ...                             '{"query_id": "q2", "f": 0.5}\\n'))
+    >>> r = evaluate_scores(s)
+    >>> r.measures, r.mean, r.per_query["q1"]
+    (('score(field=f)',), {'score(field=f)': 0.675}, {'score(field=f)': 0.85})
+    """
+    scores = [scores] if isinstance(scores, Scores) else scores
+    if not isinstance(scores, (list, tuple)) or not scores or not all(
+            isinstance(s, Scores) for s in scores):
+        raise EvalError("scores must be a Scores (see load_scores) or a list of them")
+    meta = _checked_meta(meta)
+    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
+    return _with_meta(_evaluate_scores(scores, measures, testset, allow_missing,
+                                       pass_threshold), meta)
 
 
-def _meta_key(key, where):
-    """``key`` when it is a valid meta key, else an EvalError naming ``where``.
+def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=()):
+    """evaluate_scores() with the _TestSet made (None: no query metadata);
+    ``queries`` are more members of the test set (the qrels' queries, when
+    both tiers are in one report): each needs a score too."""
+    files = _files_by_field(scores)
+    measures = _score_measures(measures, files)
+    report = _scores_report(files, measures, testset, allow_missing,
+                            _checked_thresholds(thresholds, measures, files), queries)
+    inputs = {("scores" if i == 0 else "scores.%d" % (i + 1)): {
+        key: value for key, value in s.info.items() if key != "fields"}     # as a run's
+        for i, s in enumerate(scores)}
+    if testset is not None and testset.info is not None:
+        inputs["queries"] = testset.info
+    return report._replace(inputs=inputs)
 
-    >>> _meta_key("embedding.model", "--meta")
-    'embedding.model'
-    >>> _meta_key("embedding..model", "--meta")
+
+# --- judge drift: one judge's stored scores against its scores now ---------------
+#
+# A frozen sample holds items (question, context and answer, fixed by their
+# input_sha256) and the scores a judge gave them; scored again, the two sets
+# of scores are paired by item.  Numeric fields get the paired statistics of
+# the gate (mean difference, bootstrap interval, sign-flip p: McNemar for 0/1
+# values) and the mean absolute difference, which --max-drift reads; for 0/1
+# values it is 1 - agreement.  Categorical fields (booleans, integers on an
+# integer range) also get raw agreement and unweighted Cohen's kappa
+# (reference: sklearn.metrics.cohen_kappa_score; tests/data/stats/drift.json).
+
+
+def cohen_kappa(stored, current):
+    """Unweighted Cohen's kappa of two labellings of the same items; returns
+    (agreement, kappa, labels, counts).
+
+    ``counts[i][j]`` is the number of items labelled ``labels[i]`` then
+    (stored) and ``labels[j]`` now (current), labels sorted.  With n items,
+    d of them on the diagonal and r_k, c_k the row and column totals:
+    agreement = d / n, chance agreement p_e = sum r_k c_k / n**2, and kappa =
+    (agreement - p_e) / (1 - p_e) = (n d - sum r_k c_k) / (n**2 - sum r_k c_k),
+    taken from integers in one division.  When both labellings use one and
+    the same label throughout, p_e = 1 and kappa is undefined: None (sklearn
+    gives NaN).  No items gives (None, None, [], []).
+
+    >>> a, k, labels, counts = cohen_kappa([1, 1, 1, 0, 0, 1, 0, 1, 1, 1],
+    ...                                    [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
+    >>> a, k == 11 / 21, labels, counts    # (10 * 8 - 58) / (100 - 58) = 22 / 42
+    (0.8, True, [0, 1], [[2, 1], [1, 6]])
+    >>> cohen_kappa([True, True], [True, True])[:2]
+    (1.0, None)
+    """
+    stored, current = list(stored), list(current)
+    if len(stored) != len(current):
+        raise EvalError("cohen_kappa needs two labellings of the same items, got %d and %d"
+                        % (len(stored), len(current)))
+    n = len(stored)
+    if n == 0:
+        return None, None, [], []
+    labels = sorted(set(stored) | set(current))
+    index = {label: i for i, label in enumerate(labels)}
+    counts = [[0] * len(labels) for _ in labels]
+    for a, b in zip(stored, current):
+        counts[index[a]][index[b]] += 1
+    diagonal = sum(counts[i][i] for i in range(len(labels)))
+    chance = sum(sum(counts[i]) * sum(row[i] for row in counts) for i in range(len(labels)))
+    kappa = None if chance == n * n else (n * diagonal - chance) / (n * n - chance)
+    return diagonal / n, kappa, labels, counts
+
+
+class FieldDrift(NamedTuple):
+    """One score field of a drift check (see :func:`field_drift`); differences
+    are current minus stored, on the field's [0, 1] scale."""
+    field: str
+    n: int
+    stored_mean: float
+    current_mean: float
+    mean_difference: float
+    ci95: Tuple[float, float]
+    p: float
+    mean_absolute_difference: float
+    largest_change: Optional[Tuple[str, float, float]]
+    agreement: Optional[float] = None
+    kappa: Optional[float] = None
+    labels: Optional[Tuple] = None
+    confusion: Optional[Tuple[Tuple[int, ...], ...]] = None
+
+    __bool__ = _no_truth_value
+
+    def to_dict(self):
+        out = self._asdict()
+        out["ci95"] = list(self.ci95)
+        out["largest_change"] = (None if self.largest_change is None else dict(zip(
+            ("item", "stored", "current"), self.largest_change)))
+        out["categorical"] = self.labels is not None
+        out["labels"] = None if self.labels is None else list(self.labels)
+        out["confusion"] = None if self.confusion is None else [list(r) for r in self.confusion]
+        return out
+
+
+def field_drift(field, stored, current, *, labels=None, resamples=10000, seed=0):
+    """Drift of one score field: ``stored`` and ``current`` map each item of
+    the frozen sample to its value then and now ([0, 1], the same items).
+
+    Over the n items: both means; the mean difference (current - stored) with
+    its 95% paired percentile bootstrap interval (:func:`bootstrap_ci`) and
+    two-sided sign-flip p (:func:`randomization_p`: the exact McNemar test
+    for 0/1 values), as the gate computes them, from one generator seeded by
+    (seed, field); the mean absolute difference; the largest change (item,
+    stored, current: the largest |difference|, first item id on ties; None
+    when nothing changed).  ``labels`` (a function of a value, e.g. the
+    field's original integer) makes the field categorical: agreement, kappa
+    and the confusion table of :func:`cohen_kappa` on the labels.
+
+    >>> d = field_drift("f", {"a": 0.5, "b": 1.0, "c": 0.25, "e": 1.0},
+    ...                 {"a": 0.75, "b": 1.0, "c": 0.0, "e": 0.75})
+    >>> d.mean_difference, d.mean_absolute_difference, d.largest_change, d.p
+    (-0.0625, 0.1875, ('a', 0.5, 0.75), 1.0)
+    """
+    items = sorted(stored)
+    if sorted(current) != items:
+        raise EvalError("field_drift: %s: the stored and current values must be of the same "
+                        "items" % field)
+    if not items:
+        raise EvalError("field_drift: %s: no items" % field)
+    then = _finite_floats([stored[i] for i in items], "stored %s scores" % field)
+    now = _finite_floats([current[i] for i in items], "current %s scores" % field)
+    diffs = [b - a for a, b in zip(then, now)]
+    rng = random.Random("%s|drift|%s" % (seed, field))
+    biggest = max(range(len(items)), key=lambda i: abs(diffs[i]))    # the first of the largest
+    out = FieldDrift(
+        field=field, n=len(items), stored_mean=_mean(then), current_mean=_mean(now),
+        mean_difference=_mean(diffs), ci95=bootstrap_ci(diffs, resamples=resamples, rng=rng),
+        p=randomization_p(diffs, resamples=resamples, rng=rng),
+        mean_absolute_difference=math.fsum(map(abs, diffs)) / len(diffs),
+        largest_change=((items[biggest], then[biggest], now[biggest])
+                        if diffs[biggest] != 0.0 else None))
+    if labels is None:
+        return out
+    agreement, kappa, names, counts = cohen_kappa([labels(v) for v in then],
+                                                  [labels(v) for v in now])
+    return out._replace(agreement=agreement, kappa=kappa, labels=tuple(names),
+                        confusion=tuple(map(tuple, counts)))
+
+
+def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0):
+    """Did the judge move?  ``frozen`` is the :class:`Scores` of a frozen
+    sample (scores stored then), ``current`` a list of :class:`Scores` with
+    the same items scored now; returns the ``"drift"`` block of a report.
+
+    Every item of the frozen sample must carry ``input_sha256`` (the hash of
+    the question, context and answer judged), be in the current scores of
+    each field with a value, and carry the same hash there: otherwise the
+    answers were not frozen and this is no drift check (EvalError naming the
+    item).  Each field of the frozen sample gets :func:`field_drift` over its
+    items, categorical when its values are booleans or integers on an integer
+    range with one judge run each (labels on the field's own scale; repeated
+    runs make fractions, compared as numbers).  ``passed`` is False when the
+    mean absolute difference of a field exceeds ``max_drift``.
+
+    >>> then = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...                                '{"query_id": "f2", "input_sha256": "cd", "ok": true}\\n'))
+    >>> now = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...                               '{"query_id": "f2", "input_sha256": "cd", "ok": false}\\n'))
+    >>> d = judge_drift(then, [now])
+    >>> d["passed"], d["fields"]["ok"]["mean_absolute_difference"], d["fields"]["ok"]["confusion"]
+    (False, 0.5, [[0, 0], [1, 1]])
+    >>> judge_drift(then, [load_scores(io.StringIO(
+    ...     '{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
+    ...     '{"query_id": "f2", "input_sha256": "ef", "ok": true}\\n'))])
     Traceback (most recent call last):
     ...
-    rag_eval.EvalError: --meta: meta key 'embedding..model' must be letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)
+    rag_eval.EvalError: <stream>: answer changed for f2: not a drift check (input_sha256 cd... in the frozen sample, ef... in <stream>)
     """
-    if not isinstance(key, str) or not _META_KEY.match(key):
-        raise EvalError("%s: meta key %s must be %s" % (where, _short_repr(key), _META_KEY_RULE))
-    return key
+    name = frozen.info["path"]
+    if not frozen.fields:
+        raise EvalError("%s: the frozen sample holds none of the score fields checked"
+                        % name)
+    for qid in frozen.queries:
+        if not frozen.input_sha256.get(qid):
+            raise EvalError("%s: item %r has no input_sha256 as text (the sha256 of the "
+                            "question, context and answer judged): a drift check needs it"
+                            % (name, qid))
+    fields, notes = {}, []
+    for field in frozen.fields:
+        now = _drift_current(frozen, current, field)
+        stored = frozen.values(field)
+        values = now.values(field)
+        labels = _drift_labels(field, frozen, now, notes)
+        fields[field] = field_drift(field, stored, {q: values[q] for q in stored},
+                                    labels=labels, resamples=resamples,
+                                    seed=seed).to_dict()
+        fields[field]["drifted"] = (fields[field]["mean_absolute_difference"]
+                                    > max_drift + FLOAT_SLACK)
+        del fields[field]["field"]
+    return {"passed": not any(f["drifted"] for f in fields.values()), "max_drift": max_drift,
+            "frozen": {"path": name, "sha256": frozen.info.get("sha256")},
+            "items": len(frozen.queries), "fields": fields, "notes": notes}
 
 
-def _meta_value(value, key, where):
-    """A meta value as its string: text as given, numbers and booleans as JSON
-    writes them; never empty, never more than one line.
-
-    >>> _meta_value(512, "chunker.size", "m"), _meta_value(True, "git.dirty", "m")
-    ('512', 'true')
-    """
-    if isinstance(value, bool) or isinstance(value, int) or (
-            isinstance(value, float) and math.isfinite(value)):
-        return json.dumps(value)
-    if not isinstance(value, str):
-        raise EvalError("%s: meta %s must be a string, number or boolean, got %s"
-                        % (where, key, "null" if value is None else _short_repr(value, 40)))
-    if not value.strip():
-        raise EvalError("%s: meta %s is empty (an unset variable?)" % (where, key))
-    if _CONTROL.search(value):
-        raise EvalError("%s: meta %s must be one line of text, got %s"
-                        % (where, key, _short_repr(value, 40)))
-    return value
-
-
-def _flat_meta(meta, where):
-    """The flat meta of an object: nested objects flattened with ``.``, values
-    as strings (see _meta_value), keys sorted.
-
-    >>> _flat_meta({"embedding": {"model": "bge-m3", "dim": 1024}, "git.commit": "3f2a"}, "m")
-    {'embedding.dim': '1024', 'embedding.model': 'bge-m3', 'git.commit': '3f2a'}
-    >>> _flat_meta({"a": {"b": "x"}, "a.b": "y"}, "m.json")
-    Traceback (most recent call last):
-    ...
-    rag_eval.EvalError: m.json: meta a.b is given twice (a nested object and a dotted key)
-    """
-    if not isinstance(meta, dict):
-        raise EvalError("%s: meta must be an object {key: value}, got %s"
-                        % (where, type(meta).__name__))
-    flat, pending = {}, [("", meta)]
-    while pending:          # a loop, not recursion: a deeply nested file is no crash
-        prefix, obj = pending.pop()
-        if not obj and prefix:
-            raise EvalError("%s: meta %s is an empty object (no value)" % (where, prefix[:-1]))
-        for key, value in obj.items():
-            if not isinstance(key, str):
-                raise EvalError("%s: meta key %s must be text" % (where, _short_repr(key)))
-            full = _meta_key(prefix + key, where)
-            if isinstance(value, dict):
-                pending.append((full + ".", value))
-            elif full in flat:
-                raise EvalError("%s: meta %s is given twice (a nested object and a dotted key)"
-                                % (where, full))
-            else:
-                flat[full] = _meta_value(value, full, where)
-    return dict(sorted(flat.items()))
+def _drift_current(frozen, current, field):
+    """The current Scores of ``field``, checked against the frozen sample:
+    each frozen item there, with a value and the same input_sha256."""
+    now = next((s for s in current if field in s.fields), None)
+    if now is None:
+        raise EvalError("%s: the frozen sample's field %r is in no current --scores file"
+                        % (frozen.info["path"], field))
+    where = now.info["path"]
+    for qid in frozen.runs[field]:
+        if qid not in now.queries:
+            raise EvalError("%s: item %r of the frozen sample is not in the current scores "
+                            "(%s)" % (frozen.info["path"], qid, where))
+        if qid not in now.runs[field]:
+            raise EvalError("%s: item %r has no %s score now: the drift check needs one"
+                            % (where, qid, field))
+        then_hash, now_hash = frozen.input_sha256[qid], now.input_sha256.get(qid)
+        if not now_hash:
+            raise EvalError("%s: item %r has no input_sha256 as text: the drift check cannot "
+                            "tell that it judged the frozen answer" % (where, qid))
+        if now_hash != then_hash:
+            raise EvalError("%s: answer changed for %s: not a drift check (input_sha256 %s... "
+                            "in the frozen sample, %s... in %s)" % (
+                                frozen.info["path"], qid, then_hash[:12], now_hash[:12], where))
+    return now
 
 
-def _checked_meta(meta):
-    """The library's ``meta=``: None (no meta) or an object (see _flat_meta)."""
-    return {} if meta is None else _flat_meta(meta, "meta")
-
-
-def _meta_warnings(meta):
-    """A warning for each key that looks like a documented key written another
-    way: keys that drift between runs are never compared.
-
-    >>> _meta_warnings({"embedding_model": "bge-m3", "judge.model": "x", "team": "search"})
-    ["meta key 'embedding_model' looks like the documented 'embedding.model': write it so, or runs and baselines will not compare it"]
-    """
-    documented = {re.sub(r"[._-]", "", key): key for key in META_KEYS}
-    warnings = []
-    for key in meta:
-        known = documented.get(re.sub(r"[._-]", "", key.lower()))
-        if known is not None and known != key:
-            warnings.append("meta key %r looks like the documented %r: write it so, or runs "
-                            "and baselines will not compare it" % (key, known))
-    return warnings
-
-
-def _with_meta(report, meta):
-    """``report`` with its meta set and warnings about the meta keys added."""
-    return report._replace(meta=meta, warnings=report.warnings + tuple(_meta_warnings(meta)))
-
-
-def _meta_text(value):
-    return _ABSENT if value is None else value
-
-
-def _meta_changes(report, baseline):
-    """Every meta key whose value differs from the baseline's, sorted (None
-    when the baseline records no meta at all: a flat or older file)."""
-    if baseline.meta is None:
+def _drift_labels(field, frozen, now, notes):
+    """The label of a value of a categorical field on its own scale (a
+    boolean, or an integer of its integer range), else None."""
+    kinds = {frozen.kinds[field], now.kinds[field]}
+    lo, hi = frozen.ranges[field]
+    if not (kinds <= {"boolean"} or (kinds <= {"boolean", "integer"}
+                                     and lo.is_integer() and hi.is_integer())):
         return None
-    before, now = baseline.meta, report.meta or {}
-    return tuple(MetaChange(key, before.get(key), now.get(key))
-                 for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key))
+    if any(len(runs) > 1 for scores in (frozen, now)
+           for runs in scores.runs[field].values()):
+        notes.append("%s: repeated judge runs make each item's value a fraction: compared as "
+                     "numbers (no agreement or kappa; the p is no McNemar test)" % field)
+        return None
+    if kinds == {"boolean"}:
+        return lambda v: v == 1.0
+    return lambda v: int(round(lo + v * (hi - lo)))
 
 
-def _meta_notes(report, changes, baseline):
-    """The gate notes on meta: one per changed key, the line that explains a
-    regression ("embedding.model: e5-large -> bge-m3")."""
-    if changes is None:
-        return (["%s records no meta (a flat file, or saved before --meta): save it again to "
-                 "compare what the numbers are about" % baseline.source] if report.meta else [])
-    return ["changed since the baseline: %s: %s -> %s"
-            % (c.key, _meta_text(c.baseline), _meta_text(c.current)) for c in changes]
+def _with_scores(report, scored):
+    """Both tiers in one report: the retrieval ``report`` and the judge scores'
+    (``scored``), measures side by side, each over its own population (n);
+    slices and the hold-out made again over both."""
+    names = report.measures + scored.measures
+    per_query = {q: dict(report.per_query.get(q, {}), **scored.per_query.get(q, {}))
+                 for q in sorted(set(report.per_query) | set(scored.per_query))}
+    counts = dict(report.n or dict.fromkeys(report.measures, len(report.per_query)),
+                  **(scored.n or dict.fromkeys(scored.measures, len(scored.per_query))))
+    same = all(n == len(per_query) for n in counts.values())
+    merged = report._replace(
+        measures=names, per_query=per_query, mean=dict(report.mean, **scored.mean),
+        n=None if same else counts, scores=scored.scores, drift=scored.drift,
+        unscored=tuple(sorted((set(report.unscored) | set(scored.unscored)) - set(per_query))),
+        inputs=dict(report.inputs or {}, **(scored.inputs or {})),
+        warnings=report.warnings + tuple(w for w in scored.warnings if w not in report.warnings))
+    if report.membership is None:
+        return merged
+    membership = dict(sorted(dict(report.membership, **scored.membership).items()))
+    merged = merged._replace(membership=membership, slices=_slice_stats(merged, membership))
+    ours, theirs = report.holdout, scored.holdout
+    if ours is None:
+        return merged
+    held_rows = {q: dict((ours.per_query or {}).get(q, {}), **(theirs.per_query or {}).get(q, {}))
+                 for q in sorted(set(ours.per_query or ()) | set(theirs.per_query or ()))}
+    unscored = tuple(q for q in sorted(set(ours.ids["unscored"]) | set(theirs.ids["unscored"]))
+                     if q not in held_rows)
+    return merged._replace(holdout=_held_out(ours.slice, (held_rows, unscored,
+                                                          ours.ids["missing"]),
+                                             names, ours.revealed, ours.ids["all"],
+                                             report.cells))
 
 
-def _same_keys(same, where="same"):
-    """``same=`` as a tuple of meta keys (one key may be given as a string)."""
-    keys = (same,) if isinstance(same, str) else tuple(same or ())
-    return tuple(dict.fromkeys(_meta_key(key, "%s %s" % (where, _short_repr(key)))
-                               for key in keys))
+def _files_by_field(scores):
+    """{field: Scores}: each field read from one file."""
+    files = {}
+    for s in scores:
+        for field in s.fields:
+            if field in files:
+                raise EvalError("the score field %r is in two files, %s and %s: give it once"
+                                % (field, files[field].info["path"], s.info["path"]))
+            files[field] = s
+    return files
 
 
-def _check_same(meta, baseline, same):
-    """Refuse to gate when a key of ``same`` differs from the baseline's (or
-    is absent on one side); return a note for each key absent on both."""
-    before, now = baseline.meta or {}, meta or {}
-    differing = [key for key in same if before.get(key) != now.get(key)]
-    if differing:
-        def side(value, where):
-            return "absent from %s" % where if value is None else "%s in %s" % (value, where)
-        raise EvalError("not gated: --same %s: %s (numbers about different setups are not "
-                        "compared)" % (", ".join(differing), "; ".join(
-                            "%s: %s, %s" % (key, side(before.get(key), baseline.source),
-                                            side(now.get(key), "this run"))
-                            for key in differing)))
-    return ["--same %s: absent from the report and the baseline alike, so nothing was compared"
-            % key for key in same if key not in now]
+def _score_measures(measures, files):
+    """The score measures asked for: names (a list, or one comma-separated
+    string), each score(field=F) or F alone; default every field."""
+    if measures is None:
+        return tuple(parse_measure("score(field=%s)" % f) for f in files)
+    if isinstance(measures, str):
+        measures = _split_top_level(measures)
+    out = []
+    for item in measures:
+        m = item if isinstance(item, Measure) else None
+        if m is None and isinstance(item, str) and _FIELD_NAME.match(item.strip()):
+            m = parse_measure("score(field=%s)" % item.strip())
+        m = m or parse_measure(item)
+        if m.name != "score":
+            raise EvalError("%s is a retrieval measure: it needs QRELS and a RUN, not a score "
+                            "file" % (m,))
+        field = dict(m.params)["field"]
+        if field not in files:
+            raise EvalError("%s: no score file has the field %r (fields: %s)"
+                            % (m, field, ", ".join(files) or "none"))
+        if m not in out:
+            out.append(m)
+    if not out:
+        raise EvalError("no measures requested")
+    return tuple(out)
 
 
-JUDGE_KEYS = ("judge.model", "judge.prompt_sha256")   # what makes judge scores comparable
+def _checked_thresholds(thresholds, measures, files):
+    """{measure name: (threshold mapped onto [0, 1], as given)} of
+    ``pass_threshold`` ({field: X}, X in the field's own units)."""
+    out = {}
+    named = {dict(m.params)["field"]: str(m) for m in measures}
+    for field, value in sorted((thresholds or {}).items()):
+        if field not in named:
+            raise EvalError("pass threshold: %r is not a measured score field (fields: %s)"
+                            % (field, ", ".join(named)))
+        lo, hi = files[field].ranges[field]
+        x = _as_score(value, "the pass threshold of %s" % field)
+        if not min(lo, hi) <= x <= max(lo, hi):
+            raise EvalError("the pass threshold of %s, %s, is outside its range [%s, %s]"
+                            % (field, _number_text(x), _number_text(lo), _number_text(hi)))
+        out[named[field]] = ((x - lo) / (hi - lo) + 0.0, x)
+    return out
 
 
-def _check_same_judge(report, baseline):
-    """Judge scores (score(...) measures) are gated only against a baseline
-    made by the same judge: ``judge.model`` and ``judge.prompt_sha256`` equal,
-    absent on both sides counting as equal (with a note); else refused, and
-    --drift tells whether the judge moved.  Returns the notes."""
-    if not any(_field_of(m) for m in set(baseline.mean) & set(report.mean)):
-        return []
-    before, now = baseline.meta or {}, report.meta or {}
-    for key in JUDGE_KEYS:
-        if before.get(key) != now.get(key):
-            raise EvalError("not gated: %s is not the baseline's (%s in %s, %s in this "
-                            "run): scores from another judge or prompt are not comparable; "
-                            "check the judge with --drift FROZEN.jsonl, then save a new "
-                            "baseline" % (key, _meta_text(before.get(key)), baseline.source,
-                                          _meta_text(now.get(key))))
-    absent = [key for key in JUDGE_KEYS if key not in now]
-    if not absent:
-        return []
-    return ["%s recorded neither in the baseline nor in this run: the judge scores are gated "
-            "as if the judge were the same (record it: --meta %s=...)"
-            % (" and ".join(absent), absent[0])]
+def _scores_report(files, measures, testset, allow_missing, thresholds, queries=()):
+    """The Report of the score measures (see evaluate_scores)."""
+    names = tuple(str(m) for m in measures)
+    fields = {str(m): dict(m.params)["field"] for m in measures}
+    members = dict.fromkeys(queries)    # the test set: the score files, metadata, qrels
+    used = _files_of(files, fields.values())
+    for s in used:
+        members.update(dict.fromkeys(s.queries))
+    if testset is not None:
+        members.update(dict.fromkeys(q for q in testset.queries))
+        members = {q: None for q in members if q not in testset.expired}
+    per_query = {q: {} for q in sorted(members)}
+    runs, unscored = {}, {}
+    for name, field in fields.items():
+        s = files[field]
+        runs[name] = s.runs[field]
+        for qid, query_runs in s.runs[field].items():
+            if qid in per_query:
+                per_query[qid][name] = _run_mean(query_runs)
+        absent = [q for q in per_query if q not in s.runs[field]]
+        _check_absent(absent, s, field, allow_missing)
+        unscored[name] = absent
+    hidden = testset.hidden if testset is not None else frozenset()
+    nothing = {q: 0 for q, row in per_query.items() if not row}    # no score at all: unscored
+    per_query = {q: row for q, row in per_query.items() if row}
+    held = _set_apart(hidden, per_query, nothing, ())
+    for name in names:
+        if not any(name in row for row in per_query.values()):
+            raise EvalError("%s: no query has a score: nothing to average" % name)
+    mean, counts = _population_means(per_query, names)
+    block = {"inputs": [s.info for s in used],
+             "ranges": {f: list(files[f].ranges[f]) for f in fields.values()},
+             "unscored": {n: [q for q in ids if q not in hidden] for n, ids in unscored.items()},
+             "noise": _judge_noise({n: {q: r for q, r in runs[n].items() if q in per_query
+                                        and n in per_query[q]} for n in names}, counts,
+                                   len(per_query)),
+             "borderline": {n: _borderline({q: r for q, r in runs[n].items()
+                                            if q in per_query}, *thresholds[n])
+                            for n in names if n in thresholds}}
+    warnings = ["%s: %s without a score, listed as unscored: %s"
+                % (n, _plural(len(ids), "query", "queries"), _preview(ids))
+                for n, ids in block["unscored"].items() if ids]
+    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), (), {}, {},
+                    tuple(warnings), n=counts, scores=block)
+    return report if testset is None else testset.report(report, held)
 
 
-# --- label hashes ---------------------------------------------------------------
+def _files_of(files, fields):
+    """The distinct Scores holding these fields, in order."""
+    out = []
+    for field in fields:
+        if not any(files[field] is s for s in out):
+            out.append(files[field])
+    return out
 
-def _label_sha256(labels):
-    """The label hash of one query: the sha256 (hex) of the canonical JSON
-    (RFC 8785: no white space, UTF-8, nothing escaped but what JSON requires)
-    of its labels as ``[id or doc, start, end, grade]`` arrays, sorted by id
-    (code points), then start and end (null first), then grade.  ``labels``
-    is a qrels query: ``{id: grade}`` (start and end null) or a list of
-    Label (``doc_sha256`` is not part of it).  Defined once: baselines from
-    every version of rag_eval agree.
 
-    >>> _label_sha256({"b": 0, "a": 2}) == hashlib.sha256(
-    ...     b'[["a",null,null,2],["b",null,null,0]]').hexdigest()
-    True
-    >>> _label_sha256([Label("d", 4, 9, 1), Label("d", None, None, 0)]) == hashlib.sha256(
-    ...     b'[["d",null,null,0],["d",4,9,1]]').hexdigest()
-    True
+def _check_absent(absent, scores, field, allow_missing):
+    """Queries of the report with no value for a field: listed (allowed), or
+    an error naming them."""
+    if absent and not allow_missing:
+        missing = [q for q in absent if q in scores.unscored[field]]
+        if missing:     # load_scores was allowed to keep them, the report is not
+            raise EvalError("%s: %s no %s score: %s (--allow-missing-scores lists them as "
+                            "unscored)" % (scores.info["path"], _plural(
+                                len(missing), "query has", "queries have"), field,
+                                           _preview(missing)))
+        raise EvalError("%s: %s of the test set (the other score files, the qrels, the query "
+                        "metadata) %s no line here, "
+                        "so no %s score: %s (--allow-missing-scores lists them as unscored)"
+                        % (scores.info["path"], _plural(len(absent), "query", "queries"),
+                           "has" if len(absent) == 1 else "have", field, _preview(absent)))
+
+
+def _judge_noise(runs, counts, scored):
+    """{measure: {"queries", "runs", "within_sd", "noise_floor"}} of the
+    measures with repeated runs (see the section's comment); ``runs`` maps
+    each measure to {qid: runs} of the queries its mean is over, ``counts``
+    its n when populations differ (else every one of ``scored`` queries).
+
+    >>> noise = _judge_noise({"m": {"a": (0.8, 0.9, 0.85), "b": (0.5,)}}, None, 2)["m"]
+    >>> sorted((key, round(v, 6) if isinstance(v, float) else v) for key, v in noise.items())
+    [('noise_floor', 0.020412), ('queries', 1), ('runs', [1, 3]), ('within_sd', 0.05)]
     """
-    if isinstance(labels, dict):
-        rows = [(doc, None, None, grade) for doc, grade in labels.items()]
-    else:
-        rows = [(label.doc, label.start, label.end, label.grade) for label in labels]
-    rows.sort(key=lambda row: (row[0], row[1] is not None, row[1] or 0,
-                               row[2] is not None, row[2] or 0, row[3]))
-    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    out = {}
+    for name, by_query in runs.items():
+        repeated = {q: r for q, r in by_query.items() if len(r) > 1}
+        if not repeated:
+            continue
+        variances = {q: _statistics().variance(r) for q, r in repeated.items()}
+        n = counts[name] if counts is not None else scored
+        sizes = [len(r) for r in by_query.values()]
+        out[name] = {
+            "queries": len(repeated), "runs": [min(sizes), max(sizes)],
+            "within_sd": math.sqrt(math.fsum(variances.values()) / len(variances)),
+            "noise_floor": math.sqrt(2 * math.fsum(v / len(repeated[q])
+                                                   for q, v in variances.items())) / n}
+    return out
 
 
-class _LabelHashes(collections.abc.Mapping):
-    """{query id: label hash} of validated qrels, each hash computed when first
-    read: a report carries them at no cost until a baseline is saved or gated."""
+def _borderline(runs, threshold, given):
+    """{"threshold": X as given, "queries": {qid: {"runs", "pass", "fail"}}}
+    of the queries whose runs fall on both sides of the threshold (a run at
+    the threshold passes).
 
-    def __init__(self, qrels):
-        self._qrels, self._known = qrels, {}
-
-    def __getitem__(self, qid):
-        if qid not in self._known:
-            self._known[qid] = _label_sha256(self._qrels[qid])
-        return self._known[qid]
-
-    def __contains__(self, qid):
-        return qid in self._qrels
-
-    def __iter__(self):
-        return iter(self._qrels)
-
-    def __len__(self):
-        return len(self._qrels)
-
-    def __repr__(self):
-        return "<label hashes of %s>" % _plural(len(self), "query", "queries")
-
-
-def _label_hashes(qrels, testset=None):
-    """The _LabelHashes of the qrels of a report: of the test set, its
-    hold-out left out (its ids are never written)."""
-    if testset is not None and testset.hidden:
-        qrels = {qid: labels for qid, labels in qrels.items() if qid not in testset.hidden}
-    return _LabelHashes(qrels)
-
-
-def _checked_label_hashes(hashes, where):
-    """A baseline's ``label_sha256``: None, or {query id: 64 hex digits}."""
-    if hashes is None:
-        return None
-    if not isinstance(hashes, dict) or not all(
-            isinstance(qid, str) and isinstance(sha, str) and _SHA256_HEX.match(sha)
-            for qid, sha in hashes.items()):
-        raise EvalError("%s: label_sha256 must be an object {query_id: sha256 in lowercase "
-                        "hex}, got %s" % (where, _short_repr(hashes)))
-    return hashes
-
-
-def _checked_baseline_meta(meta, where):
-    """A baseline's ``meta``: None, or the flat {key: string} a report has."""
-    if meta is None:
-        return None
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise EvalError("%s: meta must be an object {key: string}, got %s"
-                        % (where, _short_repr(meta)))
-    return _flat_meta(meta, "%s: meta" % where)
-
-
-def _relabelled(report, baseline):
-    """The queries both hold whose labels changed since the baseline, sorted;
-    None when either side has no label hashes (an older baseline)."""
-    before, now = baseline.label_sha256, report.label_sha256
-    if before is None or now is None:
-        return None
-    return tuple(sorted(qid for qid, sha in before.items() if qid in now and now[qid] != sha))
-
-
-def _relabelled_notes(report, baseline, relabelled):
-    """What the gate says of changed labels: which queries, and that per-query
-    checks leave them out while the means hold them."""
-    before = ((baseline.inputs or {}).get("qrels") or {}).get("sha256")
-    now = ((report.inputs or {}).get("qrels") or {}).get("sha256")
-    if relabelled is None:
-        return (["%s holds no label hashes (saved before rag_eval kept them): save it again to "
-                 "see which queries' labels change" % baseline.source]
-                if before and now and before != now and baseline.per_query is not None else [])
-    if relabelled:
-        return ["labels changed since the baseline for %s: %s; per-query drops and the "
-                "significant test compare the other queries, the means include them"
-                % (_plural(len(relabelled), "query", "queries"), _preview(relabelled, 20))]
-    if before and now and before != now:
-        held = report.holdout is not None
-        return ["the qrels changed since the baseline (sha256 %s... -> %s...), but no "
-                "query both hold changed its labels%s" % (before[:12], now[:12],
-                " outside the hold-out (its labels are not recorded: they may have changed)"
-                if held else "")]
-    return []
-
-
-def _meta_section(report):
-    """The report's meta as a (title, header, rows, notes) section, if any."""
-    if report.meta:
-        yield ("meta: what these numbers are about", ["key", "value"],
-               [[key, value] for key, value in sorted(report.meta.items())], [])
-
-
-# --- command line ------------------------------------------------------------------
-
-def _add_provenance_options(parser):
-    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                        help="what the numbers are about, e.g. embedding.model=bge-m3 "
-                        "(repeatable); written in every report and saved baseline; the gate "
-                        "names the keys that changed")
-    parser.add_argument("--meta-file", default=None, metavar="FILE",
-                        help="meta from a JSON object (nested objects flattened with '.'); "
-                        "--meta overrides its keys")
-    parser.add_argument("--same", action="append", default=[], metavar="KEY",
-                        help="with --baseline: refuse to gate (exit 2) when meta KEY differs "
-                        "from the baseline's or is absent on one side (repeatable)")
-
-
-def _meta_option(text):
-    """(key, value) of one ``--meta KEY=VALUE``."""
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise EvalError("--meta %s: expected KEY=VALUE (e.g. --meta embedding.model=bge-m3)"
-                        % _short_repr(text))
-    key = _meta_key(key, "--meta %s" % _short_repr(text))
-    return key, _meta_value(value, key, "--meta")
-
-
-def _read_meta_file(args):
-    """The flat meta of ``--meta-file``, refused like any input (an empty name,
-    a second stdin, an output that would overwrite it)."""
-    path = args.meta_file
-    if path == "":
-        raise EvalError("--meta-file: the file name is empty (an unset variable?)")
-    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks,
-                               args.queries] + args.compare:
-        raise EvalError("only one input can come from stdin")
-    for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
-        if path != "-" and output not in (None, "-") and os.path.realpath(output) == \
-                os.path.realpath(path):
-            raise EvalError("%s %s would overwrite the --meta-file input" % (option, output))
-    inp = _Input(path)
-    return _flat_meta(_json_loads(inp.text(), inp.name), inp.name)
-
-
-def _cli_meta(args, baseline):
-    """The report's meta from --meta-file and --meta (a --meta key overrides
-    the file's), and --same checked against the baseline: before any scoring."""
-    if args.same and baseline is None:
-        raise EvalError("--same only applies with --baseline (it refuses to gate against a "
-                        "baseline whose meta KEY differs)")
-    meta = _read_meta_file(args) if args.meta_file is not None else {}
-    given = {}
-    for text in args.meta:
-        key, value = _meta_option(text)
-        if key in given:
-            raise EvalError("--meta %s is given twice (%s and %s)" % (key, given[key], value))
-        given[key] = value
-    meta = _flat_meta(dict(meta, **given), "--meta") if meta or given else {}
-    if baseline is not None:
-        _check_same(meta, baseline, _same_keys(args.same, "--same"))
-    return meta
+    >>> _borderline({"q1": (0.62, 0.58, 0.61), "q2": (0.7, 0.9)}, 0.6, 0.6)
+    {'threshold': 0.6, 'queries': {'q1': {'fail': 1, 'pass': 2, 'runs': 3}}}
+    """
+    queries = {}
+    for qid, query_runs in sorted(runs.items()):
+        passed = sum(1 for r in query_runs if r >= threshold)
+        if 0 < passed < len(query_runs):
+            queries[qid] = {"fail": len(query_runs) - passed, "pass": passed,
+                            "runs": len(query_runs)}
+    return {"threshold": given, "queries": queries}
 
 
 # ===========================================================================
-# src/13_gate.py
+# src/14_baselines.py
 #
-# Gate
+# Baselines: what a gate compares with, saved and read back.
+#
+# load_baseline reads a baseline file (or a means dict) and checks every
+# field (what a baseline must hold); baseline_dict and save_baseline write one
+# from a Report (atomically: nothing written half-way); _checked_baseline
+# checks a baseline handed to the gate; the checks a report and its baseline
+# must pass to be compared (same score ranges, same --min-score).  Also the
+# JSON checking helpers the report reader shares.
+#
+# Uses: 01_head, 02_records, 04 to 06 (names, readers), 08_provenance,
+# 11_evaluation.  Used by: the gate, reports, the report reader, HTML, the
+# command line.
 # ===========================================================================
 
 def _as_baseline_value(value, where):
@@ -7909,11 +8001,6 @@ def _checked_per_query(per_query, where):
         if not isinstance(qid, str):
             raise EvalError("%s: per_query: query ids must be strings, got %r" % (where, qid))
     return {q: _canonical_values(v, "%s: per_query %r" % (where, q)) for q, v in per_query.items()}
-
-
-def _short_repr(value, limit=60):
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 4] + " ..."
 
 
 def _canonical_values(values, where):
@@ -8060,15 +8147,6 @@ def _loaded_holdout(saved, where):
                    saved.get("members_sha256"), "per_query" in saved, saved.get("per_query"))
 
 
-def _gated_average(report):
-    """Refuse a report averaged as trec_eval does: its mean leaves out the
-    queries the run lacks, so leaving a hard query out would raise it."""
-    if report.average != "scored":
-        raise EvalError("a report averaged as trec_eval does (average=%r) is never gated, "
-                        "compared or saved as a baseline: its mean leaves out the queries "
-                        "the run lacks" % report.average)
-
-
 def baseline_dict(report):
     """The richer baseline form of a report (what ``--save-baseline`` writes)."""
     _gated_average(report)
@@ -8136,37 +8214,51 @@ def _check_kept_members(report):
                             "gate the overall only (report._replace(slices=None, by=()))"))
 
 
+def _write_atomic(outputs):
+    """Write each (path, text) through a temp file in its folder, then rename
+    them all: an error leaves none of the files half-written, and none written
+    when it happens before the renames."""
+    if not outputs:
+        return
+    import tempfile   # only when writing: keeps start-up fast
+    targets = [os.path.realpath(path) for path, _ in outputs]
+    if len(set(targets)) < len(targets):
+        raise EvalError("%s: named for two outputs (--save-baseline and -o)" % outputs[-1][0])
+    for path, _ in outputs:
+        # Checked before anything is staged: a rename that fails after another
+        # succeeded would leave one file written.
+        if os.path.isdir(path) or path.endswith((os.sep, os.altsep or os.sep)):
+            raise EvalError("%s: is a directory, not a file" % path)
+    mask = os.umask(0)
+    os.umask(mask)
+    staged = []
+    try:
+        for path, text in outputs:
+            try:
+                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                           prefix=".rag_eval-", suffix=".tmp")
+                staged.append((tmp, path))
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                os.chmod(tmp, 0o666 & ~mask)
+            except OSError as exc:
+                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
+        for tmp, path in staged:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
 def save_baseline(report, path):
     """Write ``report`` as a baseline file atomically (temp file, then rename).
     A report read back from JSON with slices or a hold-out is refused (an
     EvalError: see _check_kept_members)."""
     _write_atomic([(path, _dumps(baseline_dict(report)))])
-
-
-def parse_tolerance(text):
-    """``(value, relative)`` from ``0.02`` (absolute) or ``"5%"`` (relative).
-
-    Measures lie in [0, 1], so a drop of 1 or 100% could never be exceeded: such
-    a tolerance would pass every gate and is an error.
-
-    >>> parse_tolerance("0.02"), parse_tolerance("5%")
-    ((0.02, False), (0.05, True))
-    """
-    raw = str(text).strip()
-    relative = raw.endswith("%")
-    try:
-        value = _number(raw[:-1] if relative else raw, float)
-    except ValueError:
-        value = math.nan
-    if relative:
-        value /= 100.0
-    if not 0.0 <= value < 1.0:
-        raise EvalError("max drop must be a number in [0, 1) or a percentage in [0%%, 100%%) "
-                        "(e.g. 0.02 or 5%%), got %r" % (text,))
-    return value, relative
-
-
-GATE_MODES = ("tolerance", "significant")
 
 
 def _checked_baseline(baseline):
@@ -8284,29 +8376,113 @@ def _agreeing_means(mean, per_query, where):
     return mean
 
 
-MAX_RESAMPLES = 10 ** 6
+def _checked_type(value, kind, noun, what):
+    """``value`` when it is a ``kind``, else an EvalError naming ``what``."""
+    if not isinstance(value, kind):
+        raise EvalError("%s: expected %s, got %s" % (what, noun, _short_repr(value)))
+    return value
 
 
-def _checked_options(report, alpha, resamples, seed=DEFAULT_SEED):
-    """The library's check of what gate() and compare() are given besides a
-    baseline; returns resamples as an int."""
-    if not isinstance(report, Report):
-        raise EvalError("expected a Report (from evaluate), got %s" % type(report).__name__)
-    _gated_average(report)
-    if (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
-            or not 0 < alpha < 1):
-        raise EvalError("alpha must be a number between 0 and 1, got %r" % (alpha,))
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise EvalError("seed must be an integer, got %s" % _short_repr(seed))
-    return _checked_resamples(resamples)
+def _checked_dict(value, what, optional=False):
+    if value is None and optional:
+        return None
+    return _checked_type(value, dict, "an object", what)
 
 
-def _checked_resamples(raw):
-    resamples = _positive_int(raw, "resamples")
-    if resamples > MAX_RESAMPLES:
-        raise EvalError("resamples must be at most %d (more would run for hours), got %s"
-                        % (MAX_RESAMPLES, _short_repr(raw)))
-    return resamples
+def _checked_list(value, what):
+    return _checked_type(value, list, "a list", what)
+
+
+def _checked_strs(values, what):
+    """A list of strings as a tuple (a string alone is refused, never split)."""
+    return tuple(_checked_str(v, what) for v in _checked_list(values, what))
+
+
+def _checked_counts(values, what):
+    """{name: count}: string keys, non-negative integers."""
+    return {_checked_str(key, what): _count(value, "%s %r" % (what, key))
+            for key, value in _checked_dict(values, what).items()}
+
+
+def _checked_measure_name(name, what):
+    try:
+        return str(parse_measure(_checked_str(name, what))) and name
+    except EvalError as exc:
+        raise EvalError("%s: %s" % (what, exc)) from None
+
+
+def _checked_pairs(values, what):
+    """{measure: [lo, hi] or None}, each bound a value in [0, 1]."""
+    out = {}
+    for m, pair in _checked_dict(values, what).items():
+        if pair is not None:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise EvalError("%s %r: expected [lower, upper], got %s"
+                                % (what, m, _short_repr(pair)))
+            _canonical_values({m: pair[0]}, what)
+            _canonical_values({m: pair[1]}, what)
+        out[m] = None if pair is None else list(pair)
+    return out
+
+
+def _count(value, what):
+    if type(value) is not int or value < 0:
+        raise EvalError("%s: expected a count, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_str(value, what):
+    return _checked_type(value, str, "a string", what)
+
+
+def _checked_values(values, what):
+    """{measure: value} as written, checked as a baseline's are (names that
+    parse, every value a number in [0, 1]: a report never holds NaN)."""
+    _canonical_values(values, what)
+    return dict(values)
+
+
+# ===========================================================================
+# src/15_gate.py
+#
+# Gate: a report against its baseline, the verdict and its notes.
+#
+# gate() compares each baseline measure with the report over every scored
+# query, each slice and the hold-out (_gated_subsets), by the tolerance or,
+# with mode="significant", by a paired randomization test with Holm's
+# adjustment; it names the queries that fell, what changed in the metadata
+# and the labels, the queries that moved between slices, and why a measure is
+# missing.  The verdict is a GateResult.
+#
+# Uses: 01_head, 02_records, 03_measures, 04_measure_names, 08_provenance,
+# 12_statistics, 14_baselines.  Used by: reports, the report reader, HTML,
+# the command line.
+# ===========================================================================
+
+def parse_tolerance(text):
+    """``(value, relative)`` from ``0.02`` (absolute) or ``"5%"`` (relative).
+
+    Measures lie in [0, 1], so a drop of 1 or 100% could never be exceeded: such
+    a tolerance would pass every gate and is an error.
+
+    >>> parse_tolerance("0.02"), parse_tolerance("5%")
+    ((0.02, False), (0.05, True))
+    """
+    raw = str(text).strip()
+    relative = raw.endswith("%")
+    try:
+        value = _number(raw[:-1] if relative else raw, float)
+    except ValueError:
+        value = math.nan
+    if relative:
+        value /= 100.0
+    if not 0.0 <= value < 1.0:
+        raise EvalError("max drop must be a number in [0, 1) or a percentage in [0%%, 100%%) "
+                        "(e.g. 0.02 or 5%%), got %r" % (text,))
+    return value, relative
+
+
+GATE_MODES = ("tolerance", "significant")
 
 
 def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
@@ -8944,14 +9120,20 @@ def _counts_ids(name):
 
 
 # ===========================================================================
-# src/14_reports.py
+# src/16_reports.py
 #
-# Renderers
+# Reports: text, Markdown, JSON and TREC.
+#
+# Pure functions of a Report (and a GateResult, comparisons): render_text,
+# render_markdown (a pull-request comment: the verdict first, capped at
+# --max-bytes), render_json (the documented JSON form) and render_trec
+# (trec_eval's own layout); assert_no_regression for tests; the notebook
+# views of GateResult and Comparison.
+#
+# Uses: 01_head, 02_records, 03_measures, 04_measure_names, 06 (score
+# files), 08_provenance, 14_baselines, 15_gate.  Used by: the report reader,
+# HTML, the command line, and the records' notebook views.
 # ===========================================================================
-
-def _dumps(obj):
-    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
-
 
 def render_json(report, gate_result=None, comparisons=(), *, per_query=False, **_):
     """The report as JSON text: sorted keys, never NaN, same input same bytes."""
@@ -8961,251 +9143,6 @@ def render_json(report, gate_result=None, comparisons=(), *, per_query=False, **
     if comparisons:
         out["comparison"] = [c.to_dict() for c in comparisons]
     return _dumps(out)
-
-
-# --- reading a JSON report back -------------------------------------------------
-
-def _report_from_dict(data):
-    """The Report of a JSON report (see Report.from_dict); EvalError naming what
-    is wrong when ``data`` is not one."""
-    if isinstance(data, dict) and data.get("format") == BASELINE_FORMAT:
-        raise EvalError("a baseline (read it with load_baseline), not a JSON report")
-    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
-            or data["tool"].get("name") != "rag_eval" or "measures" not in data:
-        raise EvalError("not a rag_eval JSON report (--format json)")
-    try:
-        return _report_fields(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        if isinstance(exc, EvalError):
-            raise
-        raise EvalError("not a rag_eval JSON report (--format json): %s %s"
-                        % (type(exc).__name__, _short_repr(str(exc)))) from None
-
-
-def _report_fields(data):
-    """The Report of a parsed JSON report, every field it reads checked as
-    load_baseline checks a baseline (names that parse, values in [0, 1],
-    counts, lists of strings): an EvalError naming the field, never a later
-    TypeError."""
-    measures = tuple(_checked_measure_name(m, "measures") for m in _checked_list(
-        data["measures"], "measures"))
-    slices = data.get("slices")
-    if slices is not None:
-        slices = {_checked_slice_name(name, "slices"): _checked_slice_stats(
-            stats, "slices %r" % name) for name, stats in _checked_dict(slices, "slices").items()}
-    holdout = data.get("holdout")
-    bounds = data.get("unjudged_bounds")
-    ties = _checked_dict(data["ties"], "ties")
-    per_query = data.get("per_query")
-    if per_query is not None:
-        _checked_per_query(per_query, "per_query")   # names that parse, values in [0, 1]
-    n = data.get("n")
-    if n is not None and set(_checked_counts(n, "n")) != set(measures):
-        raise EvalError("n: expected a count for each of the measures, got %s" % _short_repr(n))
-    return Report(
-        measures=measures,
-        mean=_checked_values(data["mean"], "mean"),
-        per_query=dict(per_query or {}),
-        unscored=_checked_strs(data["unscored"], "unscored"),
-        missing=_checked_strs(data["missing_from_run"], "missing_from_run"),
-        skipped=_checked_strs(data["skipped"], "skipped"),
-        abstention=_checked_counts(data["abstention"], "abstention"),
-        ties=_checked_counts(ties["per_query"], "ties per_query"),
-        warnings=_checked_strs(data["warnings"], "warnings"),
-        rel=_positive_int(data["rel"], "rel"),
-        inputs=_checked_report_inputs(data.get("inputs")) or None,
-        unlabelled=_checked_strs(data.get("unlabelled", []), "unlabelled"),
-        average=_checked_average(data.get("average", "scored")),
-        n=n, mapping=_checked_dict(data.get("mapping"), "mapping", optional=True),
-        meta=dict(_checked_baseline_meta(data.get("meta"), "meta") or {}),
-        slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
-        holdout=None if holdout is None else _report_holdout(holdout),
-        answerability=_checked_counts(data.get("answerability") or {}, "answerability") or None,
-        min_score=None if data.get("min_score") is None else _checked_min_score(
-            data["min_score"]),
-        scored_count=None if per_query is not None else _count(data["queries"], "queries"),
-        unjudged=None if bounds is None else _checked_bounds(bounds),
-        scores=_loaded_scores(data.get("scores")),
-        drift=_loaded_drift(data.get("drift")))
-
-
-def _loaded_scores(saved):
-    """A JSON report's judge-score block as the gate reads it: the ranges
-    (checked as a baseline's: they decide what every value means, so a gate
-    against a baseline of other ranges is refused), the inputs and the
-    queries each field left unscored (see _unpaired_lost_scores); the judge
-    noise and borderline tables are not read back."""
-    if saved is None:
-        return None
-    checked = _checked_saved_scores(saved, "scores")
-    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"],
-            "unscored": checked.get("unscored") or {}}
-
-
-def _loaded_drift(drift):
-    """A JSON report's --drift block, checked by laying it out as every
-    renderer does (an EvalError, never a later TypeError)."""
-    if drift is None:
-        return None
-    try:
-        if type(_checked_dict(drift, "drift")["passed"]) is not bool:
-            raise TypeError("passed is not true or false")
-        _count(drift["items"], "drift items")
-        _checked_strs(drift["notes"], "drift notes")
-        sections = list(_drift_sections(drift))
-        if any(len(row) != len(header) for _, header, rows, _ in sections for row in rows):
-            raise ValueError("a table row of the wrong length")
-        _text_of(sections)
-        _drifted_text(drift)    # as the gate's suspect note lays it out
-        drifted = [f["drifted"] for f in drift["fields"].values()]
-        differences = [f["mean_absolute_difference"] for f in drift["fields"].values()]
-        if set(map(type, differences)) - {int, float}:
-            raise TypeError("a mean absolute difference is not a number")
-        if set(map(type, drifted)) - {bool} or drift["passed"] == any(drifted) or drifted != [
-                f["mean_absolute_difference"] > drift["max_drift"] + FLOAT_SLACK
-                for f in drift["fields"].values()]:
-            raise ValueError("passed and drifted do not follow the differences")
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError,
-            OverflowError) as exc:
-        if isinstance(exc, EvalError):
-            raise
-        raise EvalError("drift: not a --drift block (%s %s)"
-                        % (type(exc).__name__, _short_repr(str(exc)))) from None
-    return drift
-
-
-def _checked_type(value, kind, noun, what):
-    """``value`` when it is a ``kind``, else an EvalError naming ``what``."""
-    if not isinstance(value, kind):
-        raise EvalError("%s: expected %s, got %s" % (what, noun, _short_repr(value)))
-    return value
-
-
-def _checked_dict(value, what, optional=False):
-    if value is None and optional:
-        return None
-    return _checked_type(value, dict, "an object", what)
-
-
-def _checked_list(value, what):
-    return _checked_type(value, list, "a list", what)
-
-
-def _checked_strs(values, what):
-    """A list of strings as a tuple (a string alone is refused, never split)."""
-    return tuple(_checked_str(v, what) for v in _checked_list(values, what))
-
-
-def _checked_counts(values, what):
-    """{name: count}: string keys, non-negative integers."""
-    return {_checked_str(key, what): _count(value, "%s %r" % (what, key))
-            for key, value in _checked_dict(values, what).items()}
-
-
-def _checked_measure_name(name, what):
-    try:
-        return str(parse_measure(_checked_str(name, what))) and name
-    except EvalError as exc:
-        raise EvalError("%s: %s" % (what, exc)) from None
-
-
-def _checked_report_inputs(inputs):
-    """A report's inputs: {kind: {key: value}} (a score file's info holds a list)."""
-    inputs = _checked_dict(inputs, "inputs", optional=True)
-    for kind, info in (inputs or {}).items():
-        _checked_dict(info, "inputs %r" % kind)
-    return inputs
-
-
-def _checked_slice_stats(stats, what):
-    stats = _checked_dict(stats, what)
-    _count(stats.get("queries"), what + " queries")
-    _checked_strs(stats.get("unscored"), what + " unscored")
-    _checked_values(stats.get("mean"), what + " mean")
-    if "n" in stats:
-        _checked_counts(stats["n"], what + " n")
-    return stats
-
-
-def _report_holdout(holdout):
-    held = _loaded_holdout(holdout, "holdout")
-    ids = holdout.get("ids")
-    if ids is not None:
-        ids = {"unscored": _checked_strs(_checked_dict(ids, "holdout ids").get("unscored"),
-                                         "holdout ids unscored"),
-               "missing": _checked_strs(ids.get("missing_from_run"),
-                                        "holdout ids missing_from_run")}
-    if not isinstance(holdout.get("revealed"), bool):
-        raise EvalError("holdout revealed: expected true or false, got %s"
-                        % _short_repr(holdout.get("revealed")))
-    per_query = holdout.get("per_query")
-    if per_query is not None:
-        _checked_per_query(per_query, "holdout per_query")
-    if ids is not None:    # every member the JSON names (not those expired by --as-of)
-        ids["all"] = tuple(sorted(set(per_query or ()) | set(ids["unscored"])
-                                  | set(ids["missing"])))
-    return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
-                         mean=_checked_values(held.mean, "holdout mean"),
-                         n=None if held.n is None else _checked_counts(held.n, "holdout n"),
-                         members_sha256="", revealed=holdout["revealed"], ids=ids)
-
-
-def _checked_bounds(bounds):
-    """unjudged_bounds: {"mean": {measure: [lo, hi] or null}, "per_query": {q: {...}}}."""
-    bounds = _checked_dict(bounds, "unjudged_bounds")
-    per_query = _checked_dict(bounds.get("per_query", {}), "unjudged_bounds per_query")
-    return {"mean": _checked_pairs(bounds.get("mean"), "unjudged_bounds mean"),
-            "per_query": {q: _checked_pairs(v, "unjudged_bounds per_query %r" % q)
-                          for q, v in per_query.items()}}
-
-
-def _checked_pairs(values, what):
-    """{measure: [lo, hi] or None}, each bound a value in [0, 1]."""
-    out = {}
-    for m, pair in _checked_dict(values, what).items():
-        if pair is not None:
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise EvalError("%s %r: expected [lower, upper], got %s"
-                                % (what, m, _short_repr(pair)))
-            _canonical_values({m: pair[0]}, what)
-            _canonical_values({m: pair[1]}, what)
-        out[m] = None if pair is None else list(pair)
-    return out
-
-
-def _count(value, what):
-    if type(value) is not int or value < 0:
-        raise EvalError("%s: expected a count, got %s" % (what, _short_repr(value)))
-    return value
-
-
-def _checked_str(value, what):
-    return _checked_type(value, str, "a string", what)
-
-
-def _checked_values(values, what):
-    """{measure: value} as written, checked as a baseline's are (names that
-    parse, every value a number in [0, 1]: a report never holds NaN)."""
-    _canonical_values(values, what)
-    return dict(values)
-
-
-def load_report(source):
-    """Read a JSON report (``--format json``, :func:`render_json`) back into a
-    :class:`Report`, e.g. one a CI job kept as an artifact (see
-    :meth:`Report.from_dict`); an EvalError names the file when it is not one.
-
-    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
-    >>> load_report(io.StringIO(render_json(r, per_query=True))).per_query
-    {'q': {'mrr@2': 0.5}}
-    """
-    inp = _Input(source)
-    try:
-        return _report_from_dict(_json_loads(inp.text(), inp.name))
-    except EvalError as exc:
-        text = str(exc)
-        raise EvalError(text if text.startswith(inp.name + ":")
-                        else "%s: %s" % (inp.name, text)) from None
 
 
 def assert_no_regression(report, baseline, **gate_options):
@@ -9236,21 +9173,6 @@ def assert_no_regression(report, baseline, **gate_options):
         raise AssertionError(_text_of(list(_drift_sections(report.drift))[:1],
                                       first=1).rstrip("\n"))
     return result
-
-
-def _fmt(value):
-    return "-" if value is None else "%.4f" % value
-
-
-def _means_text(mean, shown=8):
-    """``recall@5=0.6667 mrr@5=0.5000``: the first ``shown`` means.
-
-    >>> _means_text({"a@1": 0.5, "b@1": 1.0, "c@1": 0.25}, shown=2)
-    'a@1=0.5000 b@1=1.0000 (+1 more)'
-    """
-    items = list(mean.items())
-    return " ".join("%s=%s" % (m, _fmt(v)) for m, v in items[:shown]) + (
-        " (+%d more)" % (len(items) - shown) if len(items) > shown else "")
 
 
 def _summary_line(report):
@@ -9886,17 +9808,6 @@ def _sweep_section(sweep):
             ["min_score", "abstention_f1", sweep.measure], rows, list(sweep.notes))
 
 
-def _with_sweep(text, sweep, fmt):
-    """The rendered report ``text`` with the sweep: a "sweep" block in the JSON,
-    a last table in text (render_markdown takes it itself)."""
-    if fmt == "json":
-        return _dumps(dict(json.loads(text), sweep=sweep.to_dict()))
-    if fmt == "html":   # the last table of the page
-        page, end, rest = text.rpartition("</body>")
-        return page + _html_section(*_sweep_section(sweep)) + end + rest
-    return text + "\n" + _text_of([_sweep_section(sweep)], first=1)
-
-
 def _trec_eval_name(m):
     """The name ``--format trec`` prints for a measure: trec_eval's where it has
     one for these parameters (``P_5``, ``ndcg_cut_10``, ``map``, ``recip_rank``),
@@ -9959,10 +9870,229 @@ def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="basel
     return _text_of(sections, first=1) if sections else ""
 
 
-# ===========================================================================
-# src/15_html.py
+# --- notebook views ------------------------------------------------------------------
 #
-# HTML
+# GateResult and Comparison show themselves in Jupyter through these (their
+# _repr_markdown_ methods, defined before the renderers, call them).
+
+def _gate_result_markdown(result):
+    """A GateResult in Markdown: the verdict and the gate table, capped as a
+    pull-request comment is."""
+    lines, details = _gate_markdown(result, "baseline", DEFAULT_MAX_BYTES - 2 * _CAP_RESERVE)
+    return _capped_markdown(lines, [_md_details(*d) for d in details], DEFAULT_MAX_BYTES)
+
+
+def _comparison_result_markdown(comparison):
+    """A Comparison in Markdown: its table."""
+    return "\n".join(_comparison_markdown(_comparison_section(comparison)))
+
+
+# ===========================================================================
+# src/17_load_report.py
+#
+# The report reader: a JSON report read back (load_report, Report.from_dict).
+#
+# Every field is checked as load_baseline checks a baseline's, so a report
+# read back is gated, compared and rendered as the run it came from could
+# be, within what the JSON kept (see Report.from_dict).
+#
+# Uses: 01_head, 02_records, 04 and 05 (names, readers), 08_provenance,
+# 11_evaluation, 14_baselines, 15_gate, 16_reports.  Used by: Report.from_dict
+# (02_records).
+# ===========================================================================
+
+# --- reading a JSON report back -------------------------------------------------
+
+def _report_from_dict(data):
+    """The Report of a JSON report (see Report.from_dict); EvalError naming what
+    is wrong when ``data`` is not one."""
+    if isinstance(data, dict) and data.get("format") == BASELINE_FORMAT:
+        raise EvalError("a baseline (read it with load_baseline), not a JSON report")
+    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
+            or data["tool"].get("name") != "rag_eval" or "measures" not in data:
+        raise EvalError("not a rag_eval JSON report (--format json)")
+    try:
+        return _report_fields(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, EvalError):
+            raise
+        raise EvalError("not a rag_eval JSON report (--format json): %s %s"
+                        % (type(exc).__name__, _short_repr(str(exc)))) from None
+
+
+def _report_fields(data):
+    """The Report of a parsed JSON report, every field it reads checked as
+    load_baseline checks a baseline (names that parse, values in [0, 1],
+    counts, lists of strings): an EvalError naming the field, never a later
+    TypeError."""
+    measures = tuple(_checked_measure_name(m, "measures") for m in _checked_list(
+        data["measures"], "measures"))
+    slices = data.get("slices")
+    if slices is not None:
+        slices = {_checked_slice_name(name, "slices"): _checked_slice_stats(
+            stats, "slices %r" % name) for name, stats in _checked_dict(slices, "slices").items()}
+    holdout = data.get("holdout")
+    bounds = data.get("unjudged_bounds")
+    ties = _checked_dict(data["ties"], "ties")
+    per_query = data.get("per_query")
+    if per_query is not None:
+        _checked_per_query(per_query, "per_query")   # names that parse, values in [0, 1]
+    n = data.get("n")
+    if n is not None and set(_checked_counts(n, "n")) != set(measures):
+        raise EvalError("n: expected a count for each of the measures, got %s" % _short_repr(n))
+    return Report(
+        measures=measures,
+        mean=_checked_values(data["mean"], "mean"),
+        per_query=dict(per_query or {}),
+        unscored=_checked_strs(data["unscored"], "unscored"),
+        missing=_checked_strs(data["missing_from_run"], "missing_from_run"),
+        skipped=_checked_strs(data["skipped"], "skipped"),
+        abstention=_checked_counts(data["abstention"], "abstention"),
+        ties=_checked_counts(ties["per_query"], "ties per_query"),
+        warnings=_checked_strs(data["warnings"], "warnings"),
+        rel=_positive_int(data["rel"], "rel"),
+        inputs=_checked_report_inputs(data.get("inputs")) or None,
+        unlabelled=_checked_strs(data.get("unlabelled", []), "unlabelled"),
+        average=_checked_average(data.get("average", "scored")),
+        n=n, mapping=_checked_dict(data.get("mapping"), "mapping", optional=True),
+        meta=dict(_checked_baseline_meta(data.get("meta"), "meta") or {}),
+        slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
+        holdout=None if holdout is None else _report_holdout(holdout),
+        answerability=_checked_counts(data.get("answerability") or {}, "answerability") or None,
+        min_score=None if data.get("min_score") is None else _checked_min_score(
+            data["min_score"]),
+        scored_count=None if per_query is not None else _count(data["queries"], "queries"),
+        unjudged=None if bounds is None else _checked_bounds(bounds),
+        scores=_loaded_scores(data.get("scores")),
+        drift=_loaded_drift(data.get("drift")))
+
+
+def _loaded_scores(saved):
+    """A JSON report's judge-score block as the gate reads it: the ranges
+    (checked as a baseline's: they decide what every value means, so a gate
+    against a baseline of other ranges is refused), the inputs and the
+    queries each field left unscored (see _unpaired_lost_scores); the judge
+    noise and borderline tables are not read back."""
+    if saved is None:
+        return None
+    checked = _checked_saved_scores(saved, "scores")
+    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"],
+            "unscored": checked.get("unscored") or {}}
+
+
+def _loaded_drift(drift):
+    """A JSON report's --drift block, checked by laying it out as every
+    renderer does (an EvalError, never a later TypeError)."""
+    if drift is None:
+        return None
+    try:
+        if type(_checked_dict(drift, "drift")["passed"]) is not bool:
+            raise TypeError("passed is not true or false")
+        _count(drift["items"], "drift items")
+        _checked_strs(drift["notes"], "drift notes")
+        sections = list(_drift_sections(drift))
+        if any(len(row) != len(header) for _, header, rows, _ in sections for row in rows):
+            raise ValueError("a table row of the wrong length")
+        _text_of(sections)
+        _drifted_text(drift)    # as the gate's suspect note lays it out
+        drifted = [f["drifted"] for f in drift["fields"].values()]
+        differences = [f["mean_absolute_difference"] for f in drift["fields"].values()]
+        if set(map(type, differences)) - {int, float}:
+            raise TypeError("a mean absolute difference is not a number")
+        if set(map(type, drifted)) - {bool} or drift["passed"] == any(drifted) or drifted != [
+                f["mean_absolute_difference"] > drift["max_drift"] + FLOAT_SLACK
+                for f in drift["fields"].values()]:
+            raise ValueError("passed and drifted do not follow the differences")
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+            OverflowError) as exc:
+        if isinstance(exc, EvalError):
+            raise
+        raise EvalError("drift: not a --drift block (%s %s)"
+                        % (type(exc).__name__, _short_repr(str(exc)))) from None
+    return drift
+
+
+def _checked_report_inputs(inputs):
+    """A report's inputs: {kind: {key: value}} (a score file's info holds a list)."""
+    inputs = _checked_dict(inputs, "inputs", optional=True)
+    for kind, info in (inputs or {}).items():
+        _checked_dict(info, "inputs %r" % kind)
+    return inputs
+
+
+def _checked_slice_stats(stats, what):
+    stats = _checked_dict(stats, what)
+    _count(stats.get("queries"), what + " queries")
+    _checked_strs(stats.get("unscored"), what + " unscored")
+    _checked_values(stats.get("mean"), what + " mean")
+    if "n" in stats:
+        _checked_counts(stats["n"], what + " n")
+    return stats
+
+
+def _report_holdout(holdout):
+    held = _loaded_holdout(holdout, "holdout")
+    ids = holdout.get("ids")
+    if ids is not None:
+        ids = {"unscored": _checked_strs(_checked_dict(ids, "holdout ids").get("unscored"),
+                                         "holdout ids unscored"),
+               "missing": _checked_strs(ids.get("missing_from_run"),
+                                        "holdout ids missing_from_run")}
+    if not isinstance(holdout.get("revealed"), bool):
+        raise EvalError("holdout revealed: expected true or false, got %s"
+                        % _short_repr(holdout.get("revealed")))
+    per_query = holdout.get("per_query")
+    if per_query is not None:
+        _checked_per_query(per_query, "holdout per_query")
+    if ids is not None:    # every member the JSON names (not those expired by --as-of)
+        ids["all"] = tuple(sorted(set(per_query or ()) | set(ids["unscored"])
+                                  | set(ids["missing"])))
+    return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
+                         mean=_checked_values(held.mean, "holdout mean"),
+                         n=None if held.n is None else _checked_counts(held.n, "holdout n"),
+                         members_sha256="", revealed=holdout["revealed"], ids=ids)
+
+
+def _checked_bounds(bounds):
+    """unjudged_bounds: {"mean": {measure: [lo, hi] or null}, "per_query": {q: {...}}}."""
+    bounds = _checked_dict(bounds, "unjudged_bounds")
+    per_query = _checked_dict(bounds.get("per_query", {}), "unjudged_bounds per_query")
+    return {"mean": _checked_pairs(bounds.get("mean"), "unjudged_bounds mean"),
+            "per_query": {q: _checked_pairs(v, "unjudged_bounds per_query %r" % q)
+                          for q, v in per_query.items()}}
+
+
+def load_report(source):
+    """Read a JSON report (``--format json``, :func:`render_json`) back into a
+    :class:`Report`, e.g. one a CI job kept as an artifact (see
+    :meth:`Report.from_dict`); an EvalError names the file when it is not one.
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> load_report(io.StringIO(render_json(r, per_query=True))).per_query
+    {'q': {'mrr@2': 0.5}}
+    """
+    inp = _Input(source)
+    try:
+        return _report_from_dict(_json_loads(inp.text(), inp.name))
+    except EvalError as exc:
+        text = str(exc)
+        raise EvalError(text if text.startswith(inp.name + ":")
+                        else "%s: %s" % (inp.name, text)) from None
+
+
+# ===========================================================================
+# src/18_html.py
+#
+# HTML: one self-contained page (render_html), and the output formats.
+#
+# Inline CSS and SVG charts (means against the baseline, a forest plot of
+# paired deltas, the per-query waterfall, judged@k bars), no script and no
+# external reference; the notebook views of Report, GateResult and
+# Comparison; the table of output formats the command line picks from.
+#
+# Uses: 01_head, 02_records, 08_provenance, 12_statistics, 14_baselines,
+# 15_gate, 16_reports.  Used by: the command line, and the records' and
+# Comparison's notebook views.
 # ===========================================================================
 
 # One self-contained page: inline CSS, inline SVG charts drawn by the small
@@ -10518,7 +10648,6 @@ _RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markd
 # -o FILE with no --format: the extension picks the format, if it is rendered.
 _EXTENSION_FORMATS = {".html": "html", ".json": "json", ".md": "markdown",
                       ".markdown": "markdown"}
-DEFAULT_MAX_BYTES = 60000   # a pull-request comment holds 65536 characters
 
 
 def _format_of(output):
@@ -10534,9 +10663,17 @@ def _format_of(output):
 
 
 # ===========================================================================
-# src/16_command_line.py
+# src/19_command_line.py
 #
-# Command line
+# Command line: the parser, the options' checks, main() and its exit codes.
+#
+# main(argv) -> exit code (0 scored and passed, 1 a regression, 2 bad input
+# or usage); _command() is the console entry point (rag-eval, python3 -m
+# rag_eval, python3 rag_eval.py).  Also the --meta options, the --to-label,
+# --drift and --scores paths, and the output files written atomically.
+#
+# Uses: every earlier file.  Used by: 20_accelerations (the entry point at
+# the end of the file).
 # ===========================================================================
 
 EXAMPLES = """\
@@ -10929,46 +11066,6 @@ class _ListMeasures(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         sys.stdout.write(describe_measures())
         parser.exit(EXIT_OK)
-
-
-def _write_atomic(outputs):
-    """Write each (path, text) through a temp file in its folder, then rename
-    them all: an error leaves none of the files half-written, and none written
-    when it happens before the renames."""
-    if not outputs:
-        return
-    import tempfile   # only when writing: keeps start-up fast
-    targets = [os.path.realpath(path) for path, _ in outputs]
-    if len(set(targets)) < len(targets):
-        raise EvalError("%s: named for two outputs (--save-baseline and -o)" % outputs[-1][0])
-    for path, _ in outputs:
-        # Checked before anything is staged: a rename that fails after another
-        # succeeded would leave one file written.
-        if os.path.isdir(path) or path.endswith((os.sep, os.altsep or os.sep)):
-            raise EvalError("%s: is a directory, not a file" % path)
-    mask = os.umask(0)
-    os.umask(mask)
-    staged = []
-    try:
-        for path, text in outputs:
-            try:
-                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                           prefix=".rag_eval-", suffix=".tmp")
-                staged.append((tmp, path))
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
-                os.chmod(tmp, 0o666 & ~mask)
-            except OSError as exc:
-                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
-        for tmp, path in staged:
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
-    finally:
-        for tmp, _ in staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
 
 def _parse_slice_max_drop(texts):
@@ -11496,55 +11593,131 @@ def _command():
     os._exit(code)
 
 
+# --- command line ------------------------------------------------------------------
+
+def _add_provenance_options(parser):
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="what the numbers are about, e.g. embedding.model=bge-m3 "
+                        "(repeatable); written in every report and saved baseline; the gate "
+                        "names the keys that changed")
+    parser.add_argument("--meta-file", default=None, metavar="FILE",
+                        help="meta from a JSON object (nested objects flattened with '.'); "
+                        "--meta overrides its keys")
+    parser.add_argument("--same", action="append", default=[], metavar="KEY",
+                        help="with --baseline: refuse to gate (exit 2) when meta KEY differs "
+                        "from the baseline's or is absent on one side (repeatable)")
+
+
+def _meta_option(text):
+    """(key, value) of one ``--meta KEY=VALUE``."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise EvalError("--meta %s: expected KEY=VALUE (e.g. --meta embedding.model=bge-m3)"
+                        % _short_repr(text))
+    key = _meta_key(key, "--meta %s" % _short_repr(text))
+    return key, _meta_value(value, key, "--meta")
+
+
+def _read_meta_file(args):
+    """The flat meta of ``--meta-file``, refused like any input (an empty name,
+    a second stdin, an output that would overwrite it)."""
+    path = args.meta_file
+    if path == "":
+        raise EvalError("--meta-file: the file name is empty (an unset variable?)")
+    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks,
+                               args.queries] + args.compare:
+        raise EvalError("only one input can come from stdin")
+    for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
+        if path != "-" and output not in (None, "-") and os.path.realpath(output) == \
+                os.path.realpath(path):
+            raise EvalError("%s %s would overwrite the --meta-file input" % (option, output))
+    inp = _Input(path)
+    return _flat_meta(_json_loads(inp.text(), inp.name), inp.name)
+
+
+def _cli_meta(args, baseline):
+    """The report's meta from --meta-file and --meta (a --meta key overrides
+    the file's), and --same checked against the baseline: before any scoring."""
+    if args.same and baseline is None:
+        raise EvalError("--same only applies with --baseline (it refuses to gate against a "
+                        "baseline whose meta KEY differs)")
+    meta = _read_meta_file(args) if args.meta_file is not None else {}
+    given = {}
+    for text in args.meta:
+        key, value = _meta_option(text)
+        if key in given:
+            raise EvalError("--meta %s is given twice (%s and %s)" % (key, given[key], value))
+        given[key] = value
+    meta = _flat_meta(dict(meta, **given), "--meta") if meta or given else {}
+    if baseline is not None:
+        _check_same(meta, baseline, _same_keys(args.same, "--same"))
+    return meta
+
+
+def _with_sweep(text, sweep, fmt):
+    """The rendered report ``text`` with the sweep: a "sweep" block in the JSON,
+    a last table in text (render_markdown takes it itself)."""
+    if fmt == "json":
+        return _dumps(dict(json.loads(text), sweep=sweep.to_dict()))
+    if fmt == "html":   # the last table of the page
+        page, end, rest = text.rpartition("</body>")
+        return page + _html_section(*_sweep_section(sweep)) + end + rest
+    return text + "\n" + _text_of([_sweep_section(sweep)], first=1)
+
+
 # ===========================================================================
-# src/17_accelerations.py
+# src/20_accelerations.py
 #
-# Part II: Accelerations
+# Accelerations: every fast path, each behind a hook with a plain twin.
 #
-# Everything below exists only for speed.  Each acceleration has a plain twin
-# in Part I, which defines what it computes, and replaces it through a
-# one-line hook (the stdlib's ``scanstring = c_scanstring or py_scanstring``):
-# Part I calls the hook's name, and _accelerate() at the end of this part binds
-# it to the fast function.  RAG_EVAL_PLAIN=1 in the environment at import time
-# keeps every plain twin; _accelerate(False) does the same in a running
-# process.  A differential test pins each pair (AccelerationTwinsTest):
-# seeded random inputs by the thousand, fast == plain, byte-identical reports.
+# Everything here exists only for speed.  Each acceleration has a plain twin
+# in an earlier file, which defines what it computes, and replaces it through
+# a one-line hook (the stdlib's ``scanstring = c_scanstring or
+# py_scanstring``): the earlier file calls the hook's name, and _accelerate()
+# at the end of this file binds it to the fast function.  RAG_EVAL_PLAIN=1 in
+# the environment at import time keeps every plain twin; _accelerate(False)
+# does the same in a running process.  A differential test pins each pair
+# (AccelerationTwinsTest, tests/test_accelerations.py): seeded random inputs
+# by the thousand, fast == plain, byte-identical reports.
 #
-#   acceleration            hook                 plain twin (Part I)      pinning test *
+#   acceleration            hook                 plain twin               pinning test *
 #   _trec_run_queries_fast  _trec_run_queries    _trec_run_queries_plain  trec_run_readers,
-#     (blocks split at C speed, bytes ids,                                fast_trec_reader_agrees
+#     (blocks split at C speed, bytes ids,       (06)                     fast_trec_reader_agrees
 #     decimal score tokens)                                               _with_the_line_reader,
 #                                                                         decimal_tokens_compare
 #                                                                         _as_numbers
-#   _labels_for_fast        _labels_for_ranking  _labels_for              rankers, reports_are
+#   _labels_for_fast        _labels_for_ranking  _labels_for (09)         rankers, reports_are
 #                                                                         _byte_identical
 #   _trec_qrels_whole       _trec_qrels          _trec_qrels_checked      trec_qrels_fast_and
-#                                                                         _checked_readers_agree,
+#                                                (06)                     _checked_readers_agree,
 #                                                                         trec_qrels_fast_reader
 #                                                                         _agrees_on_mutated_lines
-#   _rank_fast (in order,   _rank                _rank_plain              rankers
+#   _rank_fast (in order,   _rank                _rank_plain (09)         rankers
 #     heapq top)
-#   _top_chunks_fast        _top_chunks          _top_chunks_plain        top_chunks
+#   _top_chunks_fast        _top_chunks          _top_chunks_plain (09)   top_chunks
 #     (ids decoded at once,
 #     in order: top window)
-#   _scored_run_forked      _scored_run          _scored_run_plain        reports_are_byte_identical
+#   _scored_run_forked      _scored_run          _scored_run_plain (11)   reports_are_byte_identical
 #     (forked workers)                                                    (and ParallelTest,
 #                                                                         FuzzTest)
-#   _HashingInput           _input_of            _Input                   reports_are_byte_identical
+#   _HashingInput           _input_of            _Input (05)              reports_are_byte_identical
 #     (hash in a process)                                                 (sha256 in the reports)
-#   _chunk_map_bulk         _chunk_map_of        _chunk_map_plain         chunk_map_readers
+#   _chunk_map_bulk         _chunk_map_of        _chunk_map_plain (06)    chunk_map_readers
 #     (columns at C speed)
-#   _jsonl_labels_bulk      _jsonl_qrels_of      _jsonl_qrels             jsonl_label_readers
+#   _jsonl_labels_bulk      _jsonl_qrels_of      _jsonl_qrels (05)        jsonl_label_readers
 #     (label lines at once)
 #   every one at once       RAG_EVAL_PLAIN=1                              reports_are_byte_identical
 #
-#   * AccelerationTwinsTest.test_<name>, in test_rag_eval.py.
+#   * AccelerationTwinsTest.test_<name>.
 #
 #   Not behind a hook (speed inside a definition, no twin): the C-speed whole-
 #   query checks of JSON input (_check_run_query), the gain and discount tables
 #   of the measures, the paused garbage collector (_gc_paused).
 #
-# A reader who wants to know what a number means never needs this part.
+# A reader who wants to know what a number means never needs this file.
+#
+# Uses: 01_head, 03, 05, 06 (readers), 09_ranking, 11_evaluation,
+# 19_command_line (the entry point).  Used by: nothing; it binds the hooks.
 # ===========================================================================
 
 # --- TREC runs, block by block ------------------------------------------------
@@ -12417,9 +12590,6 @@ class _HashingInput(_Input):
                 _reap([pid])
 
 
-# --- Hooks -------------------------------------------------------------------
-
-# hook name in Part I -> (acceleration, plain twin)
 # --- chunk maps, column by column ---------------------------------------------------
 #
 # A million-line chunk map: one json.loads of the lines joined into an array,
@@ -12546,6 +12716,9 @@ def _bulk_labels(text):
     return labels
 
 
+# --- Hooks -------------------------------------------------------------------
+
+# hook name (in an earlier file, bound there to its plain twin) -> (acceleration, plain twin)
 _HOOKS = {
     "_chunk_map_of": (_chunk_map_bulk, _chunk_map_plain),
     "_jsonl_qrels_of": (_jsonl_labels_bulk, _jsonl_qrels),

@@ -1,5 +1,11 @@
-"""Head: the module docstring (what rag_eval is, its measures, a quick start),
-__all__, the imports, the version, the exit codes and the defaults.
+"""Head: what rag_eval is, and what every file shares.
+
+The module docstring (what rag_eval is, its measures, a quick start),
+__all__, the imports, the version, the exit codes and the defaults, the one
+exception type (EvalError), and the few small helpers every file uses
+(_mean, _plural, _preview, _short_repr, _fmt, _dumps).
+
+Uses: nothing.  Used by: every later file.
 """
 
 """rag_eval: score the retrieval half of a RAG system and gate CI on regressions.
@@ -119,6 +125,11 @@ DEFAULT_METRICS = ("recall", "success", "mrr", "ndcg")
 DEFAULT_K = 5
 DEFAULT_MAX_DROP = 0.02
 DEFAULT_BASELINE = "baseline.json"
+
+
+DEFAULT_MAX_BYTES = 60000   # a pull-request comment holds 65536 characters
+
+
 BASELINE_FORMAT = "rag_eval.baseline"
 UNJUDGED = -1        # grade given to a retrieved id that the qrels do not label
 FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
@@ -129,17 +140,41 @@ FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
 AVERAGES = ("scored", "trec_eval")
 
 
-# ===========================================================================
-# Part I: Definitions
-#
-# The public API and what every number means, in plain code, top to bottom.
-# Where speed needs other code, a one-line hook names the plain function here
-# and Part II (Accelerations, at the end of the file) installs its fast twin.
-# ===========================================================================
-
-# ---------------------------------------------------------------------------
-# Errors
-# ---------------------------------------------------------------------------
+# --- the one exception ----------------------------------------------------------
 
 class EvalError(ValueError):
     """Bad input or usage.  The message is one line: where, what rule, what value."""
+
+
+# --- small helpers every file uses -----------------------------------------------
+
+def _mean(values):
+    """The mean of a non-empty sequence, its sum exact (math.fsum)."""
+    return math.fsum(values) / len(values)
+
+
+def _plural(n, one, many):
+    """``n`` and the word for it: "1 query", "2 queries"."""
+    return "%d %s" % (n, one if n == 1 else many)
+
+
+def _preview(ids, limit=5):
+    """The first ``limit`` ids, quoted, and how many more."""
+    shown = ", ".join(repr(q) for q in ids[:limit])
+    return shown + (", ... (%d more)" % (len(ids) - limit) if len(ids) > limit else "")
+
+
+def _short_repr(value, limit=60):
+    """repr(value), cut to ``limit`` characters for a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
+
+
+def _dumps(obj):
+    """The JSON text of every file we write: sorted keys, no NaN, UTF-8 as is."""
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def _fmt(value):
+    """A mean as the tables show it: four decimals, "-" for none."""
+    return "-" if value is None else "%.4f" % value

@@ -1,4 +1,13 @@
-"""Records
+"""Records: the plain values the library hands out.
+
+Report (what evaluate returns), HeldOut, Baseline, and the gate's results
+(MeasureChange, QueryDrop, MetaChange, MembershipChange, GateResult), with
+their JSON forms (to_dict); the cutoff ALL.  Records hold data and say how
+they print; the numbers in them are made by the later files.
+
+Uses: 01_head.  Used by: nearly every later file.  Forward (tools/build.py,
+FORWARD): the notebook views (_repr_markdown_, _repr_html_) and
+Report.from_dict call the renderers and the report reader at run time.
 """
 
 class _All:
@@ -13,67 +22,6 @@ class _All:
 
 
 ALL = _All()   # Measure.k of a measure taken over the whole ranking, written @all
-
-
-class Measure(NamedTuple):
-    """One measure at one cutoff, e.g. ``ndcg(gain=linear)@10``.
-
-    ``k`` is the cutoff: an int, :data:`ALL` for the whole ranking (``map@all``),
-    or None for a measure that takes no cutoff (``rprec``).  ``params`` holds
-    only the values that differ from the measure's defaults, as sorted
-    ``(name, value)`` pairs, so equal measures have equal names.
-
-    >>> m = parse_measure("ndcg(gain=linear)@10")
-    >>> m.name, m.k, m.params
-    ('ndcg', 10, (('gain', 'linear'),))
-    >>> str(m), str(parse_measure("mrr@all")), str(parse_measure("bpref(rel=2)"))
-    ('ndcg(gain=linear)@10', 'mrr@all', 'bpref(rel=2)')
-    """
-    name: str
-    k: object          # int, ALL or None
-    params: Tuple[Tuple[str, object], ...] = ()
-
-    def __str__(self):
-        inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in self.params)
-        return "%s%s%s" % (self.name, "(%s)" % inner if inner else "", _cutoff_text(self.k))
-
-    def value(self, top_grades, grades):
-        """Score one query from ``top_grades``, the grades of its top ids, best
-        first (UNJUDGED where unlabelled), and ``grades``, every grade the qrels
-        give it.
-
-        >>> parse_measure("recall@2").value([1, UNJUDGED, 1], [1, 1, 0])
-        0.5
-        """
-        return self.bind()(top_grades, grades)
-
-    def bind(self):
-        """The per-query function (top_grades, grades) -> float of value(), with k
-        and the parameters filled in.
-
-        >>> parse_measure("ndcg(gain=linear)@3").bind()([2, 1, 0], [2, 2, 1]) > 0.69
-        True
-        """
-        func, args = self._parts()
-        call = _UnitCall.of(self)
-        if call.view != "id" or call.budget:
-            raise EvalError("%s reads chunks and their documents: score it with evaluate()"
-                            % self)
-        return lambda top_grades, grades: func(_from_grades(top_grades),
-                                               tuple(sorted(grades, reverse=True)), *args)
-
-    def _parts(self):
-        """(func, args): the measure is ``func(ranked, grades, *args)``, args
-        being the cutoff (for a measure that takes one; the whole ranking for
-        ALL) and the parameters, positionally (a call builds no keyword dict)."""
-        spec = _REGISTRY[self.name]
-        given = dict(self.params)
-        args = tuple(given.get(key, param.default) for key, param in spec.params.items())
-        if spec.cutoff:
-            args = (_WHOLE_RANKING if self.k is ALL else self.k,) + args
-        if given.get("unjudged") == "skip":
-            return functools.partial(_judged_only, spec.func), args
-        return spec.func, args
 
 
 def _cutoff_text(k):
@@ -252,6 +200,37 @@ def _query_count(report):
     return len(report.per_query) if report.scored_count is None else report.scored_count
 
 
+def _gated_average(report):
+    """Refuse a report averaged as trec_eval does: its mean leaves out the
+    queries the run lacks, so leaving a hard query out would raise it."""
+    if report.average != "scored":
+        raise EvalError("a report averaged as trec_eval does (average=%r) is never gated, "
+                        "compared or saved as a baseline: its mean leaves out the queries "
+                        "the run lacks" % report.average)
+
+
+def _slice_field(name):
+    """The field of a slice name: fields hold no '=', values may."""
+    return name.partition("=")[0]
+
+
+def _slice_json(stats):
+    """A slice's stats as the JSON report writes them (copies)."""
+    return {key: value if key == "queries" else type(value)(value)
+            for key, value in stats.items()}
+
+
+def _means_text(mean, shown=8):
+    """``recall@5=0.6667 mrr@5=0.5000``: the first ``shown`` means.
+
+    >>> _means_text({"a@1": 0.5, "b@1": 1.0, "c@1": 0.25}, shown=2)
+    'a@1=0.5000 b@1=1.0000 (+1 more)'
+    """
+    items = list(mean.items())
+    return " ".join("%s=%s" % (m, _fmt(v)) for m, v in items[:shown]) + (
+        " (+%d more)" % (len(items) - shown) if len(items) > shown else "")
+
+
 class HeldOut(NamedTuple):
     """The held-out slice of a report or a baseline: scored and gated on its
     own, and only its counts and means are ever written.  ``queries`` counts
@@ -421,8 +400,7 @@ class GateResult(NamedTuple):
 
     def _repr_markdown_(self):
         """Jupyter's Markdown display: the verdict and the gate table."""
-        lines, details = _gate_markdown(self, "baseline", DEFAULT_MAX_BYTES - 2 * _CAP_RESERVE)
-        return _capped_markdown(lines, [_md_details(*d) for d in details], DEFAULT_MAX_BYTES)
+        return _gate_result_markdown(self)
 
     @property
     def regressions(self):

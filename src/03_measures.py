@@ -1,4 +1,4 @@
-"""Measures
+"""Measures: the specification of every number.
 
 Every measure is a pure function (ranked, grades, k, **params) -> float:
   ranked  a _Ranked: ``labelled``, the (rank, grade) of every id in the top K
@@ -7,8 +7,15 @@ Every measure is a pure function (ranked, grades, k, **params) -> float:
           qrels do not label, or label with a negative grade, is non-relevant
           and unjudged (as in trec_eval), so it is not listed.
   grades  every grade the qrels give this query, sorted descending.
-Ranking and grade look-up happen once per query (see _rank); a measure
-reads only the few labelled ids, never the whole ranking.
+Ranking and grade look-up happen once per query (see _rank, in
+09_ranking); a measure reads only the few labelled ids, never the whole
+ranking.  The registry (@measure) declares each measure with its
+parameters, population and peer names; then the measures over ids, the
+unanswerable queries, judge scores, units (documents, evidence spans,
+characters) and unjudged=skip.
+
+Uses: 01_head, 02_records.  Used by: measure names, the readers, ranking,
+evaluation, the gate, reports, the command line, accelerations.
 """
 
 class _Ranked(NamedTuple):
@@ -1024,3 +1031,44 @@ def _evidence_units(units, ids, chunks, cover, returned):
                     found[i] = rank
     labelled = sorted((rank, units[i][3]) for i, rank in found.items())
     return _Units(labelled, len(ids), (), returned)
+
+
+# --- unjudged=skip ------------------------------------------------------------------
+
+def _skips_unjudged(m):
+    """True for a measure taken over the judged ids only (it reads the whole ranking)."""
+    return ("unjudged", "skip") in m.params
+
+
+def _check_unjudged_option(params, unit, text):
+    """unjudged=skip condenses a ranking of ids: not units, not a budget."""
+    if params.get("unjudged") != "skip":
+        return
+    if unit != "id":
+        raise EvalError("measure %r: unjudged=skip applies to unit=id only (a document's "
+                        "chunks are judged one by one)" % text)
+    if "budget" in params:
+        raise EvalError("measure %r: unjudged=skip cannot be cut at a budget (the ids "
+                        "removed would still fill the context)" % text)
+
+
+def _condensed(ranked):
+    """A _Ranked with its unlabelled ids removed and the labelled ones ranked 1..n,
+    as trec_eval -J does before any cutoff.
+
+    >>> _condensed(_from_grades([None, 1, -1, 0, 2]))
+    _Ranked(labelled=[(1, 1), (2, 0), (3, 2)], length=3, duplicates=0, straddling=0, returned=0)
+    """
+    labelled = [(rank, g) for rank, (_, g) in enumerate(ranked.labelled, 1)]
+    return ranked._replace(labelled=labelled, length=len(labelled))
+
+
+def _judged_only(func, ranked, grades, *args):
+    """``func`` over the judged ids only (unjudged=skip).
+
+    >>> mrr(_from_grades([None, None, 1]), (1,), 2)
+    0.0
+    >>> _judged_only(mrr, _from_grades([None, None, 1]), (1,), 2)
+    1.0
+    """
+    return func(_condensed(ranked), grades, *args)

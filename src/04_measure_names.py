@@ -1,8 +1,104 @@
-"""Measure names
+"""Measure names: the Measure record, parsing and printing canonical names.
 
-Every name is read from the registry: our names and the peers' spellings
-(see Spelling), the parameters with their types, choices and peer values.
+A Measure is a parsed name (``ndcg(gain=linear)@10``); parse_measure and
+str() are exact inverses.  Every name is read from the registry: our names
+and the peers' spellings (see Spelling), the parameters with their types,
+choices and peer values.  _UnitCall says how the scorer calls a measure
+(the view it reads, its budget).  Also the field names of score(field=...).
+
+Uses: 01_head, 02_records, 03_measures.  Used by: every later file but
+ranking.
 """
+
+
+class Measure(NamedTuple):
+    """One measure at one cutoff, e.g. ``ndcg(gain=linear)@10``.
+
+    ``k`` is the cutoff: an int, :data:`ALL` for the whole ranking (``map@all``),
+    or None for a measure that takes no cutoff (``rprec``).  ``params`` holds
+    only the values that differ from the measure's defaults, as sorted
+    ``(name, value)`` pairs, so equal measures have equal names.
+
+    >>> m = parse_measure("ndcg(gain=linear)@10")
+    >>> m.name, m.k, m.params
+    ('ndcg', 10, (('gain', 'linear'),))
+    >>> str(m), str(parse_measure("mrr@all")), str(parse_measure("bpref(rel=2)"))
+    ('ndcg(gain=linear)@10', 'mrr@all', 'bpref(rel=2)')
+    """
+    name: str
+    k: object          # int, ALL or None
+    params: Tuple[Tuple[str, object], ...] = ()
+
+    def __str__(self):
+        inner = ",".join("%s=%s" % (key, _value_text(v)) for key, v in self.params)
+        return "%s%s%s" % (self.name, "(%s)" % inner if inner else "", _cutoff_text(self.k))
+
+    def value(self, top_grades, grades):
+        """Score one query from ``top_grades``, the grades of its top ids, best
+        first (UNJUDGED where unlabelled), and ``grades``, every grade the qrels
+        give it.
+
+        >>> parse_measure("recall@2").value([1, UNJUDGED, 1], [1, 1, 0])
+        0.5
+        """
+        return self.bind()(top_grades, grades)
+
+    def bind(self):
+        """The per-query function (top_grades, grades) -> float of value(), with k
+        and the parameters filled in.
+
+        >>> parse_measure("ndcg(gain=linear)@3").bind()([2, 1, 0], [2, 2, 1]) > 0.69
+        True
+        """
+        func, args = self._parts()
+        call = _UnitCall.of(self)
+        if call.view != "id" or call.budget:
+            raise EvalError("%s reads chunks and their documents: score it with evaluate()"
+                            % self)
+        return lambda top_grades, grades: func(_from_grades(top_grades),
+                                               tuple(sorted(grades, reverse=True)), *args)
+
+    def _parts(self):
+        """(func, args): the measure is ``func(ranked, grades, *args)``, args
+        being the cutoff (for a measure that takes one; the whole ranking for
+        ALL) and the parameters, positionally (a call builds no keyword dict)."""
+        spec = _REGISTRY[self.name]
+        given = dict(self.params)
+        args = tuple(given.get(key, param.default) for key, param in spec.params.items())
+        if spec.cutoff:
+            args = (_WHOLE_RANKING if self.k is ALL else self.k,) + args
+        if given.get("unjudged") == "skip":
+            return functools.partial(_judged_only, spec.func), args
+        return spec.func, args
+
+
+class _UnitCall(NamedTuple):
+    """How the scorer calls one measure: the view it reads ("id", "doc",
+    ("evidence", rel, cover) or "spans"), its budget (or None) and its
+    function's arguments after the view (the cutoff first, unless a budget
+    gives it per query)."""
+    func: object
+    view: object
+    budget: Optional[int]
+    args: tuple
+
+    @classmethod
+    def of(cls, m):
+        spec = _REGISTRY[m.name]
+        given = dict(m.params)
+        func, args = m._parts()
+        unit = given.get("unit", "id")
+        if spec.view == "spans":
+            view = "spans"
+        elif unit == "evidence":
+            view = ("evidence", given.get("rel", REL.default), given.get("cover", COVER.default))
+        else:
+            view = unit
+        budget = given.get("budget")
+        if budget:
+            args = args[1:]     # the cutoff comes from the budget, query by query
+        return cls(func, view, budget, args)
+
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*?)\s*(?:\(([^()]*)\))?\s*(?:@\s*(\S+))?\s*$")
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
@@ -315,3 +411,42 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
     if not out:
         raise EvalError("no measures requested")
     return tuple(out)
+
+
+# A field name is carried inside a canonical measure name, score(field=NAME):
+# no parentheses, commas, "=", "@" or spaces.
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _checked_field_name(name, what):
+    """A field name a canonical measure name can carry (see _FIELD_NAME).
+
+    >>> _checked_field_name("factual_correctness(mode=f1)", "x.csv: the column")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: x.csv: the column 'factual_correctness(mode=f1)' cannot name a score field: score(field=NAME) carries letters, digits, _ . and - only, starting with a letter or _; rename it
+    """
+    if not isinstance(name, str) or not _FIELD_NAME.match(name):
+        raise EvalError("%s %s cannot name a score field: score(field=NAME) carries letters, "
+                        "digits, _ . and - only, starting with a letter or _; rename it"
+                        % (what, _short_repr(name)))
+    return name
+
+
+def _field_of(measure):
+    """The field of a score(field=...) measure name, else None.
+
+    >>> _field_of("score(field=faithfulness)"), _field_of("recall@5")
+    ('faithfulness', None)
+    """
+    m = parse_measure(measure)
+    return dict(m.params)["field"] if m.name == "score" else None
+
+
+def _renamed(measures, metrics):
+    """``measures=``, or ``metrics=``, its old name; not both."""
+    if metrics is None:
+        return measures
+    if measures is not None:
+        raise EvalError("give measures= or metrics= (its old name), not both")
+    return metrics

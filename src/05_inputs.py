@@ -1,4 +1,4 @@
-"""Loaders
+"""Input readers (1 of 2): files, formats, JSON and JSONL, query metadata.
 
 qrels -> {qid: {doc_id: grade}}, read whole (qrels are small); a test-set
          JSONL file also gives what it says of each query (see _query_info).
@@ -7,7 +7,14 @@ run   -> a stream of (qid, ranking), one query at a time; a ranking is a ranked
          _Scored parallel lists.  Memory follows one query, not the file.
 Formats: JSON, JSONL (one query a line) and TREC (whitespace columns), and
 for qrels BEIR's TSV; each optionally gzip-compressed, detected from the
-content.
+content.  This file: opening a source (_Input), detecting its format, the
+JSON rules (no NaN, no repeated key), ids, grades and labels, JSONL lines,
+to-label rows read back, query metadata (--queries), and the progress line
+reading shows on a terminal.
+
+Uses: 01_head, 03_measures, 04_measure_names.  Used by: the second readers'
+file, test sets, evaluation, judge scores, baselines, the command line,
+accelerations.
 """
 
 FORMATS = ("json", "jsonl", "trec")     # of qrels and runs alike
@@ -58,7 +65,7 @@ class _Input:
     Blocks are gunzipped when the bytes say gzip, and a leading UTF-8 BOM is
     dropped; ``sha256`` is the hash of the bytes as stored.  Stdin, pipes and
     file objects are buffered on first read so that they can be read twice
-    (format detection, then loading; see also _NotGrouped).  Part II's
+    (format detection, then loading; see also _NotGrouped).  the accelerations'
     _HashingInput can hash a file in another process instead.
     """
 
@@ -84,7 +91,7 @@ class _Input:
         return {"path": self.name, "sha256": self.digest.hexdigest(), "format": fmt}
 
     def stop_hashing(self):
-        """Nothing to stop here (Part II's _HashingInput hashes in another process)."""
+        """Nothing to stop here (the accelerations' _HashingInput hashes in another process)."""
 
     def _raw_blocks(self):
         if _is_regular_file(self.source):
@@ -133,7 +140,7 @@ class _Input:
         return _decode(b"".join(self.blocks()), self.name)
 
 
-_input_of = _Input      # hook: Part II installs _HashingInput
+_input_of = _Input      # hook: the accelerations install _HashingInput
 
 
 class _Held:
@@ -642,6 +649,10 @@ def _as_chunk(record, what):
 # list).  Other fields of a qrels line may say what its query is (see
 # _query_info); the rest are not read.
 
+
+_SWAPPED = "the files look swapped: give them in the order QRELS RUN"
+
+
 _ID_KEYS = ("query_id", "qid", "id")
 _LABEL_KEYS = ("grades", "relevant", "relevant_ids", "must_retrieve_doc_ids",
                "reference_context_ids")
@@ -818,7 +829,7 @@ def _jsonl_qrels(inp, rows_label="id"):
     return qrels, {qid: queries.get(qid) or {"slices": {}} for qid in qrels}
 
 
-_jsonl_qrels_of = _jsonl_qrels      # hook: Part II installs _jsonl_labels_bulk
+_jsonl_qrels_of = _jsonl_qrels      # hook: the accelerations install _jsonl_labels_bulk
 
 
 # --- to-label rows read back ---------------------------------------------------------
@@ -967,3 +978,245 @@ def _abstained_line(record, where):
         raise EvalError('%s: "abstained" must be true or false, got %s'
                         % (where, _short_repr(flag, 40)))
     return bool(flag)
+
+
+_QUERY_FIELDS = {"question": str, "answer": str, "answerable": bool, "valid_until": str}
+_DESCRIPTIVE = frozenset(("slices", "tags") + tuple(_QUERY_FIELDS))
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+
+
+def _query_info(record, where):
+    """What a line says of its query: ``slices`` {field: [value, ...]} (sorted
+    by field, values as text) from its "slices" object and its "tags" list (as
+    the field "tag"), then "question", "answer" (text), "answerable" (true or
+    false) and "valid_until" (a date, YYYY-MM-DD) as given.  Other fields are
+    not read.
+
+    >>> _query_info({"id": "q1", "slices": {"source": "synthetic", "hops": 2},
+    ...              "tags": ["pricing"], "answerable": True, "x": 1}, "t:1")
+    {'slices': {'hops': ['2'], 'source': ['synthetic'], 'tag': ['pricing']}, 'answerable': True}
+    """
+    slices = {}
+    given = record.get("slices")
+    if given is not None:
+        if not isinstance(given, dict):
+            raise EvalError('%s: "slices" must be an object {field: value, ...}, got %s'
+                            % (where, _short_repr(given, 40)))
+        for field, value in given.items():
+            if not field or "=" in field:
+                raise EvalError("%s: slice field %r must be non-empty text without '=' (a "
+                                "slice is named field=value)" % (where, field))
+            values = _slice_values(value, "%s: slices.%s" % (where, field)) \
+                if value is not None else []
+            if values:                  # [] or null: no value for this field
+                slices[field] = values
+    if record.get("tags") is not None:
+        if "tag" in slices:
+            raise EvalError('%s: give "tags" or slices.tag, not both (tags are the slice '
+                            'field "tag")' % where)
+        if not isinstance(record["tags"], list):
+            raise EvalError('%s: "tags" must be a list, got %s'
+                            % (where, _short_repr(record["tags"], 40)))
+        tags = _slice_values(record["tags"], where + ": tags")
+        if tags:                        # "tags": [] is no tag
+            slices["tag"] = tags
+    info = {"slices": dict(sorted(slices.items()))}
+    for field, kind in _QUERY_FIELDS.items():
+        value = record.get(field)
+        if value is None:
+            continue
+        if type(value) is not kind:
+            raise EvalError("%s: %r must be %s, got %s" % (
+                where, field, "true or false" if kind is bool else "text", _short_repr(value, 40)))
+        if field == "valid_until":
+            _check_date(value, "%s: valid_until" % where)
+        info[field] = value
+    return info
+
+
+def _slice_values(value, what):
+    """The values of one slice field as text: a value or a list of them
+    (strings, integers, true/false as written in JSON), each once.
+
+    >>> _slice_values(["a", 2, True, "a"], "x"), _slice_values("b", "x")
+    (['a', '2', 'true'], ['b'])
+    """
+    out = []
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, bool):
+            text = "true" if item else "false"
+        elif isinstance(item, (str, int)):
+            text = str(item)
+        else:
+            raise EvalError("%s: a slice value must be text, an integer or true/false (or a "
+                            "list of them), got %s" % (what, _short_repr(item, 40)))
+        if not text:
+            raise EvalError("%s: a slice value cannot be empty (leave the field out)" % what)
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def _check_date(text, what):
+    """Refuse ``text`` unless it is a date written YYYY-MM-DD."""
+    import datetime
+    try:
+        if not _ISO_DATE.match(text):
+            raise ValueError(text)
+        datetime.date(int(text[:4]), int(text[5:7]), int(text[8:]))
+    except ValueError:
+        raise EvalError("%s must be a date YYYY-MM-DD, got %s" % (what, _short_repr(text, 40))) \
+            from None
+
+
+def _read_queries(source):
+    """(queries, input info) of a queries file: JSONL, one query a line, named
+    by "query_id" (else "qid", else "id"), what it says of its query read as
+    _query_info reads it.
+
+    >>> _read_queries(io.StringIO('{"query_id": "q1", "slices": {"risk": "high"}}\\n'))[0]
+    {'q1': {'slices': {'risk': ['high']}}}
+    """
+    inp = _input_of(source)
+    queries = {}
+    for number, line in _lines(inp):
+        if not line.strip():
+            continue
+        where = "%s:%d" % (inp.name, number)
+        try:
+            record = _json_loads(_decode(line, where), inp.name, number)
+        except EvalError as exc:
+            raise (exc if queries else EvalError(
+                "%s (a queries file is JSONL: one object a line)" % exc)) from None
+        key = _query_key(record, True) if isinstance(record, dict) else None
+        if key is None:
+            raise EvalError('%s: a queries line needs {"query_id": ..., "slices": {field: '
+                            'value, ...}, "tags": [...], ...}, got %s'
+                            % (where, _short_repr(record, 60)))
+        qid = _as_id(record[key], "%s: %s" % (where, key))
+        if qid in queries:
+            raise EvalError("%s: query %r appears on more than one line" % (where, qid))
+        queries[qid] = _query_info(record, where)
+    if not queries:
+        raise EvalError("%s: no queries found" % inp.name)
+    return queries, inp.info("jsonl")
+
+
+def load_queries(source):
+    """Read what a queries file (JSONL, one query a line) says of each query:
+    ``{qid: {"slices": {field: [value, ...]}, ...}}`` with "question",
+    "answer", "answerable" and "valid_until" when given.  "tags" become the
+    slice field "tag".
+
+    >>> load_queries(io.StringIO('{"query_id": "q1", "tags": ["pricing"], "answerable": false}'))
+    {'q1': {'slices': {'tag': ['pricing']}, 'answerable': False}}
+    """
+    return _read_queries(source)[0]
+
+
+# --- a progress line on a terminal ------------------------------------------------
+
+_PROGRESS = None            # the command line's _Progress while it may draw one, else None
+_PROGRESS_EVERY = 1024      # queries between two looks at the clock
+_progress_clock = time.monotonic    # the clock the line reads (tests drive their own)
+
+
+class _Progress:
+    """One line on a terminal's stderr while a run is scored: its queries
+    scored, its bytes read of its size (a regular file) and the time elapsed,
+    rewritten in place (carriage return), first after ``delay`` seconds and
+    at most every ``interval``; end() erases it.  It is fed every
+    _PROGRESS_EVERY queries (_counted) and every block a reader takes, and
+    never exists in a pipe, a CI log, a library call or with --format json.
+
+    >>> clock = iter([0.0, 0.5, 1.5, 1.6, 2.0]).__next__
+    >>> out = io.StringIO()
+    >>> p = _Progress(out, clock)
+    >>> p.begin("run.trec", 4000000)
+    >>> p.read_bytes(1000000); p.scored(1024); p.read_bytes(1000000); p.scored(2048)
+    >>> p.end()
+    >>> for part in out.getvalue().split("\\r")[1:]:   # drawn at 1.5 s, at 2.0 s, erased
+    ...     print(repr(part))
+    'rag-eval: run.trec: 1024 queries scored, 1.0 of 4.0 MB read, 1.5 s'
+    'rag-eval: run.trec: 2048 queries scored, 2.0 of 4.0 MB read, 2.0 s'
+    '                                                                  '
+    ''
+    """
+
+    def __init__(self, stream, clock=None, delay=1.0, interval=0.25, columns=None):
+        self.stream, self.clock, self.interval = stream, clock or _progress_clock, interval
+        self.columns = columns  # the terminal's width (None: not cut)
+        self.start = self.clock()
+        self.due = self.start + delay
+        self.width = 0          # of the line on screen; 0: none
+        self.begin("", None)
+
+    def begin(self, name, size, here=None):
+        """A run: its name, its size in bytes (None: not known); ``here`` the
+        bytes this process reads when forked workers read the rest."""
+        self.name = os.path.basename(name)  # a line wider than the terminal wraps, and
+        self.size, self.here, self.read, self.queries = size, here, 0, 0   # \r redraws its end
+
+    def read_bytes(self, n):
+        if self.name:           # the run's blocks, not the qrels' or a baseline's
+            self.read += n
+            self.tick()
+
+    def scored(self, n):
+        self.queries = n
+        self.tick()
+
+    def tick(self):
+        now = self.clock()
+        if now >= self.due:
+            self.due = now + self.interval
+            self.draw("rag-eval: %s: %s scored, %s%.1f s" % (
+                self.name, _plural(self.queries, "query", "queries"), self.bytes_text(),
+                now - self.start))
+
+    def bytes_text(self):
+        if self.here is not None:
+            return "%.1f of %.1f MB read here (workers read the rest), " % (
+                self.read / 1e6, self.here / 1e6)
+        if self.size is not None:
+            return "%.1f of %.1f MB read, " % (self.read / 1e6, self.size / 1e6)
+        return ""
+
+    def draw(self, text):
+        if self.columns:    # a line as wide as the terminal wraps, and \r redraws only its end
+            text = text[:self.columns - 1]
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def end(self):
+        """Erase the line (before anything else is written to stderr)."""
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+        self.begin("", None)
+
+
+def _progress_for(args, stderr):
+    """The _Progress of a command-line run: only on a terminal, never for JSON."""
+    stream = getattr(stderr, "stream", stderr)      # under _Tolerant
+    try:
+        tty = stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        tty = False
+    return (_Progress(stderr, columns=_terminal_columns(stream))
+            if tty and args.format != "json" else None)
+
+
+def _terminal_columns(stream):
+    """The width of the terminal ``stream`` writes to ($COLUMNS first, then the
+    terminal's size, else 80)."""
+    import shutil
+    columns = shutil.get_terminal_size().columns    # $COLUMNS, else stdout's terminal
+    if "COLUMNS" not in os.environ:
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns or columns
+        except (AttributeError, OSError, ValueError):
+            pass
+    return columns

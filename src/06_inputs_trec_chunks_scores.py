@@ -1,145 +1,14 @@
-"""Loaders, continued: query metadata, TREC and BEIR files, chunk maps, score files
+"""Input readers (2 of 2): TREC and BEIR files, chunk maps, score files.
 
-Query metadata
+TREC qrels and runs (whitespace columns) and BEIR's TSV qrels; chunk maps
+(one JSON line a chunk: id, doc, start, end[, tokens, doc_sha256]); score
+files (a judge's per-query scores: JSON, JSONL or CSV); and the public
+readers load_qrels, load_run, load_chunks, load_scores.
 
-What a test set says of each query, from its own lines or from a --queries
-file: {"query_id": "q1", "slices": {"source": "synthetic", "hops": "multi"},
-"tags": ["pricing"], "question": ..., "answer": ..., "answerable": false,
-"valid_until": "2026-12-31"}.  A null field is a field not given.
+Uses: 01_head, 03_measures, 04_measure_names, 05_inputs.  Used by: ranking,
+evaluation, judge scores, baselines, reports, the command line,
+accelerations.
 """
-
-_QUERY_FIELDS = {"question": str, "answer": str, "answerable": bool, "valid_until": str}
-_DESCRIPTIVE = frozenset(("slices", "tags") + tuple(_QUERY_FIELDS))
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
-
-
-def _query_info(record, where):
-    """What a line says of its query: ``slices`` {field: [value, ...]} (sorted
-    by field, values as text) from its "slices" object and its "tags" list (as
-    the field "tag"), then "question", "answer" (text), "answerable" (true or
-    false) and "valid_until" (a date, YYYY-MM-DD) as given.  Other fields are
-    not read.
-
-    >>> _query_info({"id": "q1", "slices": {"source": "synthetic", "hops": 2},
-    ...              "tags": ["pricing"], "answerable": True, "x": 1}, "t:1")
-    {'slices': {'hops': ['2'], 'source': ['synthetic'], 'tag': ['pricing']}, 'answerable': True}
-    """
-    slices = {}
-    given = record.get("slices")
-    if given is not None:
-        if not isinstance(given, dict):
-            raise EvalError('%s: "slices" must be an object {field: value, ...}, got %s'
-                            % (where, _short_repr(given, 40)))
-        for field, value in given.items():
-            if not field or "=" in field:
-                raise EvalError("%s: slice field %r must be non-empty text without '=' (a "
-                                "slice is named field=value)" % (where, field))
-            values = _slice_values(value, "%s: slices.%s" % (where, field)) \
-                if value is not None else []
-            if values:                  # [] or null: no value for this field
-                slices[field] = values
-    if record.get("tags") is not None:
-        if "tag" in slices:
-            raise EvalError('%s: give "tags" or slices.tag, not both (tags are the slice '
-                            'field "tag")' % where)
-        if not isinstance(record["tags"], list):
-            raise EvalError('%s: "tags" must be a list, got %s'
-                            % (where, _short_repr(record["tags"], 40)))
-        tags = _slice_values(record["tags"], where + ": tags")
-        if tags:                        # "tags": [] is no tag
-            slices["tag"] = tags
-    info = {"slices": dict(sorted(slices.items()))}
-    for field, kind in _QUERY_FIELDS.items():
-        value = record.get(field)
-        if value is None:
-            continue
-        if type(value) is not kind:
-            raise EvalError("%s: %r must be %s, got %s" % (
-                where, field, "true or false" if kind is bool else "text", _short_repr(value, 40)))
-        if field == "valid_until":
-            _check_date(value, "%s: valid_until" % where)
-        info[field] = value
-    return info
-
-
-def _slice_values(value, what):
-    """The values of one slice field as text: a value or a list of them
-    (strings, integers, true/false as written in JSON), each once.
-
-    >>> _slice_values(["a", 2, True, "a"], "x"), _slice_values("b", "x")
-    (['a', '2', 'true'], ['b'])
-    """
-    out = []
-    for item in value if isinstance(value, list) else [value]:
-        if isinstance(item, bool):
-            text = "true" if item else "false"
-        elif isinstance(item, (str, int)):
-            text = str(item)
-        else:
-            raise EvalError("%s: a slice value must be text, an integer or true/false (or a "
-                            "list of them), got %s" % (what, _short_repr(item, 40)))
-        if not text:
-            raise EvalError("%s: a slice value cannot be empty (leave the field out)" % what)
-        if text not in out:
-            out.append(text)
-    return out
-
-
-def _check_date(text, what):
-    """Refuse ``text`` unless it is a date written YYYY-MM-DD."""
-    import datetime
-    try:
-        if not _ISO_DATE.match(text):
-            raise ValueError(text)
-        datetime.date(int(text[:4]), int(text[5:7]), int(text[8:]))
-    except ValueError:
-        raise EvalError("%s must be a date YYYY-MM-DD, got %s" % (what, _short_repr(text, 40))) \
-            from None
-
-
-def _read_queries(source):
-    """(queries, input info) of a queries file: JSONL, one query a line, named
-    by "query_id" (else "qid", else "id"), what it says of its query read as
-    _query_info reads it.
-
-    >>> _read_queries(io.StringIO('{"query_id": "q1", "slices": {"risk": "high"}}\\n'))[0]
-    {'q1': {'slices': {'risk': ['high']}}}
-    """
-    inp = _input_of(source)
-    queries = {}
-    for number, line in _lines(inp):
-        if not line.strip():
-            continue
-        where = "%s:%d" % (inp.name, number)
-        try:
-            record = _json_loads(_decode(line, where), inp.name, number)
-        except EvalError as exc:
-            raise (exc if queries else EvalError(
-                "%s (a queries file is JSONL: one object a line)" % exc)) from None
-        key = _query_key(record, True) if isinstance(record, dict) else None
-        if key is None:
-            raise EvalError('%s: a queries line needs {"query_id": ..., "slices": {field: '
-                            'value, ...}, "tags": [...], ...}, got %s'
-                            % (where, _short_repr(record, 60)))
-        qid = _as_id(record[key], "%s: %s" % (where, key))
-        if qid in queries:
-            raise EvalError("%s: query %r appears on more than one line" % (where, qid))
-        queries[qid] = _query_info(record, where)
-    if not queries:
-        raise EvalError("%s: no queries found" % inp.name)
-    return queries, inp.info("jsonl")
-
-
-def load_queries(source):
-    """Read what a queries file (JSONL, one query a line) says of each query:
-    ``{qid: {"slices": {field: [value, ...]}, ...}}`` with "question",
-    "answer", "answerable" and "valid_until" when given.  "tags" become the
-    slice field "tag".
-
-    >>> load_queries(io.StringIO('{"query_id": "q1", "tags": ["pricing"], "answerable": false}'))
-    {'q1': {'slices': {'tag': ['pricing']}, 'answerable': False}}
-    """
-    return _read_queries(source)[0]
 
 
 def _trec_qrels_checked(inp):
@@ -166,7 +35,7 @@ def _trec_qrels_checked(inp):
     return out
 
 
-_trec_qrels = _trec_qrels_checked   # hook: Part II installs _trec_qrels_whole
+_trec_qrels = _trec_qrels_checked   # hook: the accelerations install _trec_qrels_whole
 
 
 def _parse_qrels_line(parts, where):
@@ -184,7 +53,6 @@ def _parse_qrels_line(parts, where):
     return _decode(parts[0], where), _decode(parts[2], where), grade
 
 
-_SWAPPED = "the files look swapped: give them in the order QRELS RUN"
 _NOT_READ = ("accepted formats are JSON, JSONL, TREC (white-space columns) and, for qrels, "
              "BEIR's TSV (with its header line query-id<TAB>corpus-id<TAB>score)")
 
@@ -275,12 +143,12 @@ def _beir_grade(text, where):
 #
 # A run line is ``query_id Q0 doc_id rank score tag`` (see _parse_run_line).
 # The rank column is not read: the order comes from the scores (see _rank).
-# _trec_run_queries_plain below is the definition; Part II reads the same
+# _trec_run_queries_plain below is the definition; the accelerations read the same
 # queries block by block (_trec_run_queries_fast).
 
 class _Scored(NamedTuple):
     """One query of a TREC run: doc ids and their scores, in file order (text
-    and floats here; Part II's reader keeps the bytes of both)."""
+    and floats here; the accelerations' reader keeps the bytes of both)."""
     docs: list
     scores: list
 
@@ -352,7 +220,7 @@ def _trec_run_queries_plain(inp, grouped=True):
             yield _decode_qid(qid, inp.name), scored
 
 
-_trec_run_queries = _trec_run_queries_plain     # hook: Part II installs _trec_run_queries_fast
+_trec_run_queries = _trec_run_queries_plain     # hook: the accelerations install _trec_run_queries_fast
 
 
 def _doc_text(raw):
@@ -364,7 +232,7 @@ def _doc_text(raw):
 
 def _utf8_id(doc, name):
     """A doc id of a TREC run as UTF-8 text, or the error _decode gives (a
-    loaded run holds text only); Part II's reader hands over bytes."""
+    loaded run holds text only); the accelerations' reader hands over bytes."""
     raw = doc if isinstance(doc, bytes) else doc.encode("utf-8", "surrogateescape")
     return _decode(raw, name)
 
@@ -510,7 +378,7 @@ def _chunk_map_plain(text, name):
     return _chunk_map(_chunk_records(text, name), name)
 
 
-_chunk_map_of = _chunk_map_plain    # hook: Part II installs _chunk_map_bulk
+_chunk_map_of = _chunk_map_plain    # hook: the accelerations install _chunk_map_bulk
 
 
 def load_chunks(source):
@@ -596,9 +464,6 @@ SCORE_ID_COLUMN = "query_id"
 DEFAULT_MAX_DRIFT = 0.02       # --max-drift: the judge moved when a mean |change| exceeds it
 SCORE_RANGE = (0.0, 1.0)       # a field's range unless declared
 _RESERVED_SCORE_KEYS = frozenset(("input_sha256",))
-# A field name is carried inside a canonical measure name, score(field=NAME):
-# no parentheses, commas, "=", "@" or spaces.
-_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 class Scores(NamedTuple):
@@ -775,21 +640,6 @@ def _is_text_value(value, csv_cell=False):
 def _is_empty_value(value):
     """None or an empty list: a value that decides nothing about its key."""
     return value is None or value == []
-
-
-def _checked_field_name(name, what):
-    """A field name a canonical measure name can carry (see _FIELD_NAME).
-
-    >>> _checked_field_name("factual_correctness(mode=f1)", "x.csv: the column")
-    Traceback (most recent call last):
-    ...
-    rag_eval.EvalError: x.csv: the column 'factual_correctness(mode=f1)' cannot name a score field: score(field=NAME) carries letters, digits, _ . and - only, starting with a letter or _; rename it
-    """
-    if not isinstance(name, str) or not _FIELD_NAME.match(name):
-        raise EvalError("%s %s cannot name a score field: score(field=NAME) carries letters, "
-                        "digits, _ . and - only, starting with a letter or _; rename it"
-                        % (what, _short_repr(name)))
-    return name
 
 
 def _checked_ranges(ranges):

@@ -1,54 +1,18 @@
-"""Where the labels run out: unjudged ids
+"""Unjudged ids: where the labels run out.
 
 An id the qrels do not grade counts as non-relevant, so a retriever that
-surfaces new, unlabelled chunks can look worse than it is.  Three tools:
+surfaces new, unlabelled chunks can look worse than it is.  Here:
   --to-label FILE   the unjudged ids of the top --pool-depth of the run and
                     of every --compare run, pooled, as rows to grade
                     (_to_label_rows); the file graded is qrels again, and
                     --qrels FILE (repeatable) merges it (_merged_qrels);
-  unjudged=skip     a measure over the judged ids only (trec_eval -J);
   bounds            how far labelling could move a value (see below).
+(unjudged=skip, a measure over the judged ids only, is a measure parameter:
+03_measures.)
+
+Uses: 01_head, 03_measures, 04_measure_names, 09_ranking.  Used by:
+evaluation, the command line.
 """
-
-# --- unjudged=skip ------------------------------------------------------------------
-
-def _skips_unjudged(m):
-    """True for a measure taken over the judged ids only (it reads the whole ranking)."""
-    return ("unjudged", "skip") in m.params
-
-
-def _check_unjudged_option(params, unit, text):
-    """unjudged=skip condenses a ranking of ids: not units, not a budget."""
-    if params.get("unjudged") != "skip":
-        return
-    if unit != "id":
-        raise EvalError("measure %r: unjudged=skip applies to unit=id only (a document's "
-                        "chunks are judged one by one)" % text)
-    if "budget" in params:
-        raise EvalError("measure %r: unjudged=skip cannot be cut at a budget (the ids "
-                        "removed would still fill the context)" % text)
-
-
-def _condensed(ranked):
-    """A _Ranked with its unlabelled ids removed and the labelled ones ranked 1..n,
-    as trec_eval -J does before any cutoff.
-
-    >>> _condensed(_from_grades([None, 1, -1, 0, 2]))
-    _Ranked(labelled=[(1, 1), (2, 0), (3, 2)], length=3, duplicates=0, straddling=0, returned=0)
-    """
-    labelled = [(rank, g) for rank, (_, g) in enumerate(ranked.labelled, 1)]
-    return ranked._replace(labelled=labelled, length=len(labelled))
-
-
-def _judged_only(func, ranked, grades, *args):
-    """``func`` over the judged ids only (unjudged=skip).
-
-    >>> mrr(_from_grades([None, None, 1]), (1,), 2)
-    0.0
-    >>> _judged_only(mrr, _from_grades([None, None, 1]), (1,), 2)
-    1.0
-    """
-    return func(_condensed(ranked), grades, *args)
 
 
 def _merged_qrels(parts):
@@ -244,7 +208,6 @@ def _chunk_lookup(mapping):
 def _to_label_text(rows):
     """The JSONL of --to-label rows, keys in the order of the issue."""
     return "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
-
 
 
 # --- bounds ---------------------------------------------------------------------------

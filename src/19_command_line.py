@@ -1,4 +1,12 @@
-"""Command line
+"""Command line: the parser, the options' checks, main() and its exit codes.
+
+main(argv) -> exit code (0 scored and passed, 1 a regression, 2 bad input
+or usage); _command() is the console entry point (rag-eval, python3 -m
+rag_eval, python3 rag_eval.py).  Also the --meta options, the --to-label,
+--drift and --scores paths, and the output files written atomically.
+
+Uses: every earlier file.  Used by: 20_accelerations (the entry point at
+the end of the file).
 """
 
 EXAMPLES = """\
@@ -391,46 +399,6 @@ class _ListMeasures(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         sys.stdout.write(describe_measures())
         parser.exit(EXIT_OK)
-
-
-def _write_atomic(outputs):
-    """Write each (path, text) through a temp file in its folder, then rename
-    them all: an error leaves none of the files half-written, and none written
-    when it happens before the renames."""
-    if not outputs:
-        return
-    import tempfile   # only when writing: keeps start-up fast
-    targets = [os.path.realpath(path) for path, _ in outputs]
-    if len(set(targets)) < len(targets):
-        raise EvalError("%s: named for two outputs (--save-baseline and -o)" % outputs[-1][0])
-    for path, _ in outputs:
-        # Checked before anything is staged: a rename that fails after another
-        # succeeded would leave one file written.
-        if os.path.isdir(path) or path.endswith((os.sep, os.altsep or os.sep)):
-            raise EvalError("%s: is a directory, not a file" % path)
-    mask = os.umask(0)
-    os.umask(mask)
-    staged = []
-    try:
-        for path, text in outputs:
-            try:
-                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                           prefix=".rag_eval-", suffix=".tmp")
-                staged.append((tmp, path))
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
-                os.chmod(tmp, 0o666 & ~mask)
-            except OSError as exc:
-                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
-        for tmp, path in staged:
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
-    finally:
-        for tmp, _ in staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
 
 def _parse_slice_max_drop(texts):
@@ -956,3 +924,75 @@ def _command():
         except OSError:
             pass    # a closed pager must not change the exit code
     os._exit(code)
+
+
+# --- command line ------------------------------------------------------------------
+
+def _add_provenance_options(parser):
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="what the numbers are about, e.g. embedding.model=bge-m3 "
+                        "(repeatable); written in every report and saved baseline; the gate "
+                        "names the keys that changed")
+    parser.add_argument("--meta-file", default=None, metavar="FILE",
+                        help="meta from a JSON object (nested objects flattened with '.'); "
+                        "--meta overrides its keys")
+    parser.add_argument("--same", action="append", default=[], metavar="KEY",
+                        help="with --baseline: refuse to gate (exit 2) when meta KEY differs "
+                        "from the baseline's or is absent on one side (repeatable)")
+
+
+def _meta_option(text):
+    """(key, value) of one ``--meta KEY=VALUE``."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise EvalError("--meta %s: expected KEY=VALUE (e.g. --meta embedding.model=bge-m3)"
+                        % _short_repr(text))
+    key = _meta_key(key, "--meta %s" % _short_repr(text))
+    return key, _meta_value(value, key, "--meta")
+
+
+def _read_meta_file(args):
+    """The flat meta of ``--meta-file``, refused like any input (an empty name,
+    a second stdin, an output that would overwrite it)."""
+    path = args.meta_file
+    if path == "":
+        raise EvalError("--meta-file: the file name is empty (an unset variable?)")
+    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks,
+                               args.queries] + args.compare:
+        raise EvalError("only one input can come from stdin")
+    for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
+        if path != "-" and output not in (None, "-") and os.path.realpath(output) == \
+                os.path.realpath(path):
+            raise EvalError("%s %s would overwrite the --meta-file input" % (option, output))
+    inp = _Input(path)
+    return _flat_meta(_json_loads(inp.text(), inp.name), inp.name)
+
+
+def _cli_meta(args, baseline):
+    """The report's meta from --meta-file and --meta (a --meta key overrides
+    the file's), and --same checked against the baseline: before any scoring."""
+    if args.same and baseline is None:
+        raise EvalError("--same only applies with --baseline (it refuses to gate against a "
+                        "baseline whose meta KEY differs)")
+    meta = _read_meta_file(args) if args.meta_file is not None else {}
+    given = {}
+    for text in args.meta:
+        key, value = _meta_option(text)
+        if key in given:
+            raise EvalError("--meta %s is given twice (%s and %s)" % (key, given[key], value))
+        given[key] = value
+    meta = _flat_meta(dict(meta, **given), "--meta") if meta or given else {}
+    if baseline is not None:
+        _check_same(meta, baseline, _same_keys(args.same, "--same"))
+    return meta
+
+
+def _with_sweep(text, sweep, fmt):
+    """The rendered report ``text`` with the sweep: a "sweep" block in the JSON,
+    a last table in text (render_markdown takes it itself)."""
+    if fmt == "json":
+        return _dumps(dict(json.loads(text), sweep=sweep.to_dict()))
+    if fmt == "html":   # the last table of the page
+        page, end, rest = text.rpartition("</body>")
+        return page + _html_section(*_sweep_section(sweep)) + end + rest
+    return text + "\n" + _text_of([_sweep_section(sweep)], first=1)

@@ -1,4 +1,4 @@
-"""Provenance
+"""Provenance: what the numbers are about.
 
 What the numbers are about, so that a gate can say why they moved:
   meta          flat dotted keys to strings, given by the user (--meta,
@@ -8,6 +8,9 @@ What the numbers are about, so that a gate can say why they moved:
   label_sha256  each qrels query's label hash (see _label_sha256); a saved
                 baseline keeps them, so the gate can say whose labels
                 changed and compare per-query values on the others.
+
+Uses: 01_head, 02_records, 04_measure_names.  Used by: evaluation, judge
+scores, baselines, the gate, reports, HTML, the command line.
 """
 
 # Documented keys: free keys are allowed, these are the names to use.
@@ -309,64 +312,3 @@ def _meta_section(report):
     if report.meta:
         yield ("meta: what these numbers are about", ["key", "value"],
                [[key, value] for key, value in sorted(report.meta.items())], [])
-
-
-# --- command line ------------------------------------------------------------------
-
-def _add_provenance_options(parser):
-    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                        help="what the numbers are about, e.g. embedding.model=bge-m3 "
-                        "(repeatable); written in every report and saved baseline; the gate "
-                        "names the keys that changed")
-    parser.add_argument("--meta-file", default=None, metavar="FILE",
-                        help="meta from a JSON object (nested objects flattened with '.'); "
-                        "--meta overrides its keys")
-    parser.add_argument("--same", action="append", default=[], metavar="KEY",
-                        help="with --baseline: refuse to gate (exit 2) when meta KEY differs "
-                        "from the baseline's or is absent on one side (repeatable)")
-
-
-def _meta_option(text):
-    """(key, value) of one ``--meta KEY=VALUE``."""
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise EvalError("--meta %s: expected KEY=VALUE (e.g. --meta embedding.model=bge-m3)"
-                        % _short_repr(text))
-    key = _meta_key(key, "--meta %s" % _short_repr(text))
-    return key, _meta_value(value, key, "--meta")
-
-
-def _read_meta_file(args):
-    """The flat meta of ``--meta-file``, refused like any input (an empty name,
-    a second stdin, an output that would overwrite it)."""
-    path = args.meta_file
-    if path == "":
-        raise EvalError("--meta-file: the file name is empty (an unset variable?)")
-    if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks,
-                               args.queries] + args.compare:
-        raise EvalError("only one input can come from stdin")
-    for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
-        if path != "-" and output not in (None, "-") and os.path.realpath(output) == \
-                os.path.realpath(path):
-            raise EvalError("%s %s would overwrite the --meta-file input" % (option, output))
-    inp = _Input(path)
-    return _flat_meta(_json_loads(inp.text(), inp.name), inp.name)
-
-
-def _cli_meta(args, baseline):
-    """The report's meta from --meta-file and --meta (a --meta key overrides
-    the file's), and --same checked against the baseline: before any scoring."""
-    if args.same and baseline is None:
-        raise EvalError("--same only applies with --baseline (it refuses to gate against a "
-                        "baseline whose meta KEY differs)")
-    meta = _read_meta_file(args) if args.meta_file is not None else {}
-    given = {}
-    for text in args.meta:
-        key, value = _meta_option(text)
-        if key in given:
-            raise EvalError("--meta %s is given twice (%s and %s)" % (key, given[key], value))
-        given[key] = value
-    meta = _flat_meta(dict(meta, **given), "--meta") if meta or given else {}
-    if baseline is not None:
-        _check_same(meta, baseline, _same_keys(args.same, "--same"))
-    return meta

@@ -1,49 +1,53 @@
-"""Part II: Accelerations
+"""Accelerations: every fast path, each behind a hook with a plain twin.
 
-Everything below exists only for speed.  Each acceleration has a plain twin
-in Part I, which defines what it computes, and replaces it through a
-one-line hook (the stdlib's ``scanstring = c_scanstring or py_scanstring``):
-Part I calls the hook's name, and _accelerate() at the end of this part binds
-it to the fast function.  RAG_EVAL_PLAIN=1 in the environment at import time
-keeps every plain twin; _accelerate(False) does the same in a running
-process.  A differential test pins each pair (AccelerationTwinsTest):
-seeded random inputs by the thousand, fast == plain, byte-identical reports.
+Everything here exists only for speed.  Each acceleration has a plain twin
+in an earlier file, which defines what it computes, and replaces it through
+a one-line hook (the stdlib's ``scanstring = c_scanstring or
+py_scanstring``): the earlier file calls the hook's name, and _accelerate()
+at the end of this file binds it to the fast function.  RAG_EVAL_PLAIN=1 in
+the environment at import time keeps every plain twin; _accelerate(False)
+does the same in a running process.  A differential test pins each pair
+(AccelerationTwinsTest, tests/test_accelerations.py): seeded random inputs
+by the thousand, fast == plain, byte-identical reports.
 
-  acceleration            hook                 plain twin (Part I)      pinning test *
+  acceleration            hook                 plain twin               pinning test *
   _trec_run_queries_fast  _trec_run_queries    _trec_run_queries_plain  trec_run_readers,
-    (blocks split at C speed, bytes ids,                                fast_trec_reader_agrees
+    (blocks split at C speed, bytes ids,       (06)                     fast_trec_reader_agrees
     decimal score tokens)                                               _with_the_line_reader,
                                                                         decimal_tokens_compare
                                                                         _as_numbers
-  _labels_for_fast        _labels_for_ranking  _labels_for              rankers, reports_are
+  _labels_for_fast        _labels_for_ranking  _labels_for (09)         rankers, reports_are
                                                                         _byte_identical
   _trec_qrels_whole       _trec_qrels          _trec_qrels_checked      trec_qrels_fast_and
-                                                                        _checked_readers_agree,
+                                               (06)                     _checked_readers_agree,
                                                                         trec_qrels_fast_reader
                                                                         _agrees_on_mutated_lines
-  _rank_fast (in order,   _rank                _rank_plain              rankers
+  _rank_fast (in order,   _rank                _rank_plain (09)         rankers
     heapq top)
-  _top_chunks_fast        _top_chunks          _top_chunks_plain        top_chunks
+  _top_chunks_fast        _top_chunks          _top_chunks_plain (09)   top_chunks
     (ids decoded at once,
     in order: top window)
-  _scored_run_forked      _scored_run          _scored_run_plain        reports_are_byte_identical
+  _scored_run_forked      _scored_run          _scored_run_plain (11)   reports_are_byte_identical
     (forked workers)                                                    (and ParallelTest,
                                                                         FuzzTest)
-  _HashingInput           _input_of            _Input                   reports_are_byte_identical
+  _HashingInput           _input_of            _Input (05)              reports_are_byte_identical
     (hash in a process)                                                 (sha256 in the reports)
-  _chunk_map_bulk         _chunk_map_of        _chunk_map_plain         chunk_map_readers
+  _chunk_map_bulk         _chunk_map_of        _chunk_map_plain (06)    chunk_map_readers
     (columns at C speed)
-  _jsonl_labels_bulk      _jsonl_qrels_of      _jsonl_qrels             jsonl_label_readers
+  _jsonl_labels_bulk      _jsonl_qrels_of      _jsonl_qrels (05)        jsonl_label_readers
     (label lines at once)
   every one at once       RAG_EVAL_PLAIN=1                              reports_are_byte_identical
 
-  * AccelerationTwinsTest.test_<name>, in test_rag_eval.py.
+  * AccelerationTwinsTest.test_<name>.
 
   Not behind a hook (speed inside a definition, no twin): the C-speed whole-
   query checks of JSON input (_check_run_query), the gain and discount tables
   of the measures, the paused garbage collector (_gc_paused).
 
-A reader who wants to know what a number means never needs this part.
+A reader who wants to know what a number means never needs this file.
+
+Uses: 01_head, 03, 05, 06 (readers), 09_ranking, 11_evaluation,
+19_command_line (the entry point).  Used by: nothing; it binds the hooks.
 """
 
 # --- TREC runs, block by block ------------------------------------------------
@@ -916,9 +920,6 @@ class _HashingInput(_Input):
                 _reap([pid])
 
 
-# --- Hooks -------------------------------------------------------------------
-
-# hook name in Part I -> (acceleration, plain twin)
 # --- chunk maps, column by column ---------------------------------------------------
 #
 # A million-line chunk map: one json.loads of the lines joined into an array,
@@ -1045,6 +1046,9 @@ def _bulk_labels(text):
     return labels
 
 
+# --- Hooks -------------------------------------------------------------------
+
+# hook name (in an earlier file, bound there to its plain twin) -> (acceleration, plain twin)
 _HOOKS = {
     "_chunk_map_of": (_chunk_map_bulk, _chunk_map_plain),
     "_jsonl_qrels_of": (_jsonl_labels_bulk, _jsonl_qrels),

@@ -1,11 +1,10 @@
-"""Comparison and statistics: the functions
+"""Statistics: paired comparisons of two runs on the same queries.
 
-Paired comparisons of two systems on the same queries. Every function takes
-the per-query differences ``diffs = [a_q - b_q for q in queries]`` (or plain
-per-query values for the sizing helpers) and returns plain floats. Nothing
-here ever returns NaN: degenerate inputs have a documented convention
-instead. Only the standard library is used (math, random, statistics,
-bisect, itertools), so the section can live inside rag_eval.py.
+Every function takes the per-query differences ``diffs = [a_q - b_q for q
+in queries]`` (or plain per-query values for the sizing helpers) and
+returns plain floats.  Nothing here ever returns NaN: degenerate inputs
+have a documented convention instead.  Only the standard library is used
+(math, random, statistics, bisect, itertools).
 
   paired_ttest(diffs)            -> (t, p)   Student's paired t-test
   randomization_p(diffs)         -> p        sign-flip (permutation) test
@@ -13,14 +12,18 @@ bisect, itertools), so the section can live inside rag_eval.py.
   bootstrap_ci(diffs, rng=...)   -> (lo, hi) percentile CI of the mean diff
   holm(pvalues)                  -> [p_adj]  Holm-Bonferroni step-down
   cohen_kappa(stored, current)   -> (agreement, kappa, labels, counts)
-  field_drift(field, stored, current)        judge drift of one score field
   min_detectable_difference(sd, n)           paired MDE, normal approximation
   margin_of_error(values)        queries_needed(sd, tolerance)
 
+Then compare and compare_all (two runs on the same queries: a Comparison).
 References: scipy.stats.ttest_rel, scipy.stats.permutation_test
 (permutation_type='samples'), scipy.stats.bootstrap (method='percentile'),
 statsmodels multipletests(method='holm') and mcnemar(exact=True); see
 tests/data/stats/.
+
+Uses: 01_head, 02_records, 04_measure_names.  Used by: judge scores, the
+gate, HTML, the command line.  Forward (tools/build.py, FORWARD):
+Comparison's notebook views call the renderers.
 """
 
 _EXACT_MAX_N = 20        # randomization_p enumerates all 2**n sign patterns up to here
@@ -571,131 +574,6 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
     return math.ceil(squared) if math.isfinite(squared) else math.inf
 
 
-# --- judge drift: one judge's stored scores against its scores now ---------------
-#
-# A frozen sample holds items (question, context and answer, fixed by their
-# input_sha256) and the scores a judge gave them; scored again, the two sets
-# of scores are paired by item.  Numeric fields get the paired statistics of
-# the gate (mean difference, bootstrap interval, sign-flip p: McNemar for 0/1
-# values) and the mean absolute difference, which --max-drift reads; for 0/1
-# values it is 1 - agreement.  Categorical fields (booleans, integers on an
-# integer range) also get raw agreement and unweighted Cohen's kappa
-# (reference: sklearn.metrics.cohen_kappa_score; tests/data/stats/drift.json).
-
-
-def cohen_kappa(stored, current):
-    """Unweighted Cohen's kappa of two labellings of the same items; returns
-    (agreement, kappa, labels, counts).
-
-    ``counts[i][j]`` is the number of items labelled ``labels[i]`` then
-    (stored) and ``labels[j]`` now (current), labels sorted.  With n items,
-    d of them on the diagonal and r_k, c_k the row and column totals:
-    agreement = d / n, chance agreement p_e = sum r_k c_k / n**2, and kappa =
-    (agreement - p_e) / (1 - p_e) = (n d - sum r_k c_k) / (n**2 - sum r_k c_k),
-    taken from integers in one division.  When both labellings use one and
-    the same label throughout, p_e = 1 and kappa is undefined: None (sklearn
-    gives NaN).  No items gives (None, None, [], []).
-
-    >>> a, k, labels, counts = cohen_kappa([1, 1, 1, 0, 0, 1, 0, 1, 1, 1],
-    ...                                    [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
-    >>> a, k == 11 / 21, labels, counts    # (10 * 8 - 58) / (100 - 58) = 22 / 42
-    (0.8, True, [0, 1], [[2, 1], [1, 6]])
-    >>> cohen_kappa([True, True], [True, True])[:2]
-    (1.0, None)
-    """
-    stored, current = list(stored), list(current)
-    if len(stored) != len(current):
-        raise EvalError("cohen_kappa needs two labellings of the same items, got %d and %d"
-                        % (len(stored), len(current)))
-    n = len(stored)
-    if n == 0:
-        return None, None, [], []
-    labels = sorted(set(stored) | set(current))
-    index = {label: i for i, label in enumerate(labels)}
-    counts = [[0] * len(labels) for _ in labels]
-    for a, b in zip(stored, current):
-        counts[index[a]][index[b]] += 1
-    diagonal = sum(counts[i][i] for i in range(len(labels)))
-    chance = sum(sum(counts[i]) * sum(row[i] for row in counts) for i in range(len(labels)))
-    kappa = None if chance == n * n else (n * diagonal - chance) / (n * n - chance)
-    return diagonal / n, kappa, labels, counts
-
-
-class FieldDrift(NamedTuple):
-    """One score field of a drift check (see :func:`field_drift`); differences
-    are current minus stored, on the field's [0, 1] scale."""
-    field: str
-    n: int
-    stored_mean: float
-    current_mean: float
-    mean_difference: float
-    ci95: Tuple[float, float]
-    p: float
-    mean_absolute_difference: float
-    largest_change: Optional[Tuple[str, float, float]]
-    agreement: Optional[float] = None
-    kappa: Optional[float] = None
-    labels: Optional[Tuple] = None
-    confusion: Optional[Tuple[Tuple[int, ...], ...]] = None
-
-    __bool__ = _no_truth_value
-
-    def to_dict(self):
-        out = self._asdict()
-        out["ci95"] = list(self.ci95)
-        out["largest_change"] = (None if self.largest_change is None else dict(zip(
-            ("item", "stored", "current"), self.largest_change)))
-        out["categorical"] = self.labels is not None
-        out["labels"] = None if self.labels is None else list(self.labels)
-        out["confusion"] = None if self.confusion is None else [list(r) for r in self.confusion]
-        return out
-
-
-def field_drift(field, stored, current, *, labels=None, resamples=10000, seed=0):
-    """Drift of one score field: ``stored`` and ``current`` map each item of
-    the frozen sample to its value then and now ([0, 1], the same items).
-
-    Over the n items: both means; the mean difference (current - stored) with
-    its 95% paired percentile bootstrap interval (:func:`bootstrap_ci`) and
-    two-sided sign-flip p (:func:`randomization_p`: the exact McNemar test
-    for 0/1 values), as the gate computes them, from one generator seeded by
-    (seed, field); the mean absolute difference; the largest change (item,
-    stored, current: the largest |difference|, first item id on ties; None
-    when nothing changed).  ``labels`` (a function of a value, e.g. the
-    field's original integer) makes the field categorical: agreement, kappa
-    and the confusion table of :func:`cohen_kappa` on the labels.
-
-    >>> d = field_drift("f", {"a": 0.5, "b": 1.0, "c": 0.25, "e": 1.0},
-    ...                 {"a": 0.75, "b": 1.0, "c": 0.0, "e": 0.75})
-    >>> d.mean_difference, d.mean_absolute_difference, d.largest_change, d.p
-    (-0.0625, 0.1875, ('a', 0.5, 0.75), 1.0)
-    """
-    items = sorted(stored)
-    if sorted(current) != items:
-        raise EvalError("field_drift: %s: the stored and current values must be of the same "
-                        "items" % field)
-    if not items:
-        raise EvalError("field_drift: %s: no items" % field)
-    then = _finite_floats([stored[i] for i in items], "stored %s scores" % field)
-    now = _finite_floats([current[i] for i in items], "current %s scores" % field)
-    diffs = [b - a for a, b in zip(then, now)]
-    rng = random.Random("%s|drift|%s" % (seed, field))
-    biggest = max(range(len(items)), key=lambda i: abs(diffs[i]))    # the first of the largest
-    out = FieldDrift(
-        field=field, n=len(items), stored_mean=_mean(then), current_mean=_mean(now),
-        mean_difference=_mean(diffs), ci95=bootstrap_ci(diffs, resamples=resamples, rng=rng),
-        p=randomization_p(diffs, resamples=resamples, rng=rng),
-        mean_absolute_difference=math.fsum(map(abs, diffs)) / len(diffs),
-        largest_change=((items[biggest], then[biggest], now[biggest])
-                        if diffs[biggest] != 0.0 else None))
-    if labels is None:
-        return out
-    agreement, kappa, names, counts = cohen_kappa([labels(v) for v in then],
-                                                  [labels(v) for v in now])
-    return out._replace(agreement=agreement, kappa=kappa, labels=tuple(names),
-                        confusion=tuple(map(tuple, counts)))
-
-
 # ---------------------------------------------------------------------------
 # Comparison and statistics: two runs on the same queries
 # ---------------------------------------------------------------------------
@@ -757,7 +635,7 @@ class Comparison(NamedTuple):
 
     def _repr_markdown_(self):
         """Jupyter's Markdown display: the comparison table."""
-        return "\n".join(_comparison_markdown(_comparison_section(self)))
+        return _comparison_result_markdown(self)
 
     def to_dict(self):
         return {"reference": self.reference,
@@ -937,3 +815,28 @@ def _sample_size_note(groups):
 def _change_name(name, measure):
     """What the gate calls a measure of a slice (name) or of every query (None)."""
     return measure if name is None else "%s: %s" % (name, measure)
+
+
+def _checked_options(report, alpha, resamples, seed=DEFAULT_SEED):
+    """The library's check of what gate() and compare() are given besides a
+    baseline; returns resamples as an int."""
+    if not isinstance(report, Report):
+        raise EvalError("expected a Report (from evaluate), got %s" % type(report).__name__)
+    _gated_average(report)
+    if (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
+            or not 0 < alpha < 1):
+        raise EvalError("alpha must be a number between 0 and 1, got %r" % (alpha,))
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise EvalError("seed must be an integer, got %s" % _short_repr(seed))
+    return _checked_resamples(resamples)
+
+
+MAX_RESAMPLES = 10 ** 6
+
+
+def _checked_resamples(raw):
+    resamples = _positive_int(raw, "resamples")
+    if resamples > MAX_RESAMPLES:
+        raise EvalError("resamples must be at most %d (more would run for hours), got %s"
+                        % (MAX_RESAMPLES, _short_repr(raw)))
+    return resamples

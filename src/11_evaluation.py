@@ -1,83 +1,16 @@
-"""Evaluation
+"""Evaluation: qrels and a run in, a Report out.
 
-Per query: rank once and keep only the labelled ids of the top K, with
-their ranks (_rank); every measure then reads those few labelled.
+evaluate and evaluate_files: per query, rank once (09_ranking) and keep
+only the labelled ids of the top K, with their ranks; every measure then
+reads those few labelled (_QueryScorer).  Also the chunk map's view of the
+retrieved ids (_Mapping), the checks that say why a run meets no label, the
+ingestion check of span labels, answerability counts, --min-score cuts and
+the --sweep-min-score table.  The hook _scored_run is bound to forked
+workers by 20_accelerations.
+
+Uses: 01_head to 10_unjudged.  Used by: judge scores, baselines, the report
+reader, the command line, accelerations.
 """
-
-def _rank_plain(ranking, labels, depth, cutoffs, exact_returned=False):
-    """Rank one query once and place the ids that ``labels`` grades: the rule
-    for ties and repeats, for every input form.
-
-    A ranked list (best first) keeps its order.  A score map or a _Scored
-    orders by score descending, then doc id descending (trec_eval's rule; ids
-    compare as _id_order says).  An id given more than once counts once, at its
-    best position (with scores: at its best score).  The top is the first
-    ``depth`` distinct ids; ``duplicates`` counts the repeats read to fill it
-    (a repeat below the deepest cutoff changes no number); ``straddling``
-    counts the groups of tied scores that cross one of ``cutoffs`` (their order
-    is the tie rule's, not the file's); ``returned`` counts the distinct ids
-    (Part II's twin counts them exactly only when ``exact_returned``).
-
-    >>> _rank_plain({"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 1, "c": 0}, 2, (1, 2), False)
-    _Ranked(labelled=[(2, 1)], length=2, duplicates=0, straddling=1, returned=3)
-    >>> _rank_plain(["x", "x", "a"], {"a": 1}, 5, (5,))
-    _Ranked(labelled=[(2, 1)], length=2, duplicates=1, straddling=0, returned=2)
-    """
-    if ranking is None:
-        return _Ranked([], 0)
-    top, scores, read, distinct = _top_entries(ranking, depth)
-    length = min(len(top), depth)
-    straddling = 0 if isinstance(ranking, list) else _straddling(scores, cutoffs, len(scores))
-    return _Ranked(_labelled(map(labels.get, top[:depth])), length, read - length, straddling,
-                   len(distinct))
-
-
-def _top_entries(ranking, depth):
-    """(top, scores, read, distinct): the first ``depth`` distinct ids under the
-    tie and repeat rules of _rank_plain, and one more when there is one (it
-    shows a tie that straddles the deepest cutoff); their scores (None for a
-    ranked list); the entries read to fill the top; the set of distinct ids."""
-    if isinstance(ranking, list):
-        entries = [(doc, None) for doc in ranking]
-    else:
-        pairs = ranking.items() if isinstance(ranking, dict) else zip(*ranking)
-        entries = sorted(((doc, float(score)) for doc, score in pairs),
-                         key=lambda entry: (entry[1], _id_order(entry[0])), reverse=True)
-    top, scores, read = _first_distinct(entries, depth)
-    return top, scores, read, {doc for doc, _ in entries}
-
-
-def _first_distinct(entries, depth):
-    """(top, scores, read) of _top_entries from (doc, score) entries in rank
-    order: the first depth + 1 distinct ids (fewer when the entries end)."""
-    top, scores, seen, read = [], [], set(), 0
-    for doc, score in entries:
-        read += len(top) < depth            # entries read until the top is full
-        if doc not in seen:
-            seen.add(doc)
-            top.append(doc)
-            scores.append(score)
-            if len(top) > depth:            # one past the deepest cutoff shows a straddling tie
-                break
-    return top, scores, read
-
-
-_rank = _rank_plain     # hook: Part II installs _rank_fast
-
-
-def _id_order(doc):
-    """How two ids with equal scores compare: by their UTF-8 bytes, as
-    trec_eval's strcmp (for text, code point order); an id of a TREC run that
-    is not UTF-8 by its own bytes (see _doc_text)."""
-    try:
-        return doc.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:      # a lone surrogate handed to evaluate()
-        return doc.encode("utf-8", "surrogatepass")
-
-
-def _straddling(scores, cutoffs, end):
-    """How many tied groups of scores[:end] (in score order) cross a cutoff."""
-    return len({scores[c - 1] for c in cutoffs if c < end and scores[c - 1] == scores[c]})
 
 
 def _plan(measures):
@@ -92,10 +25,6 @@ def _plan(measures):
     cutoffs = tuple(sorted({m.k for m in measures if isinstance(m.k, int)}))
     whole = any(not isinstance(m.k, int) or _skips_unjudged(m) for m in measures)
     return max(cutoffs + ((_WHOLE_RANKING,) if whole else ())), cutoffs
-
-
-def _mean(values):
-    return math.fsum(values) / len(values)
 
 
 def _columns(rows, names):
@@ -224,15 +153,6 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                                     chunks_info, testset, min_score, unjudged_bounds), meta)
 
 
-def _renamed(measures, metrics):
-    """``measures=``, or ``metrics=``, its old name; not both."""
-    if metrics is None:
-        return measures
-    if measures is not None:
-        raise EvalError("give measures= or metrics= (its old name), not both")
-    return metrics
-
-
 def _checked_average(average):
     if average not in AVERAGES:
         raise EvalError("average must be one of %s, got %r" % (", ".join(AVERAGES), average))
@@ -305,121 +225,13 @@ def _counting(scored, progress, every):
             progress.scored(count)
 
 
-# --- a progress line on a terminal ------------------------------------------------
-
-_PROGRESS = None            # the command line's _Progress while it may draw one, else None
-_PROGRESS_EVERY = 1024      # queries between two looks at the clock
-_progress_clock = time.monotonic    # the clock the line reads (tests drive their own)
-
-
-class _Progress:
-    """One line on a terminal's stderr while a run is scored: its queries
-    scored, its bytes read of its size (a regular file) and the time elapsed,
-    rewritten in place (carriage return), first after ``delay`` seconds and
-    at most every ``interval``; end() erases it.  It is fed every
-    _PROGRESS_EVERY queries (_counted) and every block a reader takes, and
-    never exists in a pipe, a CI log, a library call or with --format json.
-
-    >>> clock = iter([0.0, 0.5, 1.5, 1.6, 2.0]).__next__
-    >>> out = io.StringIO()
-    >>> p = _Progress(out, clock)
-    >>> p.begin("run.trec", 4000000)
-    >>> p.read_bytes(1000000); p.scored(1024); p.read_bytes(1000000); p.scored(2048)
-    >>> p.end()
-    >>> for part in out.getvalue().split("\\r")[1:]:   # drawn at 1.5 s, at 2.0 s, erased
-    ...     print(repr(part))
-    'rag-eval: run.trec: 1024 queries scored, 1.0 of 4.0 MB read, 1.5 s'
-    'rag-eval: run.trec: 2048 queries scored, 2.0 of 4.0 MB read, 2.0 s'
-    '                                                                  '
-    ''
-    """
-
-    def __init__(self, stream, clock=None, delay=1.0, interval=0.25, columns=None):
-        self.stream, self.clock, self.interval = stream, clock or _progress_clock, interval
-        self.columns = columns  # the terminal's width (None: not cut)
-        self.start = self.clock()
-        self.due = self.start + delay
-        self.width = 0          # of the line on screen; 0: none
-        self.begin("", None)
-
-    def begin(self, name, size, here=None):
-        """A run: its name, its size in bytes (None: not known); ``here`` the
-        bytes this process reads when forked workers read the rest."""
-        self.name = os.path.basename(name)  # a line wider than the terminal wraps, and
-        self.size, self.here, self.read, self.queries = size, here, 0, 0   # \r redraws its end
-
-    def read_bytes(self, n):
-        if self.name:           # the run's blocks, not the qrels' or a baseline's
-            self.read += n
-            self.tick()
-
-    def scored(self, n):
-        self.queries = n
-        self.tick()
-
-    def tick(self):
-        now = self.clock()
-        if now >= self.due:
-            self.due = now + self.interval
-            self.draw("rag-eval: %s: %s scored, %s%.1f s" % (
-                self.name, _plural(self.queries, "query", "queries"), self.bytes_text(),
-                now - self.start))
-
-    def bytes_text(self):
-        if self.here is not None:
-            return "%.1f of %.1f MB read here (workers read the rest), " % (
-                self.read / 1e6, self.here / 1e6)
-        if self.size is not None:
-            return "%.1f of %.1f MB read, " % (self.read / 1e6, self.size / 1e6)
-        return ""
-
-    def draw(self, text):
-        if self.columns:    # a line as wide as the terminal wraps, and \r redraws only its end
-            text = text[:self.columns - 1]
-        self.stream.write("\r" + text.ljust(self.width))
-        self.stream.flush()
-        self.width = len(text)
-
-    def end(self):
-        """Erase the line (before anything else is written to stderr)."""
-        if self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.stream.flush()
-            self.width = 0
-        self.begin("", None)
-
-
-def _progress_for(args, stderr):
-    """The _Progress of a command-line run: only on a terminal, never for JSON."""
-    stream = getattr(stderr, "stream", stderr)      # under _Tolerant
-    try:
-        tty = stream.isatty()
-    except (AttributeError, OSError, ValueError):
-        tty = False
-    return (_Progress(stderr, columns=_terminal_columns(stream))
-            if tty and args.format != "json" else None)
-
-
-def _terminal_columns(stream):
-    """The width of the terminal ``stream`` writes to ($COLUMNS first, then the
-    terminal's size, else 80)."""
-    import shutil
-    columns = shutil.get_terminal_size().columns    # $COLUMNS, else stdout's terminal
-    if "COLUMNS" not in os.environ:
-        try:
-            columns = os.get_terminal_size(stream.fileno()).columns or columns
-        except (AttributeError, OSError, ValueError):
-            pass
-    return columns
-
-
 def _scored_run_plain(inp, fmt, scorer, grouped=True):
     """(qid, scored tuple, or None for a query not in the qrels) per query of
     a run file, in file order, one query at a time."""
     return _scored_queries(scorer, _run_queries(inp, fmt, grouped))
 
 
-_scored_run = _scored_run_plain     # hook: Part II installs _scored_run_forked
+_scored_run = _scored_run_plain     # hook: the accelerations install _scored_run_forked
 
 
 def _scored_queries(scorer, queries):
@@ -434,15 +246,6 @@ def _validated(data, what, check):
     if not isinstance(data, dict):
         raise EvalError("%s must be a dict {query_id: ...}, got %s" % (what, type(data).__name__))
     return {_as_id(q, "%s: query id" % what): check(q, v, what) for q, v in data.items()}
-
-
-def _preview(ids, limit=5):
-    shown = ", ".join(repr(q) for q in ids[:limit])
-    return shown + (", ... (%d more)" % (len(ids) - limit) if len(ids) > limit else "")
-
-
-def _plural(n, one, many):
-    return "%d %s" % (n, one if n == 1 else many)
 
 
 class _QueryScorer:
@@ -635,34 +438,6 @@ class _RunError(EvalError):
     """An error in the run's rankings, raised per query; _score names the run."""
 
 
-class _UnitCall(NamedTuple):
-    """How the scorer calls one measure: the view it reads ("id", "doc",
-    ("evidence", rel, cover) or "spans"), its budget (or None) and its
-    function's arguments after the view (the cutoff first, unless a budget
-    gives it per query)."""
-    func: object
-    view: object
-    budget: Optional[int]
-    args: tuple
-
-    @classmethod
-    def of(cls, m):
-        spec = _REGISTRY[m.name]
-        given = dict(m.params)
-        func, args = m._parts()
-        unit = given.get("unit", "id")
-        if spec.view == "spans":
-            view = "spans"
-        elif unit == "evidence":
-            view = ("evidence", given.get("rel", REL.default), given.get("cover", COVER.default))
-        else:
-            view = unit
-        budget = given.get("budget")
-        if budget:
-            args = args[1:]     # the cutoff comes from the budget, query by query
-        return cls(func, view, budget, args)
-
-
 def _budget_cut(ids, chunks, budget):
     """How many of the top chunks fit the budget: the longest prefix whose
     sizes (tokens, else end - start characters) sum to at most ``budget``.
@@ -682,34 +457,6 @@ def _budget_cut(ids, chunks, budget):
         if used > budget:
             return n
     return len(ids)
-
-
-def _text_ids(ranking):
-    """A ranking with text ids (Part II's TREC reader hands over bytes)."""
-    if type(ranking) is _Scored and ranking.docs and isinstance(ranking.docs[0], bytes):
-        return _Scored([_doc_text(doc) for doc in ranking.docs], ranking.scores)
-    return ranking
-
-
-def _top_chunks_plain(ranking, depth):
-    """(ranking, top, scores, read, distinct): the ranking with text ids (see
-    _text_ids) and its _top_entries.
-
-    >>> ranking, top, scores, read, distinct = _top_chunks_plain(
-    ...     _Scored([b"a", b"b", b"a"], [b"1", b"2", b"0"]), 1)
-    >>> ranking, top, scores, read, sorted(distinct)
-    (_Scored(docs=['a', 'b', 'a'], scores=[b'1', b'2', b'0']), ['b', 'a'], [2.0, 1.0], 1, ['a', 'b'])
-    """
-    ranking = _text_ids(ranking)
-    return (ranking,) + _top_entries(ranking, depth)
-
-
-def _ids_of(ranking):
-    """The ids of a ranking (a _Scored, a score map or a ranked list), in its order."""
-    return ranking.docs if type(ranking) is _Scored else ranking
-
-
-_top_chunks = _top_chunks_plain     # hook: Part II installs _top_chunks_fast
 
 
 class _Mapping:
@@ -815,17 +562,6 @@ def _filled(known, given):
     return Chunk(known.doc, *(a if a is not None else b for a, b in (
         (known.start, given.start), (known.end, given.end), (known.tokens, given.tokens),
         (known.doc_sha256, given.doc_sha256))))
-
-
-def _doc_of(chunk_id, sep):
-    """The document of a chunk id: everything before the last ``sep`` (the id
-    itself when it holds none).
-
-    >>> _doc_of("refund-policy#3", "#"), _doc_of("a#b#2", "#"), _doc_of("plain", "#")
-    ('refund-policy', 'a#b', 'plain')
-    """
-    head, found, _ = chunk_id.rpartition(sep)
-    return head if found else chunk_id
 
 
 def _check_versions(versions, mapping):
@@ -957,7 +693,6 @@ def _answerability(scorer, queries):
     return scorer
 
 
-
 # --- --sweep-min-score: abstention against retrieval, threshold by threshold ---
 #
 # Each row is the run scored with --min-score at one threshold: exact, never
@@ -1070,33 +805,6 @@ def _sweep(score_at, name, scores, cap=SWEEP_MAX_THRESHOLDS):
         notes.append("the run holds %d distinct scores: the rows are %d of them at evenly "
                      "spaced ranks (quantiles), each exact" % (distinct, cap))
     return Sweep(name, tuple(rows), distinct, tuple(notes))
-
-def _unlabelled(ranking, labels):
-    """For a non-empty ranking whose top K holds no labelled id: True when a
-    deeper id carries a label (grade >= 0), else its first id (an example for
-    the message that the run meets no label at all).
-
-    >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
-    (True, 'x')
-    """
-    docs = ranking.docs if type(ranking) is _Scored else ranking
-    if not labels.keys().isdisjoint(docs) and any(
-            labels[doc] >= 0 for doc in set(docs).intersection(labels)):
-        return True
-    return next(iter(docs))
-
-
-def _labels_for(ranking, labels):
-    """The labels keyed like the ranking's ids: text, as here."""
-    return labels
-
-
-_labels_for_ranking = _labels_for   # hook: Part II's TREC reader keys ids as bytes
-
-
-def _sorted_grades(labels):
-    """A query's grades, sorted descending (what every measure gets as ``grades``)."""
-    return tuple(sorted(labels.values(), reverse=True))
 
 
 _NO_LABELS = {}
@@ -1390,28 +1098,6 @@ def _mapping_info(scorer, hidden=frozenset()):
     return info
 
 
-def _population_means(per_query, names, cells=None):
-    """(mean, n) of each measure over the queries that have a value for it
-    (its population: a character measure leaves out the queries with no span
-    label); a set-level measure's over the ``cells`` of those queries (see
-    _take_cells).  A measure no query has a value for has no mean; n is
-    returned only when the populations differ."""
-    mean, counts = {}, {}
-    for name in names:
-        aggregate = _REGISTRY[parse_measure(name).name].aggregate
-        if aggregate is not None:
-            found = [c[name] for c in (cells or {}).values() if name in c]
-            value = aggregate(found) if found else None
-        else:
-            found = [row[name] for row in per_query.values() if name in row]
-            value = _mean(found) if found else None
-        counts[name] = len(found)
-        if value is not None:
-            mean[name] = value
-    same = all(n == len(per_query) for n in counts.values())
-    return mean, None if same else counts
-
-
 def _population_notes(per_query, names, counts):
     if counts is None:
         return []
@@ -1468,7 +1154,7 @@ _BY_DOCUMENT_CAUSES = {
 
 
 def _shown_id(doc):
-    """An id as text to show: bytes from Part II's TREC reader, or text that
+    """An id as text to show: bytes from the accelerations' TREC reader, or text that
     keeps undecodable bytes as surrogates (see _doc_text), decoded with
     replacement characters."""
     if isinstance(doc, bytes):

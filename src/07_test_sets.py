@@ -1,4 +1,4 @@
-"""Slices: named subsets of the test set
+"""Test sets: slices, the hold-out, valid-until dates.
 
 Query metadata {qid: {"slices": {field: [value, ...]}, "question": ...,
 "answer": ..., "answerable": bool, "valid_until": "YYYY-MM-DD"}} (every key
@@ -9,6 +9,9 @@ every scored query.  One slice may be held out: scored and gated on its
 own, left out of the overall and of every other slice, and shown only as
 counts and means (HeldOut).  valid_until dates leave out the queries
 expired on the day given as as_of; no clock is ever read.
+
+Uses: 01_head to 05_inputs.  Used by: evaluation, judge scores, the
+command line.
 """
 
 _QUERY_KEYS = {"slices": dict, "question": str, "answer": str, "answerable": bool,
@@ -62,11 +65,6 @@ def _slice_names(info):
     return tuple(sorted({"%s=%s" % (field, value)
                          for field, values in info.get("slices", {}).items()
                          for value in values}))
-
-
-def _slice_field(name):
-    """The field of a slice name: fields hold no '=', values may."""
-    return name.partition("=")[0]
 
 
 def _members_sha256(ids):
@@ -238,12 +236,6 @@ def _slice_stats(report, membership):
     return stats
 
 
-def _slice_json(stats):
-    """A slice's stats as the JSON report writes them (copies)."""
-    return {key: value if key == "queries" else type(value)(value)
-            for key, value in stats.items()}
-
-
 def _held_out(name, held, measures, reveal, ids, cells=None):
     """The HeldOut of the hold-out's values, unscored and missing ids (see
     _set_apart); ``ids`` are all its members, expired ones too; ``cells``
@@ -254,3 +246,25 @@ def _held_out(name, held, measures, reveal, ids, cells=None):
     return HeldOut(name, mean, counts, len(per_query), len(unscored), len(missing),
                    _members_sha256(list(per_query) + list(unscored)), reveal, per_query,
                    {"unscored": unscored, "missing": missing, "all": tuple(sorted(ids))})
+
+
+def _population_means(per_query, names, cells=None):
+    """(mean, n) of each measure over the queries that have a value for it
+    (its population: a character measure leaves out the queries with no span
+    label); a set-level measure's over the ``cells`` of those queries (see
+    _take_cells).  A measure no query has a value for has no mean; n is
+    returned only when the populations differ."""
+    mean, counts = {}, {}
+    for name in names:
+        aggregate = _REGISTRY[parse_measure(name).name].aggregate
+        if aggregate is not None:
+            found = [c[name] for c in (cells or {}).values() if name in c]
+            value = aggregate(found) if found else None
+        else:
+            found = [row[name] for row in per_query.values() if name in row]
+            value = _mean(found) if found else None
+        counts[name] = len(found)
+        if value is not None:
+            mean[name] = value
+    same = all(n == len(per_query) for n in counts.values())
+    return mean, None if same else counts

@@ -1,4 +1,4 @@
-"""Scores made elsewhere: a judge's per-query scores as a Report
+"""Judge scores: a judge's per-query scores as a Report, and judge drift.
 
 A score file's per-query values become a Report's (evaluate_scores): each
 measure score(field=F) over the queries that have a value for F (its own
@@ -14,7 +14,10 @@ repeated judge runs, ``Report.scores["noise"]`` gives the judge's noise:
                judge noise alone; the gate notes a tolerance below 2 * SE.
 With a pass threshold (--pass-threshold F=X, in F's own units), the
 queries whose runs fall on both sides of X ("borderline") are listed with
-the share of their runs on each side.
+the share of their runs on each side.  Judge drift (field_drift,
+judge_drift): one judge's stored scores against its scores now.
+
+Uses: 01_head to 12_statistics.  Used by: the command line.
 """
 
 def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None, as_of=None,
@@ -61,6 +64,131 @@ def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, 
     if testset is not None and testset.info is not None:
         inputs["queries"] = testset.info
     return report._replace(inputs=inputs)
+
+
+# --- judge drift: one judge's stored scores against its scores now ---------------
+#
+# A frozen sample holds items (question, context and answer, fixed by their
+# input_sha256) and the scores a judge gave them; scored again, the two sets
+# of scores are paired by item.  Numeric fields get the paired statistics of
+# the gate (mean difference, bootstrap interval, sign-flip p: McNemar for 0/1
+# values) and the mean absolute difference, which --max-drift reads; for 0/1
+# values it is 1 - agreement.  Categorical fields (booleans, integers on an
+# integer range) also get raw agreement and unweighted Cohen's kappa
+# (reference: sklearn.metrics.cohen_kappa_score; tests/data/stats/drift.json).
+
+
+def cohen_kappa(stored, current):
+    """Unweighted Cohen's kappa of two labellings of the same items; returns
+    (agreement, kappa, labels, counts).
+
+    ``counts[i][j]`` is the number of items labelled ``labels[i]`` then
+    (stored) and ``labels[j]`` now (current), labels sorted.  With n items,
+    d of them on the diagonal and r_k, c_k the row and column totals:
+    agreement = d / n, chance agreement p_e = sum r_k c_k / n**2, and kappa =
+    (agreement - p_e) / (1 - p_e) = (n d - sum r_k c_k) / (n**2 - sum r_k c_k),
+    taken from integers in one division.  When both labellings use one and
+    the same label throughout, p_e = 1 and kappa is undefined: None (sklearn
+    gives NaN).  No items gives (None, None, [], []).
+
+    >>> a, k, labels, counts = cohen_kappa([1, 1, 1, 0, 0, 1, 0, 1, 1, 1],
+    ...                                    [1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
+    >>> a, k == 11 / 21, labels, counts    # (10 * 8 - 58) / (100 - 58) = 22 / 42
+    (0.8, True, [0, 1], [[2, 1], [1, 6]])
+    >>> cohen_kappa([True, True], [True, True])[:2]
+    (1.0, None)
+    """
+    stored, current = list(stored), list(current)
+    if len(stored) != len(current):
+        raise EvalError("cohen_kappa needs two labellings of the same items, got %d and %d"
+                        % (len(stored), len(current)))
+    n = len(stored)
+    if n == 0:
+        return None, None, [], []
+    labels = sorted(set(stored) | set(current))
+    index = {label: i for i, label in enumerate(labels)}
+    counts = [[0] * len(labels) for _ in labels]
+    for a, b in zip(stored, current):
+        counts[index[a]][index[b]] += 1
+    diagonal = sum(counts[i][i] for i in range(len(labels)))
+    chance = sum(sum(counts[i]) * sum(row[i] for row in counts) for i in range(len(labels)))
+    kappa = None if chance == n * n else (n * diagonal - chance) / (n * n - chance)
+    return diagonal / n, kappa, labels, counts
+
+
+class FieldDrift(NamedTuple):
+    """One score field of a drift check (see :func:`field_drift`); differences
+    are current minus stored, on the field's [0, 1] scale."""
+    field: str
+    n: int
+    stored_mean: float
+    current_mean: float
+    mean_difference: float
+    ci95: Tuple[float, float]
+    p: float
+    mean_absolute_difference: float
+    largest_change: Optional[Tuple[str, float, float]]
+    agreement: Optional[float] = None
+    kappa: Optional[float] = None
+    labels: Optional[Tuple] = None
+    confusion: Optional[Tuple[Tuple[int, ...], ...]] = None
+
+    __bool__ = _no_truth_value
+
+    def to_dict(self):
+        out = self._asdict()
+        out["ci95"] = list(self.ci95)
+        out["largest_change"] = (None if self.largest_change is None else dict(zip(
+            ("item", "stored", "current"), self.largest_change)))
+        out["categorical"] = self.labels is not None
+        out["labels"] = None if self.labels is None else list(self.labels)
+        out["confusion"] = None if self.confusion is None else [list(r) for r in self.confusion]
+        return out
+
+
+def field_drift(field, stored, current, *, labels=None, resamples=10000, seed=0):
+    """Drift of one score field: ``stored`` and ``current`` map each item of
+    the frozen sample to its value then and now ([0, 1], the same items).
+
+    Over the n items: both means; the mean difference (current - stored) with
+    its 95% paired percentile bootstrap interval (:func:`bootstrap_ci`) and
+    two-sided sign-flip p (:func:`randomization_p`: the exact McNemar test
+    for 0/1 values), as the gate computes them, from one generator seeded by
+    (seed, field); the mean absolute difference; the largest change (item,
+    stored, current: the largest |difference|, first item id on ties; None
+    when nothing changed).  ``labels`` (a function of a value, e.g. the
+    field's original integer) makes the field categorical: agreement, kappa
+    and the confusion table of :func:`cohen_kappa` on the labels.
+
+    >>> d = field_drift("f", {"a": 0.5, "b": 1.0, "c": 0.25, "e": 1.0},
+    ...                 {"a": 0.75, "b": 1.0, "c": 0.0, "e": 0.75})
+    >>> d.mean_difference, d.mean_absolute_difference, d.largest_change, d.p
+    (-0.0625, 0.1875, ('a', 0.5, 0.75), 1.0)
+    """
+    items = sorted(stored)
+    if sorted(current) != items:
+        raise EvalError("field_drift: %s: the stored and current values must be of the same "
+                        "items" % field)
+    if not items:
+        raise EvalError("field_drift: %s: no items" % field)
+    then = _finite_floats([stored[i] for i in items], "stored %s scores" % field)
+    now = _finite_floats([current[i] for i in items], "current %s scores" % field)
+    diffs = [b - a for a, b in zip(then, now)]
+    rng = random.Random("%s|drift|%s" % (seed, field))
+    biggest = max(range(len(items)), key=lambda i: abs(diffs[i]))    # the first of the largest
+    out = FieldDrift(
+        field=field, n=len(items), stored_mean=_mean(then), current_mean=_mean(now),
+        mean_difference=_mean(diffs), ci95=bootstrap_ci(diffs, resamples=resamples, rng=rng),
+        p=randomization_p(diffs, resamples=resamples, rng=rng),
+        mean_absolute_difference=math.fsum(map(abs, diffs)) / len(diffs),
+        largest_change=((items[biggest], then[biggest], now[biggest])
+                        if diffs[biggest] != 0.0 else None))
+    if labels is None:
+        return out
+    agreement, kappa, names, counts = cohen_kappa([labels(v) for v in then],
+                                                  [labels(v) for v in now])
+    return out._replace(agreement=agreement, kappa=kappa, labels=tuple(names),
+                        confusion=tuple(map(tuple, counts)))
 
 
 def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0):
@@ -205,16 +333,6 @@ def _files_by_field(scores):
                                 % (field, files[field].info["path"], s.info["path"]))
             files[field] = s
     return files
-
-
-def _field_of(measure):
-    """The field of a score(field=...) measure name, else None.
-
-    >>> _field_of("score(field=faithfulness)"), _field_of("recall@5")
-    ('faithfulness', None)
-    """
-    m = parse_measure(measure)
-    return dict(m.params)["field"] if m.name == "score" else None
 
 
 def _score_measures(measures, files):

@@ -1,8 +1,15 @@
-"""Renderers
-"""
+"""Reports: text, Markdown, JSON and TREC.
 
-def _dumps(obj):
-    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
+Pure functions of a Report (and a GateResult, comparisons): render_text,
+render_markdown (a pull-request comment: the verdict first, capped at
+--max-bytes), render_json (the documented JSON form) and render_trec
+(trec_eval's own layout); assert_no_regression for tests; the notebook
+views of GateResult and Comparison.
+
+Uses: 01_head, 02_records, 03_measures, 04_measure_names, 06 (score
+files), 08_provenance, 14_baselines, 15_gate.  Used by: the report reader,
+HTML, the command line, and the records' notebook views.
+"""
 
 
 def render_json(report, gate_result=None, comparisons=(), *, per_query=False, **_):
@@ -13,251 +20,6 @@ def render_json(report, gate_result=None, comparisons=(), *, per_query=False, **
     if comparisons:
         out["comparison"] = [c.to_dict() for c in comparisons]
     return _dumps(out)
-
-
-# --- reading a JSON report back -------------------------------------------------
-
-def _report_from_dict(data):
-    """The Report of a JSON report (see Report.from_dict); EvalError naming what
-    is wrong when ``data`` is not one."""
-    if isinstance(data, dict) and data.get("format") == BASELINE_FORMAT:
-        raise EvalError("a baseline (read it with load_baseline), not a JSON report")
-    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
-            or data["tool"].get("name") != "rag_eval" or "measures" not in data:
-        raise EvalError("not a rag_eval JSON report (--format json)")
-    try:
-        return _report_fields(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        if isinstance(exc, EvalError):
-            raise
-        raise EvalError("not a rag_eval JSON report (--format json): %s %s"
-                        % (type(exc).__name__, _short_repr(str(exc)))) from None
-
-
-def _report_fields(data):
-    """The Report of a parsed JSON report, every field it reads checked as
-    load_baseline checks a baseline (names that parse, values in [0, 1],
-    counts, lists of strings): an EvalError naming the field, never a later
-    TypeError."""
-    measures = tuple(_checked_measure_name(m, "measures") for m in _checked_list(
-        data["measures"], "measures"))
-    slices = data.get("slices")
-    if slices is not None:
-        slices = {_checked_slice_name(name, "slices"): _checked_slice_stats(
-            stats, "slices %r" % name) for name, stats in _checked_dict(slices, "slices").items()}
-    holdout = data.get("holdout")
-    bounds = data.get("unjudged_bounds")
-    ties = _checked_dict(data["ties"], "ties")
-    per_query = data.get("per_query")
-    if per_query is not None:
-        _checked_per_query(per_query, "per_query")   # names that parse, values in [0, 1]
-    n = data.get("n")
-    if n is not None and set(_checked_counts(n, "n")) != set(measures):
-        raise EvalError("n: expected a count for each of the measures, got %s" % _short_repr(n))
-    return Report(
-        measures=measures,
-        mean=_checked_values(data["mean"], "mean"),
-        per_query=dict(per_query or {}),
-        unscored=_checked_strs(data["unscored"], "unscored"),
-        missing=_checked_strs(data["missing_from_run"], "missing_from_run"),
-        skipped=_checked_strs(data["skipped"], "skipped"),
-        abstention=_checked_counts(data["abstention"], "abstention"),
-        ties=_checked_counts(ties["per_query"], "ties per_query"),
-        warnings=_checked_strs(data["warnings"], "warnings"),
-        rel=_positive_int(data["rel"], "rel"),
-        inputs=_checked_report_inputs(data.get("inputs")) or None,
-        unlabelled=_checked_strs(data.get("unlabelled", []), "unlabelled"),
-        average=_checked_average(data.get("average", "scored")),
-        n=n, mapping=_checked_dict(data.get("mapping"), "mapping", optional=True),
-        meta=dict(_checked_baseline_meta(data.get("meta"), "meta") or {}),
-        slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
-        holdout=None if holdout is None else _report_holdout(holdout),
-        answerability=_checked_counts(data.get("answerability") or {}, "answerability") or None,
-        min_score=None if data.get("min_score") is None else _checked_min_score(
-            data["min_score"]),
-        scored_count=None if per_query is not None else _count(data["queries"], "queries"),
-        unjudged=None if bounds is None else _checked_bounds(bounds),
-        scores=_loaded_scores(data.get("scores")),
-        drift=_loaded_drift(data.get("drift")))
-
-
-def _loaded_scores(saved):
-    """A JSON report's judge-score block as the gate reads it: the ranges
-    (checked as a baseline's: they decide what every value means, so a gate
-    against a baseline of other ranges is refused), the inputs and the
-    queries each field left unscored (see _unpaired_lost_scores); the judge
-    noise and borderline tables are not read back."""
-    if saved is None:
-        return None
-    checked = _checked_saved_scores(saved, "scores")
-    return {"inputs": checked.get("inputs"), "ranges": checked["ranges"],
-            "unscored": checked.get("unscored") or {}}
-
-
-def _loaded_drift(drift):
-    """A JSON report's --drift block, checked by laying it out as every
-    renderer does (an EvalError, never a later TypeError)."""
-    if drift is None:
-        return None
-    try:
-        if type(_checked_dict(drift, "drift")["passed"]) is not bool:
-            raise TypeError("passed is not true or false")
-        _count(drift["items"], "drift items")
-        _checked_strs(drift["notes"], "drift notes")
-        sections = list(_drift_sections(drift))
-        if any(len(row) != len(header) for _, header, rows, _ in sections for row in rows):
-            raise ValueError("a table row of the wrong length")
-        _text_of(sections)
-        _drifted_text(drift)    # as the gate's suspect note lays it out
-        drifted = [f["drifted"] for f in drift["fields"].values()]
-        differences = [f["mean_absolute_difference"] for f in drift["fields"].values()]
-        if set(map(type, differences)) - {int, float}:
-            raise TypeError("a mean absolute difference is not a number")
-        if set(map(type, drifted)) - {bool} or drift["passed"] == any(drifted) or drifted != [
-                f["mean_absolute_difference"] > drift["max_drift"] + FLOAT_SLACK
-                for f in drift["fields"].values()]:
-            raise ValueError("passed and drifted do not follow the differences")
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError,
-            OverflowError) as exc:
-        if isinstance(exc, EvalError):
-            raise
-        raise EvalError("drift: not a --drift block (%s %s)"
-                        % (type(exc).__name__, _short_repr(str(exc)))) from None
-    return drift
-
-
-def _checked_type(value, kind, noun, what):
-    """``value`` when it is a ``kind``, else an EvalError naming ``what``."""
-    if not isinstance(value, kind):
-        raise EvalError("%s: expected %s, got %s" % (what, noun, _short_repr(value)))
-    return value
-
-
-def _checked_dict(value, what, optional=False):
-    if value is None and optional:
-        return None
-    return _checked_type(value, dict, "an object", what)
-
-
-def _checked_list(value, what):
-    return _checked_type(value, list, "a list", what)
-
-
-def _checked_strs(values, what):
-    """A list of strings as a tuple (a string alone is refused, never split)."""
-    return tuple(_checked_str(v, what) for v in _checked_list(values, what))
-
-
-def _checked_counts(values, what):
-    """{name: count}: string keys, non-negative integers."""
-    return {_checked_str(key, what): _count(value, "%s %r" % (what, key))
-            for key, value in _checked_dict(values, what).items()}
-
-
-def _checked_measure_name(name, what):
-    try:
-        return str(parse_measure(_checked_str(name, what))) and name
-    except EvalError as exc:
-        raise EvalError("%s: %s" % (what, exc)) from None
-
-
-def _checked_report_inputs(inputs):
-    """A report's inputs: {kind: {key: value}} (a score file's info holds a list)."""
-    inputs = _checked_dict(inputs, "inputs", optional=True)
-    for kind, info in (inputs or {}).items():
-        _checked_dict(info, "inputs %r" % kind)
-    return inputs
-
-
-def _checked_slice_stats(stats, what):
-    stats = _checked_dict(stats, what)
-    _count(stats.get("queries"), what + " queries")
-    _checked_strs(stats.get("unscored"), what + " unscored")
-    _checked_values(stats.get("mean"), what + " mean")
-    if "n" in stats:
-        _checked_counts(stats["n"], what + " n")
-    return stats
-
-
-def _report_holdout(holdout):
-    held = _loaded_holdout(holdout, "holdout")
-    ids = holdout.get("ids")
-    if ids is not None:
-        ids = {"unscored": _checked_strs(_checked_dict(ids, "holdout ids").get("unscored"),
-                                         "holdout ids unscored"),
-               "missing": _checked_strs(ids.get("missing_from_run"),
-                                        "holdout ids missing_from_run")}
-    if not isinstance(holdout.get("revealed"), bool):
-        raise EvalError("holdout revealed: expected true or false, got %s"
-                        % _short_repr(holdout.get("revealed")))
-    per_query = holdout.get("per_query")
-    if per_query is not None:
-        _checked_per_query(per_query, "holdout per_query")
-    if ids is not None:    # every member the JSON names (not those expired by --as-of)
-        ids["all"] = tuple(sorted(set(per_query or ()) | set(ids["unscored"])
-                                  | set(ids["missing"])))
-    return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
-                         mean=_checked_values(held.mean, "holdout mean"),
-                         n=None if held.n is None else _checked_counts(held.n, "holdout n"),
-                         members_sha256="", revealed=holdout["revealed"], ids=ids)
-
-
-def _checked_bounds(bounds):
-    """unjudged_bounds: {"mean": {measure: [lo, hi] or null}, "per_query": {q: {...}}}."""
-    bounds = _checked_dict(bounds, "unjudged_bounds")
-    per_query = _checked_dict(bounds.get("per_query", {}), "unjudged_bounds per_query")
-    return {"mean": _checked_pairs(bounds.get("mean"), "unjudged_bounds mean"),
-            "per_query": {q: _checked_pairs(v, "unjudged_bounds per_query %r" % q)
-                          for q, v in per_query.items()}}
-
-
-def _checked_pairs(values, what):
-    """{measure: [lo, hi] or None}, each bound a value in [0, 1]."""
-    out = {}
-    for m, pair in _checked_dict(values, what).items():
-        if pair is not None:
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise EvalError("%s %r: expected [lower, upper], got %s"
-                                % (what, m, _short_repr(pair)))
-            _canonical_values({m: pair[0]}, what)
-            _canonical_values({m: pair[1]}, what)
-        out[m] = None if pair is None else list(pair)
-    return out
-
-
-def _count(value, what):
-    if type(value) is not int or value < 0:
-        raise EvalError("%s: expected a count, got %s" % (what, _short_repr(value)))
-    return value
-
-
-def _checked_str(value, what):
-    return _checked_type(value, str, "a string", what)
-
-
-def _checked_values(values, what):
-    """{measure: value} as written, checked as a baseline's are (names that
-    parse, every value a number in [0, 1]: a report never holds NaN)."""
-    _canonical_values(values, what)
-    return dict(values)
-
-
-def load_report(source):
-    """Read a JSON report (``--format json``, :func:`render_json`) back into a
-    :class:`Report`, e.g. one a CI job kept as an artifact (see
-    :meth:`Report.from_dict`); an EvalError names the file when it is not one.
-
-    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
-    >>> load_report(io.StringIO(render_json(r, per_query=True))).per_query
-    {'q': {'mrr@2': 0.5}}
-    """
-    inp = _Input(source)
-    try:
-        return _report_from_dict(_json_loads(inp.text(), inp.name))
-    except EvalError as exc:
-        text = str(exc)
-        raise EvalError(text if text.startswith(inp.name + ":")
-                        else "%s: %s" % (inp.name, text)) from None
 
 
 def assert_no_regression(report, baseline, **gate_options):
@@ -288,21 +50,6 @@ def assert_no_regression(report, baseline, **gate_options):
         raise AssertionError(_text_of(list(_drift_sections(report.drift))[:1],
                                       first=1).rstrip("\n"))
     return result
-
-
-def _fmt(value):
-    return "-" if value is None else "%.4f" % value
-
-
-def _means_text(mean, shown=8):
-    """``recall@5=0.6667 mrr@5=0.5000``: the first ``shown`` means.
-
-    >>> _means_text({"a@1": 0.5, "b@1": 1.0, "c@1": 0.25}, shown=2)
-    'a@1=0.5000 b@1=1.0000 (+1 more)'
-    """
-    items = list(mean.items())
-    return " ".join("%s=%s" % (m, _fmt(v)) for m, v in items[:shown]) + (
-        " (+%d more)" % (len(items) - shown) if len(items) > shown else "")
 
 
 def _summary_line(report):
@@ -938,17 +685,6 @@ def _sweep_section(sweep):
             ["min_score", "abstention_f1", sweep.measure], rows, list(sweep.notes))
 
 
-def _with_sweep(text, sweep, fmt):
-    """The rendered report ``text`` with the sweep: a "sweep" block in the JSON,
-    a last table in text (render_markdown takes it itself)."""
-    if fmt == "json":
-        return _dumps(dict(json.loads(text), sweep=sweep.to_dict()))
-    if fmt == "html":   # the last table of the page
-        page, end, rest = text.rpartition("</body>")
-        return page + _html_section(*_sweep_section(sweep)) + end + rest
-    return text + "\n" + _text_of([_sweep_section(sweep)], first=1)
-
-
 def _trec_eval_name(m):
     """The name ``--format trec`` prints for a measure: trec_eval's where it has
     one for these parameters (``P_5``, ``ndcg_cut_10``, ``map``, ``recip_rank``),
@@ -1009,3 +745,20 @@ def _side_text(report, gate_result=None, comparisons=(), *, baseline_name="basel
         report, gate_result, comparisons, False, baseline_name))[1:]
         if section[0] != "answerability"]   # trec_eval's layout has its own counts
     return _text_of(sections, first=1) if sections else ""
+
+
+# --- notebook views ------------------------------------------------------------------
+#
+# GateResult and Comparison show themselves in Jupyter through these (their
+# _repr_markdown_ methods, defined before the renderers, call them).
+
+def _gate_result_markdown(result):
+    """A GateResult in Markdown: the verdict and the gate table, capped as a
+    pull-request comment is."""
+    lines, details = _gate_markdown(result, "baseline", DEFAULT_MAX_BYTES - 2 * _CAP_RESERVE)
+    return _capped_markdown(lines, [_md_details(*d) for d in details], DEFAULT_MAX_BYTES)
+
+
+def _comparison_result_markdown(comparison):
+    """A Comparison in Markdown: its table."""
+    return "\n".join(_comparison_markdown(_comparison_section(comparison)))

@@ -1,4 +1,13 @@
-"""HTML
+"""HTML: one self-contained page (render_html), and the output formats.
+
+Inline CSS and SVG charts (means against the baseline, a forest plot of
+paired deltas, the per-query waterfall, judged@k bars), no script and no
+external reference; the notebook views of Report, GateResult and
+Comparison; the table of output formats the command line picks from.
+
+Uses: 01_head, 02_records, 08_provenance, 12_statistics, 14_baselines,
+15_gate, 16_reports.  Used by: the command line, and the records' and
+Comparison's notebook views.
 """
 
 # One self-contained page: inline CSS, inline SVG charts drawn by the small
@@ -554,7 +563,6 @@ _RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markd
 # -o FILE with no --format: the extension picks the format, if it is rendered.
 _EXTENSION_FORMATS = {".html": "html", ".json": "json", ".md": "markdown",
                       ".markdown": "markdown"}
-DEFAULT_MAX_BYTES = 60000   # a pull-request comment holds 65536 characters
 
 
 def _format_of(output):

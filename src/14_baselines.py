@@ -1,0 +1,486 @@
+"""Baselines: what a gate compares with, saved and read back.
+
+load_baseline reads a baseline file (or a means dict) and checks every
+field (what a baseline must hold); baseline_dict and save_baseline write one
+from a Report (atomically: nothing written half-way); _checked_baseline
+checks a baseline handed to the gate; the checks a report and its baseline
+must pass to be compared (same score ranges, same --min-score).  Also the
+JSON checking helpers the report reader shares.
+
+Uses: 01_head, 02_records, 04 to 06 (names, readers), 08_provenance,
+11_evaluation.  Used by: the gate, reports, the report reader, HTML, the
+command line.
+"""
+
+
+def _as_baseline_value(value, where):
+    # Compared before any conversion: NaN fails the comparison, and float() of a
+    # huge integer would overflow.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        shown = repr(value) if len(repr(value)) < 40 else repr(value)[:36] + "..."
+        raise EvalError("%s must be a number in [0, 1], got %s" % (where, shown))
+    return float(value)
+
+
+def _checked_inputs(inputs, where):
+    """A baseline's ``inputs``: None, or {kind: {"path"/"sha256"/"format": str}}."""
+    if inputs is None:
+        return None
+    if not isinstance(inputs, dict) or not all(
+            isinstance(kind, str) and isinstance(info, dict)
+            and all(isinstance(key, str) and isinstance(value, str) for key, value in info.items())
+            for kind, info in inputs.items()):
+        raise EvalError('%s: inputs must be an object {"qrels": {"path": ..., "sha256": ...}, '
+                        '...} of strings, got %s' % (where, _short_repr(inputs)))
+    return inputs
+
+
+def _checked_per_query(per_query, where):
+    if per_query is None:
+        return None
+    if not isinstance(per_query, dict):
+        raise EvalError("%s: per_query must be an object {query_id: {measure: value}}, got %s"
+                        % (where, type(per_query).__name__))
+    for qid in per_query:
+        if not isinstance(qid, str):
+            raise EvalError("%s: per_query: query ids must be strings, got %r" % (where, qid))
+    return {q: _canonical_values(v, "%s: per_query %r" % (where, q)) for q, v in per_query.items()}
+
+
+def _canonical_values(values, where):
+    if not isinstance(values, dict):
+        raise EvalError("%s must be an object {measure: value}, got %s"
+                        % (where, type(values).__name__))
+    out = {}
+    for key, value in values.items():
+        try:
+            name = str(parse_measure(key))
+        except EvalError as exc:
+            raise EvalError("%s: %s" % (where, exc)) from None
+        if name in out:
+            raise EvalError("%s: %r and another key both mean %s" % (where, key, name))
+        out[name] = _as_baseline_value(value, "%s: %r" % (where, key))
+    return out
+
+
+def load_baseline(source):
+    """Read a baseline: flat ``{"recall@5": 0.7, ...}`` or the richer file that
+    :func:`save_baseline` writes (means, per-query values, input hashes, meta,
+    label hashes).
+
+    Keys are parsed as measure names and keyed canonically; every value must be
+    a finite number in [0, 1] (never a silent pass on NaN or a string).
+
+    >>> load_baseline(io.StringIO('{"nDCG@10": 0.5}')).mean
+    {'ndcg(gain=linear)@10': 0.5}
+    """
+    inp = _Input(source)
+    name = inp.name
+    if isinstance(source, (str, os.PathLike)) and source != "-" and not os.path.exists(source):
+        raise EvalError("%s: no such baseline file; write one from an accepted run with "
+                        "--save-baseline %s (or save_baseline())" % (name, name))
+    loaded = _json_loads(inp.text(), name)
+    if not isinstance(loaded, dict):
+        raise EvalError("%s: a baseline must be a JSON object, got %s"
+                        % (name, type(loaded).__name__))
+    if loaded.get("format") != BASELINE_FORMAT:
+        if not loaded:
+            raise EvalError("%s: the baseline holds no measures" % name)
+        if isinstance(loaded.get("tool"), dict) and "measures" in loaded:
+            raise EvalError("%s: a JSON report (--format json), not a baseline: write one with "
+                            "--save-baseline (in Python: gate(load_report(...), baseline))"
+                            % name)
+        return Baseline(_canonical_values(loaded, name), source=name)
+    mean = _canonical_values(loaded.get("mean"), "%s: mean" % name)
+    if not mean:
+        raise EvalError("%s: the baseline holds no measures" % name)
+    per_query = _checked_per_query(loaded.get("per_query"), name)
+    mean = _agreeing_means(mean, per_query, name)
+    inputs = _checked_inputs(loaded.get("inputs"), name)
+    rel = _positive_int(loaded.get("rel", 1), "%s: rel" % name)
+    slices = loaded.get("slices")
+    if slices is not None:
+        if not isinstance(slices, dict) or not all(
+                isinstance(stats, dict) for stats in slices.values()):
+            raise EvalError('%s: slices must be an object {"field=value": {"mean": {...}}}, '
+                            "got %s" % (name, _short_repr(slices)))
+        slices = {key: stats.get("mean") for key, stats in slices.items()}
+    holdout = loaded.get("holdout")
+    if holdout is not None:
+        holdout = _loaded_holdout(holdout, "%s: holdout" % name)
+    min_score = loaded.get("min_score")
+    if min_score is not None:
+        try:
+            min_score = _checked_min_score(min_score)
+        except EvalError:
+            raise EvalError("%s: min_score must be a finite number, got %s"
+                            % (name, _short_repr(min_score))) from None
+    return _checked_slices(Baseline(mean, per_query, inputs, name, rel,
+                                    _checked_baseline_meta(loaded.get("meta"), name),
+                                    _checked_label_hashes(loaded.get("label_sha256"), name),
+                                    slices, loaded.get("membership"), holdout, min_score,
+                                    _checked_saved_scores(loaded.get("scores"), name)))
+
+
+def _checked_saved_scores(saved, name):
+    """A baseline's "scores" object: its ranges read back as (lo, hi) pairs,
+    and the queries each measure left unscored (``{measure: [id, ...]}``,
+    when recorded) under canonical names."""
+    if saved is None:
+        return None
+    ranges = saved.get("ranges") if isinstance(saved, dict) else None
+    if not isinstance(ranges, dict):
+        raise EvalError('%s: scores must be an object {"inputs": [...], "ranges": {field: '
+                        '[lo, hi]}}, got %s' % (name, _short_repr(saved)))
+    try:
+        ranges = _checked_ranges({f: tuple(pair) for f, pair in ranges.items()})
+    except (EvalError, TypeError) as exc:
+        raise EvalError("%s: scores: %s" % (name, exc)) from None
+    if saved.get("unscored") is None:
+        return dict(saved, ranges=ranges)
+    where = "%s: scores unscored" % name
+    unscored = {str(parse_measure(_checked_measure_name(m, where))): list(_checked_strs(
+        ids, "%s %s" % (where, m))) for m, ids in _checked_dict(saved["unscored"], where).items()}
+    return dict(saved, ranges=ranges, unscored=unscored)
+
+
+def _check_same_ranges(report, baseline):
+    """A score measure gated against a baseline made with another range for
+    its field is refused: the range decides what every value means (a
+    baseline that records none made its values on [0, 1])."""
+    ours = {f: tuple(pair) for f, pair in ((report.scores or {}).get("ranges") or {}).items()}
+    theirs = (baseline.scores or {}).get("ranges") or {}
+    for measure in sorted(set(baseline.mean) & set(report.mean)):
+        field = _field_of(measure)
+        if field is None:
+            continue
+        now, then = ours.get(field, SCORE_RANGE), theirs.get(field, SCORE_RANGE)
+        if now != then:
+            raise EvalError("%s was made with the range %s of %s and this report with %s: the "
+                            "numbers are not comparable (give the baseline's --score-range, or "
+                            "save a new baseline)" % (baseline.source, _range_text(then), field,
+                                                      _range_text(now)))
+
+
+def _range_text(pair):
+    return "%s:%s" % (_number_text(pair[0]), _number_text(pair[1]))
+
+
+def _check_same_min_score(report, baseline):
+    """A baseline made with another --min-score is refused: like rel, the cut
+    decides what every number means."""
+    if baseline.min_score != report.min_score:
+        raise EvalError("%s was made with %s and this report with %s: the numbers are not "
+                        "comparable" % (baseline.source, _min_score_text(baseline.min_score),
+                                        _min_score_text(report.min_score)))
+
+
+def _min_score_text(value):
+    return "no --min-score" if value is None else "--min-score %r" % value
+
+
+def _loaded_holdout(saved, where):
+    """The HeldOut of a baseline's "holdout" object (see _saved_slices)."""
+    if not isinstance(saved, dict):
+        raise EvalError("%s must be an object, got %s" % (where, _short_repr(saved)))
+    counts = [saved.get(key) for key in ("queries", "unscored", "missing_from_run")]
+    if not all(type(c) is int and c >= 0 for c in counts):
+        raise EvalError("%s: queries, unscored and missing_from_run must be counts, got %s"
+                        % (where, _short_repr(counts)))
+    return HeldOut(saved.get("slice"), saved.get("mean"), saved.get("n"), *counts,
+                   saved.get("members_sha256"), "per_query" in saved, saved.get("per_query"))
+
+
+def baseline_dict(report):
+    """The richer baseline form of a report (what ``--save-baseline`` writes)."""
+    _gated_average(report)
+    _check_kept_members(report)
+    return {
+        "format": BASELINE_FORMAT,
+        "format_version": 1,
+        "tool": {"name": "rag_eval", "version": __version__},
+        "inputs": report.inputs or {},
+        "meta": dict(report.meta or {}),
+        **({} if report.label_sha256 is None else
+           {"label_sha256": dict(sorted(report.label_sha256.items()))}),
+        "measures": list(report.measures),
+        "rel": report.rel,
+        **({} if report.min_score is None else {"min_score": report.min_score}),
+        "mean": dict(report.mean),
+        # A report read back without its per-query values gives a means-only baseline.
+        **({} if report.scored_count is not None else
+           {"per_query": {q: dict(v) for q, v in report.per_query.items()}}),
+        "unscored": list(report.unscored),
+        **({} if report.scores is None else {"scores": {
+            key: json.loads(json.dumps(report.scores[key]))
+            for key in ("inputs", "ranges", "unscored")}}),
+        **_saved_slices(report),
+    }
+
+
+def _saved_slices(report):
+    """What a baseline keeps of a report's slices: the means of every slice
+    (not only those shown), each query's slices, and the hold-out's counts,
+    means and the sha256 of its ids (its values only when revealed)."""
+    out = {}
+    if report.slices is not None:
+        out["slices"] = {name: {key: stats[key] for key in ("queries", "mean", "n")
+                                if key in stats}
+                         for name, stats in report.slices.items()}
+        out["membership"] = {q: list(names) for q, names in report.membership.items()}
+    held = report.holdout
+    if held is not None:
+        out["holdout"] = {key: value for key, value in held.to_dict().items()
+                          if key not in ("revealed", "ids")}
+        out["holdout"]["members_sha256"] = held.members_sha256
+        if held.revealed:
+            out["holdout"]["per_query"] = {q: dict(v) for q, v in held.per_query.items()}
+    return out
+
+
+def _check_kept_members(report):
+    """Refuse a report read back from JSON (see :func:`load_report`) whose
+    slices or hold-out a baseline cannot keep whole: the JSON keeps each
+    slice's means but not its queries, nor the hash of the hold-out's ids,
+    and a baseline needs them (to pair a slice's queries, list those that
+    moved, tell a lost judge score and a changed hold-out)."""
+    lacking = []
+    if report.slices is not None and report.membership is None:
+        lacking.append("the queries of each slice (only their means)")
+    if report.holdout is not None and not report.holdout.members_sha256:
+        lacking.append("the hash of the hold-out's queries")
+    if lacking:
+        raise EvalError("this report was read back from JSON, which does not keep %s, and a "
+                        "baseline holds %s: save the baseline from the evaluation itself "
+                        "(--save-baseline, or save_baseline(evaluate(...)))%s" % (
+                            " nor ".join(lacking), "both" if len(lacking) > 1 else "it",
+                            "" if report.holdout is not None else ", or drop the slices to "
+                            "gate the overall only (report._replace(slices=None, by=()))"))
+
+
+def _write_atomic(outputs):
+    """Write each (path, text) through a temp file in its folder, then rename
+    them all: an error leaves none of the files half-written, and none written
+    when it happens before the renames."""
+    if not outputs:
+        return
+    import tempfile   # only when writing: keeps start-up fast
+    targets = [os.path.realpath(path) for path, _ in outputs]
+    if len(set(targets)) < len(targets):
+        raise EvalError("%s: named for two outputs (--save-baseline and -o)" % outputs[-1][0])
+    for path, _ in outputs:
+        # Checked before anything is staged: a rename that fails after another
+        # succeeded would leave one file written.
+        if os.path.isdir(path) or path.endswith((os.sep, os.altsep or os.sep)):
+            raise EvalError("%s: is a directory, not a file" % path)
+    mask = os.umask(0)
+    os.umask(mask)
+    staged = []
+    try:
+        for path, text in outputs:
+            try:
+                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                           prefix=".rag_eval-", suffix=".tmp")
+                staged.append((tmp, path))
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                os.chmod(tmp, 0o666 & ~mask)
+            except OSError as exc:
+                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
+        for tmp, path in staged:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def save_baseline(report, path):
+    """Write ``report`` as a baseline file atomically (temp file, then rename).
+    A report read back from JSON with slices or a hold-out is refused (an
+    EvalError: see _check_kept_members)."""
+    _write_atomic([(path, _dumps(baseline_dict(report)))])
+
+
+def _checked_baseline(baseline):
+    """A Baseline whose every number is a finite value in [0, 1] under a canonical
+    name (a dict is taken as flat means); anything else is an EvalError."""
+    if isinstance(baseline, dict):
+        if not baseline:
+            raise EvalError("baseline: the baseline holds no measures")
+        return Baseline(_canonical_values(baseline, "baseline"))
+    if not isinstance(baseline, Baseline):
+        raise EvalError("baseline must be a Baseline or a dict, got %s" % type(baseline).__name__)
+    source = str(baseline.source)
+    if not baseline.mean:
+        raise EvalError("%s: the baseline holds no measures" % source)
+    per_query = _checked_per_query(baseline.per_query, source)
+    mean = _agreeing_means(_canonical_values(baseline.mean, source), per_query, source)
+    return _checked_slices(baseline._replace(
+        mean=mean, source=source, per_query=per_query,
+        inputs=_checked_inputs(baseline.inputs, source),
+        rel=_positive_int(baseline.rel, "baseline rel"),
+        meta=_checked_baseline_meta(baseline.meta, source),
+        label_sha256=_checked_label_hashes(baseline.label_sha256, source)))
+
+
+def _checked_slices(baseline):
+    """A Baseline (its means and per-query values checked) whose slices,
+    membership and hold-out are checked as its means are: canonical names,
+    values in [0, 1], means that agree with the per-query values."""
+    source, per_query = baseline.source, baseline.per_query
+    membership = _checked_membership(baseline.membership, baseline.slices, source)
+    slices = None
+    if baseline.slices is not None:
+        if not isinstance(baseline.slices, dict):
+            raise EvalError("%s: slices must be an object {slice: {measure: mean}}, got %s"
+                            % (source, _short_repr(baseline.slices)))
+        members = _members(membership)
+        slices = {}
+        for name, means in sorted(baseline.slices.items()):
+            _checked_slice_name(name, "%s: slices" % source)
+            where = "%s: slices %r" % (source, name)
+            rows = {q: per_query[q] for q in members.get(name, ()) if q in (per_query or {})}
+            slices[name] = _agreeing_means(_canonical_values(means, "%s: mean" % where),
+                                           rows, where)
+    return baseline._replace(slices=slices, membership=membership,
+                             holdout=_checked_held_out(baseline.holdout, source))
+
+
+def _checked_slice_name(name, where):
+    if not isinstance(name, str) or "=" not in name or not _slice_field(name):
+        raise EvalError("%s: %s is not a slice name field=value" % (where, _short_repr(name)))
+    return name
+
+
+def _checked_membership(membership, slices, where):
+    """A baseline's {qid: (slice, ...)}: given exactly when its slices are."""
+    if (membership is None) != (slices is None):
+        raise EvalError("%s: slices and membership come together (a saved baseline writes "
+                        "both); write it again with --save-baseline" % where)
+    if membership is None:
+        return None
+    if not isinstance(membership, dict):
+        raise EvalError("%s: membership must be an object {query_id: [slice, ...]}, got %s"
+                        % (where, _short_repr(membership)))
+    out = {}
+    for qid, names in membership.items():
+        if not isinstance(qid, str) or not isinstance(names, (list, tuple)):
+            raise EvalError("%s: membership %s: must be a list of slices, got %s"
+                            % (where, _short_repr(qid), _short_repr(names)))
+        out[qid] = tuple(_checked_slice_name(n, "%s: membership %r" % (where, qid))
+                         for n in names)
+    return out
+
+
+def _members(membership):
+    """{slice: [qid, ...]} of {qid: (slice, ...)}.
+
+    >>> _members({"q1": ("a=1", "b=2"), "q2": ("a=1",)})
+    {'a=1': ['q1', 'q2'], 'b=2': ['q1']}
+    """
+    members = {}
+    for qid, names in (membership or {}).items():
+        for name in names:
+            members.setdefault(name, []).append(qid)
+    return members
+
+
+def _checked_held_out(held, where):
+    """A baseline's hold-out: a HeldOut with means in [0, 1] under canonical
+    names, and per-query values (only revealed ones are saved) that agree."""
+    if held is None:
+        return None
+    if not isinstance(held, HeldOut):
+        raise EvalError("%s: holdout must be a HeldOut, got %s" % (where, type(held).__name__))
+    where = "%s: holdout" % where
+    _checked_slice_name(held.slice, where)
+    sha = held.members_sha256
+    if not isinstance(sha, str) or not re.fullmatch("[0-9a-f]{64}", sha):
+        raise EvalError("%s: members_sha256 must be 64 hex digits, got %s"
+                        % (where, _short_repr(sha)))
+    per_query = _checked_per_query(held.per_query, where)
+    mean = _agreeing_means(_canonical_values(held.mean, "%s: mean" % where), per_query, where)
+    return held._replace(mean=mean, per_query=per_query, n=None, ids=None)
+
+
+def _agreeing_means(mean, per_query, where):
+    """``mean``, once each of its values is checked against the mean of the
+    per-query values: the significant gate reads the per-query values, the
+    tolerance rule the means, and an edited mean must not fool either."""
+    for measure, stated in mean.items():
+        values = [v[measure] for v in (per_query or {}).values() if measure in v]
+        if values and abs(_mean(values) - stated) > FLOAT_SLACK:
+            raise EvalError("%s: the mean of %s (%r) is not the mean of its per-query values "
+                            "(%r): the file was edited; write it again with --save-baseline"
+                            % (where, measure, stated, _mean(values)))
+    return mean
+
+
+def _checked_type(value, kind, noun, what):
+    """``value`` when it is a ``kind``, else an EvalError naming ``what``."""
+    if not isinstance(value, kind):
+        raise EvalError("%s: expected %s, got %s" % (what, noun, _short_repr(value)))
+    return value
+
+
+def _checked_dict(value, what, optional=False):
+    if value is None and optional:
+        return None
+    return _checked_type(value, dict, "an object", what)
+
+
+def _checked_list(value, what):
+    return _checked_type(value, list, "a list", what)
+
+
+def _checked_strs(values, what):
+    """A list of strings as a tuple (a string alone is refused, never split)."""
+    return tuple(_checked_str(v, what) for v in _checked_list(values, what))
+
+
+def _checked_counts(values, what):
+    """{name: count}: string keys, non-negative integers."""
+    return {_checked_str(key, what): _count(value, "%s %r" % (what, key))
+            for key, value in _checked_dict(values, what).items()}
+
+
+def _checked_measure_name(name, what):
+    try:
+        return str(parse_measure(_checked_str(name, what))) and name
+    except EvalError as exc:
+        raise EvalError("%s: %s" % (what, exc)) from None
+
+
+def _checked_pairs(values, what):
+    """{measure: [lo, hi] or None}, each bound a value in [0, 1]."""
+    out = {}
+    for m, pair in _checked_dict(values, what).items():
+        if pair is not None:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise EvalError("%s %r: expected [lower, upper], got %s"
+                                % (what, m, _short_repr(pair)))
+            _canonical_values({m: pair[0]}, what)
+            _canonical_values({m: pair[1]}, what)
+        out[m] = None if pair is None else list(pair)
+    return out
+
+
+def _count(value, what):
+    if type(value) is not int or value < 0:
+        raise EvalError("%s: expected a count, got %s" % (what, _short_repr(value)))
+    return value
+
+
+def _checked_str(value, what):
+    return _checked_type(value, str, "a string", what)
+
+
+def _checked_values(values, what):
+    """{measure: value} as written, checked as a baseline's are (names that
+    parse, every value a number in [0, 1]: a report never holds NaN)."""
+    _canonical_values(values, what)
+    return dict(values)
