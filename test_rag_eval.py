@@ -9446,7 +9446,7 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             seen["not grouped"] += plain[0] == "not grouped"
         self.assertGreater(min(seen.values()), 50, seen)
 
-    # -- _rank: _rank_fast == _rank_plain -------------------------------------
+    # -- _chunk_map_of: _chunk_map_bulk == _chunk_map_plain -------------------
     def test_chunk_map_readers(self):
         # Seeded chunk maps, well formed and mutated (nulls, floats, bools, blank
         # lines, repeated ids, missing fields, doc_sha256, bad JSON): the bulk
@@ -9496,6 +9496,7 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
         for reader in (rag_eval._chunk_map_bulk, rag_eval._chunk_map_plain):
             self.assertIn("m.jsonl:1:8: invalid JSON: Unterminated string", outcome(reader, broken))
 
+    # -- _rank: _rank_fast == _rank_plain -------------------------------------
     def test_rankers(self):
         # Ranked lists, score maps and _Scored (in order or not; text or the fast
         # reader's bytes and decimal tokens), ties, repeats, any depth.
