@@ -1,16 +1,14 @@
 """Tests of rag_eval (standard library only): ``python3 -m unittest``.
 
 Expected values come from hand arithmetic (tests/data/hand_worked.json and the
-comments below) or from peer tools, stored as data under tests/data/ by the
-generators in tests/peers/ (which the suite never imports).
+comments by the tests) or from peer tools, stored as data under tests/data/ by
+the generators in tests/peers/ (which the suite never imports).
 
-One TestCase per behaviour, in the order of rag_eval.py, under a banner per
-area: public names and the bundled example; measures and their names; inputs
-(sources, JSON and JSONL, TREC, streaming); ranking policies (ties, repeated
-ids, which queries count, unlabelled runs); evaluation; statistics; comparison;
-gate and baselines; output; command line; accelerations against their plain
-twins (AccelerationTwinsTest) and forked workers; seeded fuzzing (FuzzTest,
-last).  TempDir.report_of writes a qrels file and a run and runs main() on them.
+This file holds the module's doctests (load_tests), its public names, the
+bundled example and the exit codes.  The rest is under tests/, one module per
+area (tests/test_measures.py ... tests/test_fuzz.py, seeded fuzzing), with the
+helpers they share in tests/support.py: TempDir.report_of writes a qrels file
+and a run and runs main() on them.
 """
 
 import doctest
