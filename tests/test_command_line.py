@@ -1,0 +1,327 @@
+"""The command line: action.yml's and the README workflow's command lines run as
+GitHub runs them, each option and its refusals, and internal errors (exit 2,
+one line).  Exit codes in a real process: test_rag_eval.py.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+import rag_eval
+from tests.support import HERE, run_cli, TempDir, example, EXAMPLE_FILES, read_text
+
+
+class MiniYaml:
+    """A reader for the YAML subset action.yml and the README's workflow use
+    (PyYAML is not a dependency): nested mappings by indentation, lists of
+    mappings (``- key: value``), plain or quoted scalars, ``|`` blocks, comment
+    lines."""
+
+    def __init__(self, text):
+        self.lines, self.i = text.splitlines(), 0
+
+    def parse(self):
+        return self.block(0)
+
+    def skip(self):
+        while self.i < len(self.lines) and (not self.lines[self.i].strip()
+                                            or self.lines[self.i].lstrip().startswith("#")):
+            self.i += 1
+
+    def indent(self):
+        line = self.lines[self.i]
+        return len(line) - len(line.lstrip(" "))
+
+    def block(self, indent):
+        self.skip()
+        if self.i == len(self.lines) or self.indent() < indent:
+            return None
+        if self.lines[self.i].lstrip().startswith("- "):
+            return self.sequence(self.indent())
+        return self.mapping(self.indent())
+
+    def mapping(self, indent, first=None):
+        out = {}
+        while True:
+            if first is not None:
+                text, first = first, None
+            else:
+                self.skip()
+                if (self.i == len(self.lines) or self.indent() != indent
+                        or self.lines[self.i].lstrip().startswith("- ")):
+                    return out
+                text = self.lines[self.i].strip()
+                self.i += 1
+            if text.endswith(":"):
+                out[text[:-1]] = self.block(indent + 1)
+                continue
+            key, sep, value = text.partition(": ")
+            assert sep, "not a key: value line: %r" % text
+            value = re.sub(r"\s+#.*$", "", value) if not value.startswith(("'", '"')) else value
+            out[key] = self.literal(indent) if value == "|" else self.scalar(value)
+
+    def sequence(self, indent):
+        out = []
+        while True:
+            self.skip()
+            if (self.i == len(self.lines) or self.indent() != indent
+                    or not self.lines[self.i].lstrip().startswith("- ")):
+                return out
+            text = self.lines[self.i].strip()[2:]
+            self.i += 1
+            out.append(self.mapping(indent + 2, first=text))
+
+    def literal(self, indent):
+        body = []
+        while self.i < len(self.lines) and (not self.lines[self.i].strip()
+                                            or self.indent() > indent):
+            body.append(self.lines[self.i])
+            self.i += 1
+        while body and not body[-1].strip():
+            body.pop()
+        margin = min(len(line) - len(line.lstrip(" ")) for line in body if line.strip())
+        return "\n".join(line[margin:] for line in body) + "\n"
+
+    @staticmethod
+    def scalar(value):
+        if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
+            return value[1:-1]
+        return value
+
+
+@unittest.skipUnless(shutil.which("bash") and shutil.which("python3"), "needs bash and python3")
+class ActionTest(TempDir, unittest.TestCase):
+    """action.yml and the README's GitHub Actions job: their command lines,
+    run as GitHub runs them (bash -eo pipefail) on the bundled example, whose
+    gate fails."""
+
+    def run_step(self, step, env=None, cwd=None):
+        summary = os.path.join(self.tmp, "summary.md")
+        environ = dict(os.environ, GITHUB_STEP_SUMMARY=summary, GITHUB_ACTION_PATH=HERE,
+                       **(env or {}))
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               step["run"]], env=environ, cwd=cwd or self.tmp,
+                              capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stderr, read_text(summary) if os.path.exists(summary) else ""
+
+    def test_mini_yaml_reader(self):
+        self.assertEqual(MiniYaml('a: "1"\nb:\n  - c: x  # note\n    d: |\n      one\n'
+                                  '        two\n\n  - e: y\nf: z\n').parse(),
+                         {"a": "1", "b": [{"c": "x", "d": "one\n  two\n"}, {"e": "y"}],
+                          "f": "z"})
+
+    def action_step(self, **inputs):
+        action = MiniYaml(read_text(os.path.join(HERE, "action.yml"))).parse()
+        self.assertEqual(action["runs"]["using"], "composite")
+        self.assertEqual(set(action["inputs"]),
+                         {"qrels", "run", "baseline", "options", "report", "python-version"})
+        values = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
+        values.update(inputs)
+        steps = action["runs"]["steps"]
+        self.assertEqual(steps[0]["uses"], "actions/setup-python@v5")
+        self.assertEqual(steps[0]["with"], {"python-version": "${{ inputs.python-version }}"})
+        step = next(s for s in steps if "run" in s)
+        self.assertEqual(step["shell"], "bash")
+        self.assertNotIn("${{", step["run"])       # inputs reach the script as variables
+
+        def filled(text):
+            return re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: values[m.group(1)], text)
+        env = {name: filled(value) for name, value in step["env"].items()}
+        self.assertNotIn("${{", "".join(env.values()))
+        return step, env
+
+    def test_the_action_fails_the_bundled_example_and_writes_the_summary(self):
+        report = os.path.join(self.tmp, "report.json")
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"), report=report)
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 1, err)
+        self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"),
+                        summary[:200])
+        doc = json.loads(read_text(report))
+        self.assertFalse(doc["gate"]["passed"])
+        self.assertEqual(doc["per_query"]["q3"]["mrr@5"], 1.0)
+
+    def test_the_action_options_input(self):
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"),
+                                     options="--max-drop 0.1 --seed 3")
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(summary.startswith("\n**Gate passed**\n"), summary[:200])
+        self.assertIn("Gate vs %s (max drop 0.1):" % example("baseline.json").replace("_", "\\_"),
+                      summary)
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
+
+    def test_options_are_never_file_name_patterns(self):
+        # Found by review: the unquoted $RAG_EVAL_OPTIONS expanded --meta who=* to file names.
+        self.write("who=one", "")
+        self.write("who=two", "")
+        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
+                                     baseline=example("baseline.json"),
+                                     options="--max-drop 0.1 --meta who=*")
+        code, err, summary = self.run_step(step, env)
+        self.assertEqual(code, 0, err)
+        doc = json.loads(read_text(os.path.join(self.tmp, "rag_eval-report.json")))
+        self.assertEqual(doc["meta"], {"who": "*"})
+
+    def test_the_readme_job_as_written(self):
+        readme = read_text(os.path.join(HERE, "README.md"))
+        section = readme.split("\n## Use it as a CI step (GitHub Actions)\n", 1)[1]
+        workflow = MiniYaml(re.search(r"```yaml\n(.*?)```", section, re.S).group(1)).parse()
+        steps = workflow["jobs"]["rag-eval"]["steps"]
+        self.assertEqual([s.get("uses") for s in steps[:2]],
+                         ["actions/checkout@v4", "actions/setup-python@v5"])
+        gate_step = next(s for s in steps if s.get("name") == "Retrieval quality gate")
+        keep = steps[-1]
+        self.assertEqual((keep["uses"], keep["if"]), ("actions/upload-artifact@v4", "always()"))
+        self.assertIn("-o %s " % keep["with"]["path"], gate_step["run"])
+        self.assertIn("--step-summary", gate_step["run"])
+        # The repository the job checks out: rag_eval.py copied in, the data under eval/.
+        os.mkdir(os.path.join(self.tmp, "eval"))
+        shutil.copy(os.path.join(HERE, "rag_eval.py"), self.tmp)
+        shutil.copy(example("run.json"), self.tmp)         # what the retriever step writes
+        for name in ("qrels.json", "baseline.json"):
+            shutil.copy(example(name), os.path.join(self.tmp, "eval"))
+        code, err, summary = self.run_step(gate_step)
+        self.assertEqual(code, 1, err)
+        self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"))
+        doc = json.loads(read_text(os.path.join(self.tmp, keep["with"]["path"])))
+        self.assertFalse(doc["gate"]["passed"])
+
+
+# ---------------------------------------------------------------------------
+# Command line: options, exit codes, one-line errors
+# ---------------------------------------------------------------------------
+
+class CommandLineOptionsTest(TempDir, unittest.TestCase):
+    """Each option reaches the code it names, and bad values are refused on one
+    line."""
+    def test_help_ends_with_examples(self):
+        code, out, err = run_cli("--help")
+        self.assertEqual(code, 0)
+        self.assertIn("exit codes: 0 ok, 1 the gate found a regression", out)
+
+    def test_run_format_override(self):
+        qrels = self.write("q.json", json.dumps({"q%02d" % i: {"a": 1} for i in range(30)}))
+        run = self.write("run.txt", '{"q00": ["a"]}')
+        code, out, err = run_cli(qrels, run, "--run-format", "trec")
+        self.assertEqual(code, 2)
+        self.assertIn("run.txt:1: expected 6 fields", err)
+        self.write("run.txt", "q00 Q0 a 1 2.0 t\n")
+        code, out, err = run_cli(qrels, run, "--run-format", "trec")
+        self.assertEqual(code, 0, err)
+
+    def test_bad_k(self):
+        for k in ("0", "-1", "x", "2.5", "1,,0"):
+            with self.subTest(k=k):
+                self.assertBad(extra=["--k", k],
+                               expect="k must be a positive integer, got '0'" if k == "0" else "k")
+
+    def test_unknown_measure(self):
+        self.assertBad(extra=["--metrics", "ndgc"], expect="did you mean 'ndcg'")
+
+    def test_bad_rel_and_max_drop(self):
+        self.assertBad(extra=["--rel", "0"], expect="rel")
+        for tolerance in ("-0.1", "nan", "x", "inf%"):
+            with self.subTest(max_drop=tolerance):
+                self.assertBad(extra=["--max-drop", tolerance], expect="max drop")
+
+    def test_numbers_in_options(self):
+        bad = [("--max-drop", "1_0"), ("--max-drop", "5"), ("--max-drop", "1"),
+               ("--max-drop", "150%"), ("--max-drop", "100%"), ("--k", "1_0"), ("--rel", "1_0"),
+               ("--alpha", "0.0_5"), ("--seed", "1_0"), ("--resamples", "0")]
+        for option, value in bad:
+            with self.subTest(option=option, value=value):
+                code, out, err = run_cli(example("qrels.json"), example("run.json"), option, value,
+                                         "--baseline", example("baseline.json"))
+                self.assertEqual(code, 2, out)
+                self.assertEqual(len(err.strip().splitlines()), 1)
+
+    def test_numbers_are_ascii(self):
+        for argv in (("--k", "５"), ("--metrics", "recall@٣"), ("--rel", "２")):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*EXAMPLE_FILES, *argv)
+                self.assertEqual(code, 2)
+                self.assertIn("must be a positive integer", err)
+        base = self.write("b.json", '{"map@１00": 0.5}')
+        code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", base)
+        self.assertEqual(code, 2)
+        self.assertIn("the cutoff k must be a positive integer", err)
+
+    def test_usage_error_is_one_line(self):
+        # Holds test_bad_option_is_usage_error ("--format xml": exit 2, "invalid choice").
+        for argv, message in ((("--bogus",), "unrecognized arguments: --bogus"),
+                              (("--k",), "argument --k: expected one argument"),
+                              (("--format", "xml"), "argument --format: invalid choice")):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*EXAMPLE_FILES, "--baseline", example("baseline.json"),
+                                         *argv)
+                self.assertEqual(code, 2)
+                self.assertEqual(err.count("\n"), 1, err)
+                self.assertTrue(err.startswith("rag-eval: error: " + message), err)
+                self.assertTrue(err.endswith("(see --help)\n"))
+
+
+class InternalErrorTest(TempDir, unittest.TestCase):
+    """A bug exits 2 with one line, never 0 (a pass) or 1 (a regression)."""
+
+    ARGS = (example("qrels.json"), example("run.json"), "--baseline", example("baseline.json"))
+
+    def broken(self, *argv, env=None):
+        saved_gate, saved_env = rag_eval.gate, os.environ.get("RAG_EVAL_DEBUG")
+
+        def bug(*args, **kwargs):
+            raise ZeroDivisionError("division by zero\nsecond line")
+        rag_eval.gate = bug
+        if env is None:
+            os.environ.pop("RAG_EVAL_DEBUG", None)
+        else:
+            os.environ["RAG_EVAL_DEBUG"] = env
+        try:
+            return run_cli(*self.ARGS, *argv)
+        finally:
+            rag_eval.gate = saved_gate
+            if saved_env is None:
+                os.environ.pop("RAG_EVAL_DEBUG", None)
+            else:
+                os.environ["RAG_EVAL_DEBUG"] = saved_env
+
+    def test_one_line_exit_2(self):
+        code, out, err = self.broken()
+        self.assertEqual(code, 2)
+        self.assertEqual(err, "rag-eval: internal error (a bug in rag_eval, please report it): "
+                              "ZeroDivisionError: division by zero; rerun with --debug or "
+                              "RAG_EVAL_DEBUG=1 to see the traceback\n")
+
+    def test_debug_shows_the_traceback(self):
+        for argv, env in ((("--debug",), None), ((), "1")):
+            with self.subTest(argv=argv, env=env):
+                code, out, err = self.broken(*argv, env=env)
+                self.assertEqual(code, 2)
+                self.assertIn("Traceback (most recent call last)", err)
+                self.assertTrue(err.endswith("to see the traceback\n"))
+
+    def test_a_closed_stderr_keeps_the_exit_code(self):
+        # Writing to a pipe nobody reads raises; that must not turn exit 2 (or 0)
+        # into Python's exit 1, the regression code.
+        bad = os.path.join(self.tmp, "bad.json")
+        with open(bad, "w") as handle:
+            handle.write("{")
+        for argv, expected in (((bad, example("run.json")), 2),
+                               ((example("qrels.json"), example("run.json")), 0),
+                               (self.ARGS, 1)):
+            with self.subTest(expected=expected):
+                read_end, write_end = os.pipe()
+                os.close(read_end)
+                try:
+                    done = subprocess.run([sys.executable, example("rag_eval.py"), *argv],
+                                          stdout=subprocess.DEVNULL, stderr=write_end,
+                                          timeout=60)
+                finally:
+                    os.close(write_end)
+                self.assertEqual(done.returncode, expected)
