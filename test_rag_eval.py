@@ -197,6 +197,21 @@ class ExitCodeTest(TempDir, unittest.TestCase):
         self.assertIn("FAILED", proc.stdout)
         self.assertNotIn("Traceback", proc.stderr)
 
+    def test_the_one_file_copied_alone_runs_the_example(self):
+        # What a user who vendors rag_eval.py gets: the file and the three
+        # example files in an empty folder, nothing of src/ or tests/.
+        import shutil
+        for name in ("rag_eval.py", "qrels.json", "run.json", "baseline.json"):
+            shutil.copy(os.path.join(HERE, name), self.tmp)
+        proc = subprocess.run([sys.executable, "rag_eval.py", "qrels.json", "run.json",
+                               "--baseline"], cwd=self.tmp, capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("FAILED, 2 regressions", proc.stdout)
+        proc = subprocess.run([sys.executable, "-c", "import rag_eval; print(rag_eval.__file__)"],
+                              cwd=self.tmp, capture_output=True, text=True)
+        self.assertEqual(os.path.realpath(os.path.dirname(proc.stdout.strip())),
+                         os.path.realpath(self.tmp), proc.stderr)
+
     def test_closed_stdout_keeps_the_exit_code(self):
         if not os.path.exists("/bin/sh"):
             self.skipTest("needs a POSIX shell")
