@@ -642,12 +642,15 @@ class GateResult(NamedTuple):
 #           qrels do not label, or label with a negative grade, is non-relevant
 #           and unjudged (as in trec_eval), so it is not listed.
 #   grades  every grade the qrels give this query, sorted descending.
+# A character measure (view="spans") takes (context, labels, k, **params)
+# instead: the query's top chunks and its span labels (see measure()).
 # Ranking and grade look-up happen once per query (see _rank, in
 # 09_ranking); a measure reads only the few labelled ids, never the whole
 # ranking.  The registry (@measure) declares each measure with its
 # parameters, population and peer names; then the measures over ids, the
 # unanswerable queries, judge scores, units (documents, evidence spans,
-# characters) and unjudged=skip.
+# characters) and unjudged=skip.  To add a measure: README.md, "How to add a
+# measure" (a declaration here, a hand-worked row in tests/data/hand_worked.json).
 #
 # Uses: 01_head, 02_records.  Used by: measure names, the readers, ranking,
 # evaluation, the gate, reports, the command line, accelerations.
@@ -4885,7 +4888,7 @@ def _meta_section(report):
 # ===========================================================================
 # src/09_ranking.py
 #
-# Ranking: one query ranked once, the one place the tie rule is written.
+# Ranking: one query ranked once; the tie rule is defined here.
 #
 # _rank_plain orders a query's ranking (a ranked list keeps its order; scores
 # descending, ties by id descending as trec_eval does), keeps each id once at
@@ -4893,7 +4896,8 @@ def _meta_section(report):
 # then reads those few.  Also the top chunks of a ranking with text ids, the
 # document of a chunk id (doc_sep), and a query's grades in measure order.
 # The hooks _rank, _top_chunks and _labels_for_ranking are bound to their
-# fast twins by 20_accelerations.
+# fast twins by 20_accelerations (which repeat the sort key, _id_order
+# included, for speed; twin tests pin them to these definitions).
 #
 # Uses: 03_measures, 06_inputs_trec_chunks_scores.  Used by: unjudged ids,
 # evaluation, accelerations.
@@ -7957,10 +7961,11 @@ def _borderline(runs, threshold, given):
 #
 # Baselines: what a gate compares with, saved and read back.
 #
-# load_baseline reads a baseline file (or a means dict) and checks every
-# field (what a baseline must hold); baseline_dict and save_baseline write one
-# from a Report (atomically: nothing written half-way); _checked_baseline
-# checks a baseline handed to the gate; the checks a report and its baseline
+# load_baseline reads a baseline file (a saved baseline, or a flat file of
+# means) and checks every field (what a baseline must hold); baseline_dict and
+# save_baseline write one from a Report (atomically: nothing written
+# half-way); _checked_baseline checks a baseline handed to the gate (a
+# Baseline, or a dict of means); the checks a report and its baseline
 # must pass to be compared (same score ranges, same --min-score).  Also the
 # JSON checking helpers the report reader shares.
 #

@@ -7,12 +7,15 @@ Every measure is a pure function (ranked, grades, k, **params) -> float:
           qrels do not label, or label with a negative grade, is non-relevant
           and unjudged (as in trec_eval), so it is not listed.
   grades  every grade the qrels give this query, sorted descending.
+A character measure (view="spans") takes (context, labels, k, **params)
+instead: the query's top chunks and its span labels (see measure()).
 Ranking and grade look-up happen once per query (see _rank, in
 09_ranking); a measure reads only the few labelled ids, never the whole
 ranking.  The registry (@measure) declares each measure with its
 parameters, population and peer names; then the measures over ids, the
 unanswerable queries, judge scores, units (documents, evidence spans,
-characters) and unjudged=skip.
+characters) and unjudged=skip.  To add a measure: README.md, "How to add a
+measure" (a declaration here, a hand-worked row in tests/data/hand_worked.json).
 
 Uses: 01_head, 02_records.  Used by: measure names, the readers, ranking,
 evaluation, the gate, reports, the command line, accelerations.

@@ -1,4 +1,4 @@
-"""Ranking: one query ranked once, the one place the tie rule is written.
+"""Ranking: one query ranked once; the tie rule is defined here.
 
 _rank_plain orders a query's ranking (a ranked list keeps its order; scores
 descending, ties by id descending as trec_eval does), keeps each id once at
@@ -6,7 +6,8 @@ its best position, and places the labelled ids of the top K; every measure
 then reads those few.  Also the top chunks of a ranking with text ids, the
 document of a chunk id (doc_sep), and a query's grades in measure order.
 The hooks _rank, _top_chunks and _labels_for_ranking are bound to their
-fast twins by 20_accelerations.
+fast twins by 20_accelerations (which repeat the sort key, _id_order
+included, for speed; twin tests pin them to these definitions).
 
 Uses: 03_measures, 06_inputs_trec_chunks_scores.  Used by: unjudged ids,
 evaluation, accelerations.

@@ -1,9 +1,10 @@
 """Baselines: what a gate compares with, saved and read back.
 
-load_baseline reads a baseline file (or a means dict) and checks every
-field (what a baseline must hold); baseline_dict and save_baseline write one
-from a Report (atomically: nothing written half-way); _checked_baseline
-checks a baseline handed to the gate; the checks a report and its baseline
+load_baseline reads a baseline file (a saved baseline, or a flat file of
+means) and checks every field (what a baseline must hold); baseline_dict and
+save_baseline write one from a Report (atomically: nothing written
+half-way); _checked_baseline checks a baseline handed to the gate (a
+Baseline, or a dict of means); the checks a report and its baseline
 must pass to be compared (same score ranges, same --min-score).  Also the
 JSON checking helpers the report reader shares.
 
