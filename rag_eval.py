@@ -12,7 +12,8 @@
 # The module docstring (what rag_eval is, its measures, a quick start),
 # __all__, the imports, the version, the exit codes and the defaults, the one
 # exception type (EvalError), and the few small helpers every file uses
-# (_mean, _plural, _preview, _short_repr, _fmt, _dumps).
+# (_mean, _plural, _preview, _short_repr, _fmt, _dumps, and the hashes of
+# sets of query ids: _query_set, _members_sha256).
 #
 # Uses: nothing.  Used by: every later file.
 # ===========================================================================
@@ -140,6 +141,7 @@ DEFAULT_MAX_BYTES = 60000   # a pull-request comment holds 65536 characters
 
 
 BASELINE_FORMAT = "rag_eval.baseline"
+BASELINE_VERSIONS = (1, 2)   # read; the last is written (2: query sets)
 UNJUDGED = -1        # grade given to a retrieved id that the qrels do not label
 FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
 
@@ -187,6 +189,27 @@ def _dumps(obj):
 def _fmt(value):
     """A mean as the tables show it: four decimals, "-" for none."""
     return "-" if value is None else "%.4f" % value
+
+
+def _query_set(ids):
+    """Which queries a mean is over, as a baseline or a report records it
+    without naming them: their count and the sha256 of their ids.
+
+    >>> _query_set(["q2", "q1"]) == _query_set(("q1", "q2"))
+    True
+    """
+    return {"queries": len(ids), "sha256": _members_sha256(ids)}
+
+
+def _members_sha256(ids):
+    """The sha256 of a set of query ids (canonical JSON of the sorted list):
+    names no id, and changes when one joins or leaves.
+
+    >>> _members_sha256(["q2", "q1"]) == _members_sha256(("q1", "q2"))
+    True
+    """
+    text = json.dumps(sorted(ids), ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # ===========================================================================
@@ -268,7 +291,10 @@ class Report(NamedTuple):
     ``scored_count`` is None unless ``per_query`` is empty because the report
     was read from JSON written without its per-query values (see
     :func:`load_report`): then it counts the scored queries, and the gate
-    treats the report as means only.
+    treats the report as means only.  ``query_sets`` is None unless the
+    report was read back from JSON: then it is what the JSON recorded of
+    which queries each mean is over (see _query_sets), which a report
+    scored here computes from its values.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -307,6 +333,7 @@ class Report(NamedTuple):
     scores: Optional[dict] = None
     drift: Optional[dict] = None
     scored_count: Optional[int] = None
+    query_sets: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -369,7 +396,10 @@ class Report(NamedTuple):
             out["mapping"] = dict(self.mapping)
         if per_query:
             out["per_query"] = {q: dict(v) for q, v in self.per_query.items()}
-        if self.by or self.membership is None and self.slices is not None:  # as read back
+        out["query_sets"] = _query_sets(self)
+        if per_query and self.membership is not None:   # what a slice's pairing needs
+            out["membership"] = {q: list(names) for q, names in sorted(self.membership.items())}
+        if self.by or self.query_sets is not None and self.slices is not None:  # as read back
             out["slices"] = {name: _slice_json(stats) for name, stats in self.slices.items()
                              if _slice_field(name) in self.by}
         if self.holdout is not None:
@@ -392,6 +422,53 @@ class Report(NamedTuple):
 def _query_count(report):
     """How many queries a report scored (see Report.scored_count)."""
     return len(report.per_query) if report.scored_count is None else report.scored_count
+
+
+def _query_sets(report):
+    """What a report records of which queries each mean is over, without
+    naming them: {population: record}, the populations "all" (every scored
+    query not held out), each slice and the hold-out, each record a _query_set of the scored queries with, under
+    "measures", that of each measure whose mean is over other queries (a
+    character measure, a judge field, a set-level measure's cells).
+
+    >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": ["a"]}, k=1, measures="mrr")
+    >>> sets = _query_sets(r)
+    >>> sorted(sets), sets["all"]["queries"], sets["all"]["sha256"] == _members_sha256(["q1", "q2"])
+    (['all'], 2, True)
+    """
+    if report.query_sets is not None:
+        return report.query_sets      # read back from JSON
+    out = {"all": _population_record(report.per_query, report.measures, report.cells)}
+    members = {}
+    for qid, names in (report.membership or {}).items():
+        for name in names:
+            members.setdefault(name, []).append(qid)
+    for name, qids in sorted(members.items()):
+        rows = {q: report.per_query[q] for q in qids if q in report.per_query}
+        cells = report.cells and {q: report.cells[q] for q in qids if q in report.cells}
+        out[name] = _population_record(rows, report.measures, cells)
+    held = report.holdout
+    if held is not None and held.per_query is not None:
+        out[held.slice] = _population_record(held.per_query, report.measures)
+    return out
+
+
+def _population_record(values, measures, cells=None):
+    """The record of one population (see _query_sets): ``values`` its
+    per-query values, ``cells`` those of its set-level measures."""
+    record = _query_set(list(values))
+    scored, other = set(values), {}
+    for m in measures:
+        ids = {q for q, v in values.items() if m in v}
+        if not ids and cells:
+            ids = {q for q, c in cells.items() if m in c}
+        elif not ids:
+            continue        # a set-level measure without cells: the population's record
+        if ids != scored:
+            other[m] = _query_set(list(ids))
+    if other:
+        record["measures"] = other
+    return record
 
 
 def _gated_average(report):
@@ -433,8 +510,10 @@ class HeldOut(NamedTuple):
     _members_sha256), so a baseline tells that the hold-out changed without
     naming any of them.  ``per_query`` and ``ids`` (its unscored and missing
     ids) are kept for the gate and written only when ``revealed``
-    (``--reveal-holdout``); a baseline holds ``per_query`` only if revealed.
-    Its repr shows counts and means alone.
+    (``--reveal-holdout``); a baseline holds ``per_query`` only if revealed,
+    and else the record of which queries its means are over (see
+    _query_sets): no hash per id, which would name an id as guessable as
+    ``q17``.  Its repr shows counts and means alone.
     """
     slice: str
     mean: Dict[str, float]
@@ -457,7 +536,7 @@ class HeldOut(NamedTuple):
         the per-query values only when revealed."""
         out = {"slice": self.slice, "queries": self.queries, "unscored": self.unscored,
                "missing_from_run": self.missing, "mean": dict(self.mean),
-               "revealed": self.revealed}
+               "revealed": self.revealed, "members_sha256": self.members_sha256}
         if self.n is not None:
             out["n"] = dict(self.n)
         if self.revealed:
@@ -478,7 +557,10 @@ class Baseline(NamedTuple):
     ``scores`` holds the score files' inputs and each field's range.
     ``slices`` holds the means of every slice (``{"source=real": {measure:
     mean}}``), ``membership`` the slices of each query in any, ``holdout`` the
-    held-out slice's counts and means (see :class:`HeldOut`).
+    held-out slice's counts and means (see :class:`HeldOut`).  ``query_sets``
+    records which queries each mean is over (see _query_sets; None: not
+    recorded, as in a file of means): what lets a baseline of means alone
+    tell a changed test set.
     """
     mean: Dict[str, float]
     per_query: Optional[Dict[str, Dict[str, float]]] = None
@@ -492,11 +574,20 @@ class Baseline(NamedTuple):
     holdout: Optional[HeldOut] = None
     min_score: Optional[float] = None
     scores: Optional[dict] = None     # {"inputs": [...], "ranges": {field: [lo, hi]}}
+    query_sets: Optional[dict] = None  # {population: record}: see _query_sets
 
 
 class MeasureChange(NamedTuple):
     """One baseline measure against the current report, over every scored
     query (``slice`` None) or over one slice (``"source=real"``).
+
+    ``baseline`` and ``current`` are the two means over the same queries: the
+    ``n`` queries both sides scored for the measure (see _paired_view).
+    ``removed`` counts the queries the baseline scored and the report does
+    not, ``added`` the new ones: neither is in either mean.  Compared on
+    the means alone (a side without per-query values), ``n`` is the count
+    both records agree on, or None when the baseline records none.  A
+    ``missing`` row says why in ``reason``.
 
     ``status`` is one of ``regressed``, ``missing``, ``dropped within tolerance``,
     ``dropped, not significant``, ``unchanged``, ``improved``.  ``p_value`` (the
@@ -527,6 +618,10 @@ class MeasureChange(NamedTuple):
     judged: Optional[float] = None
     undecided: Optional[dict] = None
     suspect: Optional[str] = None
+    n: Optional[int] = None
+    removed: int = 0
+    added: int = 0
+    reason: Optional[str] = None
 
     @property
     def name(self):
@@ -577,6 +672,7 @@ class GateResult(NamedTuple):
     labels_changed: Optional[Tuple[str, ...]] = None    # None: no label hashes to compare
     moved: Tuple[MembershipChange, ...] = ()
     slice_tolerances: Optional[Dict[str, str]] = None   # --slice-max-drop, as given
+    removed_failing: int = 0       # --fail-on-removed: the removed queries that fail it
 
     def __bool__(self):
         return bool(self.passed)
@@ -623,6 +719,7 @@ class GateResult(NamedTuple):
                 "moved": [{"query": m.query, "left": list(m.left), "joined": list(m.joined)}
                           for m in self.moved]},
             "notes": list(self.notes),
+            "removed_failing": self.removed_failing,
         }
 
     def _repr_html_(self):
@@ -4363,17 +4460,6 @@ def _slice_names(info):
                          for value in values}))
 
 
-def _members_sha256(ids):
-    """The sha256 of a set of query ids (canonical JSON of the sorted list):
-    names no id, and changes when one joins or leaves.
-
-    >>> _members_sha256(["q2", "q1"]) == _members_sha256(("q1", "q2"))
-    True
-    """
-    text = json.dumps(sorted(ids), ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 class _TestSet:
     """What query metadata makes of a test set for one evaluation: the
     members with no labels (added to the qrels, unscored), the members
@@ -4857,8 +4943,8 @@ def _relabelled(report, baseline):
 
 
 def _relabelled_notes(report, baseline, relabelled):
-    """What the gate says of changed labels: which queries, and that per-query
-    checks leave them out while the means hold them."""
+    """What the gate says of changed labels: which queries, and that the
+    list of per-query drops leaves them out while every mean holds them."""
     before = ((baseline.inputs or {}).get("qrels") or {}).get("sha256")
     now = ((report.inputs or {}).get("qrels") or {}).get("sha256")
     if relabelled is None:
@@ -4866,8 +4952,9 @@ def _relabelled_notes(report, baseline, relabelled):
                  "see which queries' labels change" % baseline.source]
                 if before and now and before != now and baseline.per_query is not None else [])
     if relabelled:
-        return ["labels changed since the baseline for %s: %s; per-query drops and the "
-                "significant test compare the other queries, the means include them"
+        return ["labels changed since the baseline for %s: %s; their values changed with their "
+                "labels: every mean (and the significant test) includes them, the per-query "
+                "drops leave them out"
                 % (_plural(len(relabelled), "query", "queries"), _preview(relabelled, 20))]
     if before and now and before != now:
         held = report.holdout is not None
@@ -7191,6 +7278,118 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
 # Comparison and statistics: two runs on the same queries
 # ---------------------------------------------------------------------------
 
+# --- the paired view: which queries a verdict compares ------------------------------
+#
+# One rule behind every verdict (the gate's tolerance and significant rules,
+# every slice, the hold-out, judge scores, --compare, reports read back): a
+# measure is compared over the queries both sides scored for it, the
+# baseline's mean over them against the current mean over them.  A query
+# only one side scored is counted (removed, added) and in neither mean, so
+# dropping a failing query can never raise a mean.  A side that holds means
+# only is compared on its means when its record of which queries they are
+# over (_query_set) is the other side's; a different record is a changed
+# test set, which means cannot tell apart from a real change: MISSING.  A
+# file of bare means records nothing: compared on its means, with a note.
+
+class _Side(NamedTuple):
+    """One side of a comparison of one population (every scored query, a
+    slice, the hold-out): its stated means, its per-query values (None:
+    means only), its record of which queries each mean is over (a
+    _population_record; None: not recorded), and the members of its test
+    set that have no value for a measure (a judge score's nulls: {measure:
+    ids}), which its values cannot show."""
+    mean: Dict[str, float]
+    values: Optional[Dict[str, Dict[str, float]]] = None
+    sets: Optional[dict] = None
+    unscored: Optional[Dict[str, Tuple[str, ...]]] = None
+
+
+class _Paired(NamedTuple):
+    """One measure of one population, both sides over the same queries:
+    ``baseline`` and ``current`` the two means over the ``n`` queries
+    compared (``queries``, empty when compared on the means alone; n None
+    when no side records how many), ``removed`` and ``added`` the queries
+    only one side scored, ``missing`` why there is nothing to compare (the
+    row is MISSING), ``means`` why it was compared on the means alone."""
+    baseline: Optional[float]
+    current: Optional[float]
+    n: Optional[int]
+    queries: Tuple[str, ...] = ()
+    removed: Tuple[str, ...] = ()
+    added: Tuple[str, ...] = ()
+    missing: Optional[str] = None
+    means: Optional[str] = None
+
+
+def _paired_view(measure, before, now, fixed=True):
+    """The _Paired of ``measure`` between the baseline's side ``before`` and
+    the current side ``now`` (two _Side).  ``fixed`` False for a measure
+    whose population the run itself decides: no shared query is then
+    nothing to compare, not a failure.
+
+    >>> then = _Side({"mrr@5": 0.5}, {"q1": {"mrr@5": 1.0}, "q2": {"mrr@5": 0.0}})
+    >>> now = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}})   # q2, the failing one, dropped
+    >>> _paired_view("mrr@5", then, now)[:6]
+    (1.0, 1.0, 1, ('q1',), ('q2',), ())
+    >>> _paired_view("mrr@5", _Side({"mrr@5": 0.5}, sets=_query_set(["q1", "q2"])), now).missing
+    'test set changed; the baseline holds means only: save it again with per-query values'
+    """
+    then, current = _values_of(before, measure), _values_of(now, measure)
+    stated = before.mean.get(measure)
+    if measure not in now.mean and not current and now.values != {}:
+        return _Paired(stated, None, None, missing="not in the report")
+    if then is not None and current is not None:
+        both = sorted(then.keys() & current.keys())
+        removed = tuple(sorted(then.keys() - current.keys()))
+        added = tuple(sorted(current.keys() - then.keys()))
+        if not both:
+            return _Paired(stated, None, 0, (), removed, added,
+                           "no query that both sides scored" if fixed else None)
+        return _Paired(_mean([then[q] for q in both]), _mean([current[q] for q in both]),
+                       len(both), tuple(both), removed, added)
+    theirs, ours = _record_of(before, measure), _record_of(now, measure)
+    if theirs is None and (now.unscored or {}).get(measure):
+        # The report says some of its queries lost their value; what the
+        # baseline's mean was over is not known: the two cannot be compared.
+        return _Paired(stated, None, None, missing="%s no value now and the baseline records "
+                       "no query set: save it again with --save-baseline" % _plural(
+                           len(now.unscored[measure]), "query has", "queries have"))
+    if theirs is None:
+        return _Paired(stated, now.mean[measure], None,
+                       means="the baseline records no query set, so a changed test set "
+                       "cannot be seen")
+    if ours is None:
+        return _Paired(stated, None, None, missing="the report records no query set: write "
+                       "it again with this rag_eval")
+    if (theirs["queries"], theirs["sha256"]) != (ours["queries"], ours["sha256"]):
+        return _Paired(stated, None, None, missing="test set changed; %s" % (
+            "the baseline holds means only: save it again with per-query values"
+            if then is None else "the report holds means only: write it with --per-query"))
+    return _Paired(stated, now.mean[measure], ours["queries"],
+                   means="the means of the same %s" % _plural(ours["queries"], "query",
+                                                               "queries"))
+
+
+def _values_of(side, measure):
+    """{query: value} of ``measure`` on one side, or None when the side has
+    no per-query values for it (means only, or a set-level measure, whose
+    queries hold cells, not values)."""
+    if side.values is None or _REGISTRY[parse_measure(measure).name].aggregate is not None:
+        return None
+    return {q: v[measure] for q, v in side.values.items() if measure in v}
+
+
+def _record_of(side, measure):
+    """The _query_set of the queries ``measure`` is over on one side: from
+    its values, else from its record (None: not recorded)."""
+    values = _values_of(side, measure)
+    if values is not None:
+        return _query_set(list(values))
+    if side.sets is None:
+        return None
+    return side.sets.get("measures", {}).get(measure) or side.sets
+
+
 DEFAULT_RESAMPLES = 10000
 DEFAULT_SEED = 0
 DEFAULT_ALPHA = 0.05
@@ -7304,10 +7503,10 @@ def _verdict(row, alpha, tests):
             % row.min_detectable)
 
 
-def _having(measure, queries, *reports):
-    """The queries that have a value for ``measure`` in every report (a
-    character measure leaves out queries with no span label)."""
-    return [q for q in queries if all(measure in r.per_query[q] for r in reports)]
+def _per_query_of(report):
+    """A report's per-query values, or None when it holds means only (read
+    back from JSON written without them)."""
+    return report.per_query if report.scored_count is None else None
 
 
 def _compare_measure(measure, queries, values, reference, resamples, seed):
@@ -7370,13 +7569,16 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
         if reference.rel != report.rel:
             raise EvalError("%s was scored with rel=%d and the run with rel=%d: not comparable"
                             % (name, reference.rel, report.rel))
-        queries = sorted(set(report.per_query) & set(reference.per_query))
-        measures = [m for m in report.measures if m in reference.mean]
-        if not queries or not measures:
+        # Paired as every verdict is (see _paired_view): over the queries both
+        # scored for the measure.
+        views = {m: _paired_view(m, _Side(reference.mean, _per_query_of(reference)),
+                                 _Side(report.mean, _per_query_of(report)))
+                 for m in report.measures if m in reference.mean}
+        if not any(v.queries for v in views.values()):
             raise EvalError("%s: no query or measure in common with the run" % name)
-        rows = {m: _compare_measure(m, _having(m, queries, report, reference),
-                                    report.per_query, reference.per_query, resamples, seed)
-                for m in measures}
+        rows = {m: _compare_measure(m, list(v.queries), report.per_query,
+                                    reference.per_query, resamples, seed)
+                for m, v in views.items()}
         rows = {m: row for m, row in rows.items() if row is not None}
         comparisons.append(Comparison(
             name, rows, tuple(sorted(set(report.per_query) - set(reference.per_query))),
@@ -8052,6 +8254,12 @@ def load_baseline(source):
                             "--save-baseline (in Python: gate(load_report(...), baseline))"
                             % name)
         return Baseline(_canonical_values(loaded, name), source=name)
+    version = loaded.get("format_version", 1)     # a file written by hand may leave it out
+    if version not in BASELINE_VERSIONS or isinstance(version, bool):
+        raise EvalError("%s: format_version %s is not one this rag_eval %s reads (%s): save the "
+                        "baseline again with this version, or use the version that wrote it"
+                        % (name, _short_repr(version), __version__,
+                           ", ".join(map(str, BASELINE_VERSIONS))))
     mean = _canonical_values(loaded.get("mean"), "%s: mean" % name)
     if not mean:
         raise EvalError("%s: the baseline holds no measures" % name)
@@ -8080,7 +8288,8 @@ def load_baseline(source):
                                     _checked_baseline_meta(loaded.get("meta"), name),
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
                                     slices, loaded.get("membership"), holdout, min_score,
-                                    _checked_saved_scores(loaded.get("scores"), name)))
+                                    _checked_saved_scores(loaded.get("scores"), name),
+                                    _checked_query_sets(loaded.get("query_sets"), name)))
 
 
 def _checked_saved_scores(saved, name):
@@ -8158,7 +8367,7 @@ def baseline_dict(report):
     _check_kept_members(report)
     return {
         "format": BASELINE_FORMAT,
-        "format_version": 1,
+        "format_version": BASELINE_VERSIONS[-1],
         "tool": {"name": "rag_eval", "version": __version__},
         "inputs": report.inputs or {},
         "meta": dict(report.meta or {}),
@@ -8172,6 +8381,7 @@ def baseline_dict(report):
         **({} if report.scored_count is not None else
            {"per_query": {q: dict(v) for q, v in report.per_query.items()}}),
         "unscored": list(report.unscored),
+        "query_sets": _query_sets(report),
         **({} if report.scores is None else {"scores": {
             key: json.loads(json.dumps(report.scores[key]))
             for key in ("inputs", "ranges", "unscored")}}),
@@ -8182,12 +8392,17 @@ def baseline_dict(report):
 def _saved_slices(report):
     """What a baseline keeps of a report's slices: the means of every slice
     (not only those shown), each query's slices, and the hold-out's counts,
-    means and the sha256 of its ids (its values only when revealed)."""
+    means and the sha256 of its ids (its values only when revealed; the
+    record of which queries its means are over is in query_sets)."""
     out = {}
-    if report.slices is not None:
+    if report.slices is not None or report.membership is not None:
+        # A report read back keeps the slices of its --by fields only; its
+        # membership (written with --per-query) gives them all again.
+        slices = report.slices if report.query_sets is None else _slice_stats(
+            report, report.membership)
         out["slices"] = {name: {key: stats[key] for key in ("queries", "mean", "n")
                                 if key in stats}
-                         for name, stats in report.slices.items()}
+                         for name, stats in slices.items()}
         out["membership"] = {q: list(names) for q, names in report.membership.items()}
     held = report.holdout
     if held is not None:
@@ -8282,6 +8497,7 @@ def _checked_baseline(baseline):
     mean = _agreeing_means(_canonical_values(baseline.mean, source), per_query, source)
     return _checked_slices(baseline._replace(
         mean=mean, source=source, per_query=per_query,
+        query_sets=_checked_query_sets(baseline.query_sets, source),
         inputs=_checked_inputs(baseline.inputs, source),
         rel=_positive_int(baseline.rel, "baseline rel"),
         meta=_checked_baseline_meta(baseline.meta, source),
@@ -8381,6 +8597,35 @@ def _agreeing_means(mean, per_query, where):
     return mean
 
 
+def _checked_query_sets(sets, where):
+    """A baseline's or a report's ``query_sets`` (see _query_sets): None, or
+    {population: {"queries": count, "sha256": 64 hex digits[, "measures":
+    {measure: {"queries", "sha256"}}]}} under canonical measure names."""
+    if sets is None:
+        return None
+    what = "%s: query_sets" % where
+    out = {}
+    for population, record in _checked_dict(sets, what).items():
+        if population != "all":
+            _checked_slice_name(population, what)
+        out[population] = _checked_query_set(record, "%s %r" % (what, population))
+        measures = _checked_dict(record.get("measures"), "%s %r measures" % (what, population),
+                                 optional=True)
+        if measures is not None:
+            out[population]["measures"] = {
+                str(parse_measure(_checked_measure_name(m, what))): _checked_query_set(
+                    r, "%s %r %r" % (what, population, m)) for m, r in measures.items()}
+    return out
+
+
+def _checked_query_set(record, what):
+    record = _checked_dict(record, what)
+    sha = record.get("sha256")
+    if not isinstance(sha, str) or not re.fullmatch("[0-9a-f]{64}", sha):
+        raise EvalError("%s: sha256 must be 64 hex digits, got %s" % (what, _short_repr(sha)))
+    return {"queries": _count(record.get("queries"), what + " queries"), "sha256": sha}
+
+
 def _checked_type(value, kind, noun, what):
     """``value`` when it is a ``kind``, else an EvalError naming ``what``."""
     if not isinstance(value, kind):
@@ -8426,6 +8671,9 @@ def _checked_pairs(values, what):
                                 % (what, m, _short_repr(pair)))
             _canonical_values({m: pair[0]}, what)
             _canonical_values({m: pair[1]}, what)
+            if pair[0] > pair[1]:
+                raise EvalError("%s %r: the lower bound %r is above the upper %r"
+                                % (what, m, pair[0], pair[1]))
         out[m] = None if pair is None else list(pair)
     return out
 
@@ -8492,35 +8740,44 @@ GATE_MODES = ("tolerance", "significant")
 
 def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
          alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, same=(),
-         slice_max_drop=None):
+         slice_max_drop=None, fail_on_removed=False):
     """Compare ``report`` with ``baseline``; return a :class:`GateResult`.
 
-    A regression is a baseline measure missing from the report, or one whose
-    mean fell by more than ``max_drop`` (absolute, or relative to the baseline
-    when given as ``"5%"``).  Improvements and drops within the tolerance are
-    listed too.  The gate passes only when there is no regression.
+    Every verdict is made on paired values (see _paired_view): each baseline
+    measure is compared over the queries both sides scored for it, the
+    baseline's mean over them against the current mean over them.  A query
+    the baseline scored and the report does not ("removed"), or a new one
+    ("added"), is counted and named (never a held-out one) and in neither
+    mean.  A regression is a baseline measure whose paired mean fell by more
+    than ``max_drop`` (absolute, or relative to the baseline when given as
+    ``"5%"``), or one that is MISSING: not in the report, no query both
+    sides scored, or a side holding means only whose record of its queries
+    differs from the other's (a changed test set).  A file of bare means,
+    which records no query set, is compared on its means, with a note.
+    ``fail_on_removed`` also fails the gate on any removed query (a frozen
+    test set).  Improvements and drops within the tolerance are listed too.
+    The gate passes only when there is no regression.
 
-    When the baseline holds per-query values (``--save-baseline`` writes them),
-    queries added to or removed from the test set are listed, and so is every
-    query that fell by more than the tolerance, largest drop first, whatever
-    the mean did.  ``mode="significant"`` then compares the means over the
-    queries both share and fails only on a drop beyond the tolerance whose
+    With per-query values on both sides, every query that fell by more than
+    the tolerance is listed, largest drop first, whatever the mean did.
+    ``mode="significant"`` fails only on a drop beyond the tolerance whose
     paired randomization p (Holm-adjusted over every gated pair) is at most
-    ``alpha``; with a means-only baseline it falls back to the tolerance rule.
+    ``alpha``; a row compared on means falls back to the tolerance rule.
 
     Provenance: a note names every meta key that changed since the baseline
     (``meta_changes``); ``same`` lists keys that must not (an EvalError when
     one differs or is absent on one side).  When both sides hold label
-    hashes, ``labels_changed`` lists the queries whose labels changed, and the
-    per-query checks above leave them out (the means keep them).
+    hashes, ``labels_changed`` lists the queries whose labels changed: the
+    means keep them (their values changed with their labels), the list of
+    per-query drops leaves them out.
 
-    Slices are gated the same way: a slice is a named subset of the queries,
-    the overall the subset of all of them (see _Subset).  A baseline saved
-    with query metadata holds the means of every slice; each is checked
-    (``source=real: recall@5``), a slice that disappeared is missing, and
-    ``slice_max_drop`` gives a slice its own tolerance (``{"risk=high": 0}``).
-    The hold-out is gated on its means, and its queries are never named.
-    Queries that changed slices since the baseline are listed (``moved``).
+    Slices are gated the same way, each on its own queries: a baseline saved
+    with query metadata holds every slice; each is checked (``source=real:
+    recall@5``), a slice that disappeared is missing, and ``slice_max_drop``
+    gives a slice its own tolerance (``{"risk=high": 0}``).  The hold-out is
+    paired by the sha256 of its ids (a baseline keeps no held-out id), and
+    its queries are never named.  Queries that changed slices since the
+    baseline are listed (``moved``).
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> result = gate(r, Baseline({"mrr@2": 0.6, "recall@2": 1.0}))
@@ -8540,12 +8797,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     (False, [('regressed', 'judge drift')])
     """
     resamples = _checked_options(report, alpha, resamples, seed)
-    baseline = given = _checked_baseline(baseline)
-    means_only = report.scored_count is not None and baseline.per_query is not None
-    if means_only:    # nothing to pair query by query: the tolerance rule on the means
-        baseline = baseline._replace(per_query=None, holdout=baseline.holdout and
-                                     baseline.holdout._replace(per_query=None))
-        report = report._replace(unjudged=None)
+    baseline = _checked_baseline(baseline)
     same_notes = _check_same(report.meta, baseline, _same_keys(same))
     if baseline.rel != report.rel:
         raise EvalError("%s was made with rel=%d and this report with rel=%d: the scored "
@@ -8556,256 +8808,300 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     same_notes += _check_same_judge(report, baseline)
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
+    if not isinstance(fail_on_removed, bool):
+        raise EvalError("fail_on_removed must be True or False, got %s"
+                        % _short_repr(fail_on_removed))
     _check_same_holdout(report, baseline)
     tolerance = parse_tolerance(max_drop)
     tolerances = _slice_tolerances(slice_max_drop, baseline)
     meta_changes = _meta_changes(report, baseline)
     relabelled = _relabelled(report, baseline)
-    subsets = _gated_subsets(report, baseline, tolerance, tolerances, relabelled or ())
-    notes = (_meta_notes(report, meta_changes, baseline) + same_notes
-             + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled))
-    drops, pvalues, paired = None, {}, {}
-    if means_only:
-        notes.append("the report holds means only (read from a JSON report written without "
-                     "--per-query): per-query checks%s are unavailable"
-                     % (" and the significant gate" if mode == "significant" else ""))
-    elif baseline.per_query is None:
-        notes.append("the baseline holds means only: per-query checks%s are unavailable; "
-                     "write one with --save-baseline to get them"
-                     % (" and the significant gate" if mode == "significant" else ""))
-    else:
-        # Per-query drops of every query shown one by one: slices are parts of the overall.
-        drops = _query_drops([s for s in subsets if s.listed and s.then is not None
-                              and (s.name is None or s.held)])
-        if mode == "significant":
-            paired, pvalues, untestable, family = _paired_means_and_p(subsets, resamples, seed,
-                                                                      alpha)
-            if untestable:
-                names = [_change_name(*key) for key in untestable]
-                notes.append("too few queries differ for a significance test at alpha=%g on %s "
-                             "(an exact test needs at least %d); the tolerance rule applies there"
-                             % (alpha, ", ".join(names[:_SHOWN_NAMES]) + (
-                                 ", ... (%d more)" % (len(names) - _SHOWN_NAMES)
-                                 if len(names) > _SHOWN_NAMES else ""),
-                                _queries_for_significance(family, alpha)))
-            notes.extend(_set_level_notes(baseline.mean))
-    changes = tuple(change for subset in subsets
-                    for change in _subset_changes(subset, paired, pvalues, alpha,
-                                                  report.unjudged))
-    notes += _slice_notes(report, baseline, subsets, mode) + _lost_score_notes(subsets)
-    changes, unpaired = _unpaired_lost_scores(changes, report, given)
-    notes += unpaired
-    notes += _judge_noise_notes(report, baseline, subsets[0].allowed)
-    notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
-        [(s.name, s.rows, s.allowed) for s in subsets if s.listed])] if n]
-    passed = not any(c.status in ("regressed", "missing") for c in changes)
+    populations = _populations(report, baseline, tolerance, tolerances)
+    views = _views(populations)
+    pvalues, notes = {}, []
+    if mode == "significant":
+        pvalues, notes = _significance(views, resamples, seed, alpha, baseline.mean)
+    changes = tuple(_row(view, pvalues.get(_view_key(view)), alpha, report.unjudged)
+                    for view in views)
     held = _held_ids(report)
-    added = tuple(sorted(set(report.per_query) - set(
-        report.per_query if baseline.per_query is None else baseline.per_query)))
-    removed = tuple(sorted(set(baseline.per_query or {}) - set(report.per_query) - held))
+    overall = [v for v in views if v.population.name is None]
+    added, removed = _changed_queries(report, baseline, held)
+    notes = (_meta_notes(report, meta_changes, baseline) + same_notes
+             + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled)
+             + _test_set_notes(views, added, removed, held) + notes
+             + _slice_notes(report, baseline)
+             + _judge_noise_notes(report, baseline, populations[0].allowed))
+    notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
+        [(p.name, p.now.values, p.allowed) for p in populations
+         if p.listed and p.now.values is not None])] if n]
+    paired = any(v.paired.queries for v in overall)
+    drops = _query_drops(views, relabelled or ()) if paired else None
+    frozen = _removed_count(views, held) if fail_on_removed else 0
+    if frozen:
+        notes.append("--fail-on-removed: %s the baseline scored %s no value now: the gate "
+                     "fails" % (_plural(frozen, "query", "queries"),
+                                "has" if frozen == 1 else "have"))
+    passed = not frozen and not any(c.status in ("regressed", "missing") for c in changes)
     return _suspect_judge_drift(GateResult(
         passed, changes, _tolerance_text(tolerance), tuple(notes),
         mode if pvalues or mode == "tolerance" else "tolerance", added, removed, drops,
         meta_changes or (), relabelled, _moved(report, baseline),
-        {name: _tolerance_text(t) for name, t in tolerances.items()}), report.drift)
+        {name: _tolerance_text(t) for name, t in tolerances.items()}, frozen),
+        report.drift)
 
 
 _SHOWN_NAMES = 12     # measures a note names before it says how many more
 
 
-class _Subset(NamedTuple):
-    """A named subset of the test set as the gate checks it: every scored
-    query not held out (name None), a slice, or the hold-out (held)."""
+class _Population(NamedTuple):
+    """A population the gate compares: every scored query not held out (name
+    None), a slice, or the hold-out (held)."""
     name: Optional[str]
-    before: Dict[str, float]                        # the baseline's means
-    now: Dict[str, float]                           # the report's ({}: the slice is gone)
-    rows: Dict[str, Dict[str, float]]              # the report's values of its scored queries
-    then: Optional[Dict[str, Dict[str, float]]]    # the baseline's (None: means only)
-    allowed: Dict[str, float]                       # the tolerated drop of each measure
-    listed: bool = True                             # its queries may be named
+    before: _Side                     # the baseline's
+    now: _Side                        # the report's
+    allowed: Dict[str, float]         # the tolerated drop of each measure
+    listed: bool = True               # its queries may be named
     held: bool = False
 
 
-def _gated_subsets(report, baseline, tolerance, tolerances, relabelled=()):
-    """The overall, then every slice the baseline holds, then its hold-out;
-    the baseline's per-query values of relabelled queries are left out (they
-    are not comparable query by query)."""
+class _View(NamedTuple):
+    """One gated row before its verdict: a measure of a population, paired."""
+    population: _Population
+    measure: str
+    paired: _Paired
+
+
+def _gate_views(report, baseline, tolerance, tolerances):
+    """The _View of every (population, measure) the baseline gates, in the
+    gate's order: the overall, every slice the baseline holds, the
+    hold-out; measures sorted by name.  What the gate and the HTML charts
+    compare."""
+    return _views(_populations(report, baseline, tolerance, tolerances))
+
+
+def _views(populations):
+    return [_View(population, measure, _paired_view(measure, population.before,
+                                                    population.now))
+            for population in populations for measure in sorted(population.before.mean)]
+
+
+def _populations(report, baseline, tolerance, tolerances):
+    """The gate's _Population list (see _gate_views)."""
     def allowed(name, before):
         value, relative = tolerances.get(name, tolerance)
         return {m: value * v if relative else value for m, v in before.items()}
 
-    then_rows, relabelled = baseline.per_query, frozenset(relabelled)
-    if then_rows is not None and relabelled:
-        then_rows = {q: v for q, v in then_rows.items() if q not in relabelled}
-    subsets = [_Subset(None, baseline.mean, report.mean, report.per_query, then_rows,
+    sets = _query_sets(report)
+    then_sets = baseline.query_sets or {}
+    rows = _per_query_of(report)
+    unscored = {m: tuple(ids) for m, ids in ((report.scores or {}).get("unscored") or {}).items()}
+    out = [_Population(None, _Side(baseline.mean, baseline.per_query, then_sets.get("all")),
+                       _Side(report.mean, rows, sets.get("all"), unscored),
                        allowed(None, baseline.mean))]
-    now_members, then_members = _members(report.membership), _members(baseline.membership)
-    # A report read back from JSON keeps its slices' means, not their queries:
-    # its slices are compared on the means, as against a means-only baseline.
-    slice_rows = None if report.membership is None else then_rows
+    then_members, now_members = _members(baseline.membership), _members(report.membership)
     for name, before in sorted((baseline.slices or {}).items()):
-        rows = {q: report.per_query[q] for q in now_members.get(name, ())
-                if q in report.per_query}
-        then = None if slice_rows is None else {
-            q: slice_rows[q] for q in then_members.get(name, ()) if q in slice_rows}
-        now = (report.slices or {}).get(name, {}).get("mean", {})
-        subsets.append(_Subset(name, before, now, rows, then, allowed(name, before)))
+        then = None if baseline.per_query is None or baseline.membership is None else {
+            q: baseline.per_query[q] for q in then_members.get(name, ())
+            if q in baseline.per_query}
+        now = None if rows is None or report.membership is None else {
+            q: rows[q] for q in now_members.get(name, ()) if q in rows}
+        members = set(now_members.get(name, ()))
+        out.append(_Population(
+            name, _Side(before, then, then_sets.get(name)),
+            _Side((report.slices or {}).get(name, {}).get("mean", {}), now, sets.get(name),
+                  {m: tuple(q for q in ids if q in members or report.membership is None)
+                   for m, ids in unscored.items()}),
+            allowed(name, before)))
     if baseline.holdout is not None:
         theirs, ours = baseline.holdout, report.holdout
-        rows = ours.per_query       # None: read back from JSON written without them
-        subsets.append(_Subset(theirs.slice, theirs.mean, ours.mean, rows or {},
-                               None if rows is None else theirs.per_query,
-                               allowed(theirs.slice, theirs.mean), ours.revealed, True))
-    return subsets
+        record = sets.get(theirs.slice)
+        out.append(_Population(
+            theirs.slice, _Side(theirs.mean, theirs.per_query,
+                                then_sets.get(theirs.slice) or _members_record(theirs, ours,
+                                                                               record)),
+            _Side(ours.mean, ours.per_query, record),
+            allowed(theirs.slice, theirs.mean), ours.revealed, True))
+    return out
 
 
-def _subset_changes(subset, paired, pvalues, alpha, unjudged=None):
-    """The MeasureChange of each baseline measure of a subset; under the
-    significant gate, over the queries both sides hold (``paired``).  With
-    the report's ``unjudged`` bounds (never for the hold-out: its queries
-    are set apart), judged@k and whether a regression is undecided."""
-    for measure in sorted(subset.before):
-        key = (subset.name, measure)
-        before, now = subset.before[measure], subset.now.get(measure)
-        if key in paired:
-            now, before = paired[key]
-        elif _lost_scores(subset, measure):
-            now, before = _both_held_means(subset, measure)
-        change = _change(measure, before, now, subset.allowed[measure], pvalues.get(key), alpha)
-        if unjudged is not None and not subset.held and change.current is not None:
-            queries = [q for q in sorted(subset.rows) if measure in subset.rows[q]
-                       and (key not in paired or measure in subset.then.get(q, ()))]
-            change = _with_unjudged(change, queries, unjudged, subset.allowed[measure])
-        yield change._replace(slice=subset.name)
+def _members_record(theirs, ours, record):
+    """The record of a baseline's hold-out that keeps none (written before
+    records were): its members' sha256 (scored and unscored ids) and counts,
+    translated to the report's ``record`` when both agree, else a record no
+    report can have (the hold-out changed: compared on nothing).  None when
+    the baseline keeps no members' sha256 either."""
+    if not theirs.members_sha256 or not ours.members_sha256 or record is None:
+        return None
+    same = (theirs.members_sha256, theirs.queries, theirs.unscored) == (
+        ours.members_sha256, ours.queries, ours.unscored)
+    return record if same else {"queries": theirs.queries, "sha256": "changed"}
+
+
+def _view_key(view):
+    return view.population.name, view.measure
+
+
+def _row(view, p_value, alpha, unjudged=None):
+    """The MeasureChange of a _View: its verdict (see _change) on the paired
+    means; with the report's ``unjudged`` bounds (never for the hold-out:
+    its queries are set apart), judged@k and whether a regression is
+    undecided, over the queries its current mean is over."""
+    population, measure, paired = view
+    if paired.missing:
+        reason = paired.missing
+        if population.held and reason.startswith("test set changed"):
+            reason = ("the hold-out changed since the baseline, which keeps its means only "
+                      "(its per-query values only with --reveal-holdout): save it again")
+        change = MeasureChange(measure, paired.baseline, None, None, "missing", reason=reason)
+    else:
+        change = _change(measure, paired.baseline, paired.current,
+                         population.allowed[measure], p_value, alpha)
+    change = change._replace(slice=population.name, n=paired.n, removed=len(paired.removed),
+                             added=len(paired.added))
+    if unjudged is not None and not population.held and change.current is not None:
+        queries = paired.queries or sorted(_values_of(population.now, measure) or ())
+        change = _with_unjudged(change, queries, unjudged, population.allowed[measure])
+    return change
 
 
 _NAMED_UNJUDGED = 5     # an undecided regression names its ids up to this many
 
 
-def _lost_scores(subset, measure):
-    """The queries whose judge score the baseline holds and the report does
-    not (a null with --allow-missing-scores, a dropped line).  A judge score
-    file is written per run, not a fixed test set: left out of the current
-    mean, the worst query's lost score could pass the gate.
-
-    >>> s = _Subset(None, {}, {}, {"q1": {"score(field=f)": 0.5}}, {"q1": {"score(field=f)": 0.9},
-    ...             "q2": {"score(field=f)": 0.1}}, {})
-    >>> _lost_scores(s, "score(field=f)"), _both_held_means(s, "score(field=f)")
-    (['q2'], (0.5, 0.9))
-    """
-    if subset.then is None or not _field_of(measure):
-        return []
-    return [q for q in sorted(subset.then) if measure in subset.then[q]
-            and measure not in subset.rows.get(q, ())]
+def _changed_queries(report, baseline, held):
+    """(added, removed): the queries the report scored and the baseline did
+    not, and the other way round, over every scored query not held out now
+    (a query held out now is never named; _slice_notes counts them)."""
+    if baseline.per_query is None or report.scored_count is not None:
+        return (), ()
+    return (tuple(sorted(set(report.per_query) - set(baseline.per_query))),
+            tuple(sorted(set(baseline.per_query) - set(report.per_query) - held)))
 
 
-def _both_held_means(subset, measure):
-    """(current, baseline) means of a measure over the queries both sides hold
-    (current None when there are none: the measure is missing)."""
-    both = [q for q in sorted(subset.then) if measure in subset.then[q]
-            and measure in subset.rows.get(q, ())]
-    if not both:
-        return None, subset.before[measure]
-    return (_mean([subset.rows[q][measure] for q in both]),
-            _mean([subset.then[q][measure] for q in both]))
-
-
-def _unpaired_lost_scores(changes, report, baseline):
-    """(changes, notes): a judge score whose report left queries unscored
-    that the baseline scored (if it holds means only: any it does not record
-    as unscored in ``scores["unscored"]``) cannot be compared
-    on the queries both hold when either side holds means only (see
-    _lost_scores): the rows of the subsets holding such a query are MISSING,
-    never passed.  The hold-out names none of its queries: a field scored on
-    fewer of them than in the baseline is lost there.  A report read back from
-    JSON names no slice member, and without per-query values no scored query:
-    its judge scores are MISSING where those would be needed (its slices; its
-    overall row against per-query values).  ``baseline`` is the baseline as
-    given (before a means-only report set its per-query aside)."""
-    paired = baseline.per_query is not None and report.scored_count is None
-    known = report.membership is not None     # a loaded report's slices: means only
-    unscored = (report.scores or {}).get("unscored") or {}
-    members = _members(report.membership)
-    theirs, ours = baseline.holdout, report.holdout
-    out, notes, unmembered, held = [], {}, {}, {}
-    then_unscored = (baseline.scores or {}).get("unscored") or {}
-    for c in changes:
-        # Lost: scored in the baseline (its per-query values, else not among the
-        # queries it recorded unscored), unscored now.
-        ids = [q for q in unscored.get(c.measure) or () if (
-            c.measure in baseline.per_query.get(q, ()) if baseline.per_query is not None
-            else q not in then_unscored.get(c.measure, ()))]
-        if theirs is not None and ours is not None and c.slice == theirs.slice:
-            fewer = _field_of(c.measure) and (ours.n or {}).get(c.measure, ours.queries) < \
-                (theirs.n or {}).get(c.measure, theirs.queries)
-            if fewer and (theirs.per_query is None or ours.per_query is None
-                          or not ours.revealed) and c.status != "missing":
-                c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
-                held[c.measure] = [c.slice]
-            hit = False
-        elif not known and c.slice is not None and _field_of(c.measure):
-            # A report read back from JSON keeps no slice members: which of a
-            # slice's queries both sides scored (lost, added or moved ones) is
-            # not known, so a judge score's slice is never passed on its means.
-            if c.status != "missing":
-                c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
-                unmembered.setdefault(c.measure, []).append(c.slice)
-            hit = False
-        else:
-            hit = not (paired and (c.slice is None or known)) and bool(ids) and (
-                c.slice is None or not known or not set(ids).isdisjoint(
-                    members.get(c.slice, ())))     # no membership: any slice may hold them
-            if (c.slice is None and _field_of(c.measure) and report.scored_count is not None
-                    and baseline.per_query is not None and c.status != "missing"):
-                # A report holding means only names no scored query: a judge
-                # score lost, added or swapped is not known, so never passed.
-                c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
-                unmembered.setdefault(c.measure, []).append("overall")
-                hit = False
-        if hit and c.status != "missing":
-            c = MeasureChange(c.measure, c.baseline, None, None, "missing", slice=c.slice)
-            notes.setdefault(c.measure, []).append(c.slice)
-        out.append(c)
-    side, advice = (
-        ("the baseline holds means only", "gate per-query values: --save-baseline, --per-query")
-        if baseline.per_query is None else
-        ("the report holds means only", "gate per-query values: --per-query"))
-    return tuple(out), ["%s: the report (read back from JSON) %s, so which queries both "
-                        "sides scored is not known: missing in %s (gate the run itself, %s)" % (
-                            m, "holds means only" if report.scored_count is not None else
-                            "keeps no slice members", ", ".join(where),
-                            "or a report of it written with --per-query" if where == ["overall"]
-                            else "not a report of it")
-                        for m, where in sorted(unmembered.items())] + [
-                        "%s: the hold-out %s scores fewer queries than in the baseline and "
-                        "names none of them, so the mean cannot be compared on the queries "
-                        "both hold: missing (--reveal-holdout pairs them)" % (m, where[0])
-                        for m, where in sorted(held.items())] + [
-                        "%s: a query lost its score and %s, so the mean cannot be compared "
-                        "on the queries both hold: missing in %s (%s)" % (
-                            m, side, ", ".join("overall" if w is None else w for w in where),
-                            advice)
-                        for m, where in sorted(notes.items())]
-
-
-def _lost_score_notes(subsets):
-    """A note per gated judge score compared on fewer queries (_lost_scores)."""
+def _test_set_notes(views, added, removed, held):
+    """What the gate says of the queries only one side scored: the removed
+    and added queries of the test set (a few named, the JSON has them
+    all), each measure whose own queries changed besides (a judge score lost
+    or gained, a character measure), the hold-out's counts (never its ids),
+    and the means each side compared on means alone stood for."""
     notes = []
-    for subset in subsets:
-        for measure in sorted(subset.before):
-            lost = _lost_scores(subset, measure)
-            if lost and subset.listed:
-                notes.append("%s%s: %s the baseline scored %s no score now (%s): compared on "
-                             "the queries both hold" % (
-                                 measure, "" if subset.name is None else " in " + subset.name,
-                                 _plural(len(lost), "query", "queries"),
-                                 "has" if len(lost) == 1 else "have", _preview(lost)))
-            elif lost:
-                notes.append("%s in %s: %s the baseline scored %s no score now: compared on "
-                             "the queries both hold" % (measure, subset.name, _plural(
-                                 len(lost), "query", "queries"), "has" if len(lost) == 1
-                                 else "have"))
+    if removed or added:
+        notes.append("the test set changed since the baseline: %s; each measure is compared on "
+                     "the queries both sides scored, not on %s" % ("; ".join(
+                         part for part in (
+                             removed and "%s the baseline scored %s not scored now (removed): %s"
+                             % (_plural(len(removed), "query", "queries"),
+                                "is" if len(removed) == 1 else "are", _preview(removed)),
+                             added and "%s (added): %s" % (
+                                 _plural(len(added), "new query", "new queries"),
+                                 _preview(added))) if part),
+                         "these" if len(removed) + len(added) > 1 else "this one"))
+    whole = (set(removed) | held, set(added))
+    for view in views:
+        population, paired = view.population, view.paired
+        lost = [q for q in paired.removed if q not in whole[0]]
+        new = [q for q in paired.added if q not in whole[1]]
+        if population.held:
+            if paired.removed or paired.added:
+                notes.append("%s in the hold-out %s: %d removed, %d added since the baseline (not "
+                             "named), not in either mean" % (view.measure, population.name,
+                                                             len(paired.removed),
+                                                             len(paired.added)))
+        elif population.name is None and (lost or new):
+            notes.append("%s: %s%s, not in either mean" % (
+                view.measure, "%s the baseline scored %s no value now: %s" % (
+                    _plural(len(lost), "query", "queries"), "has" if len(lost) == 1 else
+                    "have", _preview(lost)) if lost else "", "%s%s with a value only now: %s" % (
+                    "; " if lost else "", _plural(len(new), "query", "queries"), _preview(new))
+                if new else ""))
+    means = {}
+    for view in views:
+        if view.paired.means and not view.paired.missing:
+            means.setdefault(view.paired.means, []).append(_change_name(*_view_key(view)))
+    for why, names in sorted(means.items()):
+        notes.append("compared on the means alone (%s): %s%s" % (
+            why, _shown_names(names), "; save the baseline again with --save-baseline to pair "
+            "its queries" if why.startswith("the baseline records") else ""))
+    differ = ["%s %.4f over %s (gated: %.4f over the %d both sides scored)" % (
+        v.measure, v.population.now.mean[v.measure], _plural(
+            len(_values_of(v.population.now, v.measure) or ()), "query", "queries"),
+        v.paired.current, v.paired.n)
+        for v in views if v.population.name is None and v.paired.queries
+        and v.measure in v.population.now.mean
+        and abs(v.population.now.mean[v.measure] - v.paired.current) > FLOAT_SLACK]
+    if differ:
+        notes.append("the report's means over all its queries differ from the paired ones: "
+                     + "; ".join(differ))
     return notes
+
+
+def _removed_count(views, held):
+    """How many queries the baseline scored have a value no more (for some
+    measure), the overall's and the hold-out's; a query now held out is
+    still in the test set."""
+    overall = {q for v in views if v.population.name is None for q in v.paired.removed} - held
+    held_out = max([len(v.paired.removed) for v in views if v.population.held] or [0])
+    return len(overall) + held_out
+
+
+def _shown_names(names):
+    """The first _SHOWN_NAMES names, and how many more."""
+    return ", ".join(names[:_SHOWN_NAMES]) + (
+        ", ... (%d more)" % (len(names) - _SHOWN_NAMES) if len(names) > _SHOWN_NAMES else "")
+
+
+def _significance(views, resamples, seed, alpha, means):
+    """(pvalues, notes) of the significant gate: the randomization p of each
+    row's paired differences, Holm-adjusted over all of them as one family;
+    the rows too few differences could ever make significant, and those
+    compared on means, are left to the tolerance rule, with a note."""
+    raw, smallest = {}, {}
+    for view in views:
+        paired = view.paired
+        if not paired.queries:
+            continue
+        then = _values_of(view.population.before, view.measure)
+        now = _values_of(view.population.now, view.measure)
+        diffs = [now[q] - then[q] for q in paired.queries]
+        key = _view_key(view)
+        # Seeded by the name, so that a slice never changes another's p.
+        raw[key] = randomization_p(diffs, resamples=resamples, rng=random.Random(
+            "%s|%s" % (seed, _change_name(*key))))
+        smallest[key] = _attainable_p(diffs, resamples)
+    untestable = [key for key, p in smallest.items() if p * len(raw) > alpha]
+    adjusted = dict(zip(raw, holm(list(raw.values()))))
+    notes = []
+    if untestable:
+        notes.append("too few queries differ for a significance test at alpha=%g on %s (an "
+                     "exact test needs at least %d); the tolerance rule applies there"
+                     % (alpha, _shown_names([_change_name(*key) for key in untestable]),
+                        _queries_for_significance(len(raw), alpha)))
+    unpaired = [_change_name(*_view_key(v)) for v in views
+                if not v.paired.queries and not v.paired.missing
+                and not _REGISTRY[parse_measure(v.measure).name].aggregate]
+    if unpaired:
+        notes.append("no per-query values to test on %s: the tolerance rule applies there"
+                     % _shown_names(unpaired))
+    notes.extend(_set_level_notes(means))
+    return {key: p for key, p in adjusted.items() if key not in untestable}, notes
+
+
+def _query_drops(views, relabelled=()):
+    """Every query of the overall and of a revealed hold-out whose value fell
+    by more than the tolerance, over the queries both sides scored (not
+    those whose labels changed), largest drop first."""
+    drops = []
+    for view in views:
+        population, measure, paired = view
+        if not paired.queries or not (population.name is None or population.held
+                                      and population.listed):
+            continue
+        then = _values_of(population.before, measure)
+        now = _values_of(population.now, measure)
+        for q in paired.queries:
+            delta = now[q] - then[q]
+            if q not in relabelled and -delta > population.allowed[measure] + FLOAT_SLACK:
+                drops.append(QueryDrop(measure, q, then[q], now[q], delta))
+    return tuple(sorted(drops, key=lambda d: (d.delta, d.measure, d.query)))
 
 
 def _with_unjudged(change, queries, unjudged, allowed):
@@ -8825,18 +9121,21 @@ def _with_unjudged(change, queries, unjudged, allowed):
     # judged@k counts labelled ids: beside measures over ids only.
     k = measure.k if isinstance(measure.k, int) and call.view == "id" and not call.budget \
         else None
-    if k is not None and queries and all("judged@%d" % k in unjudged["judged_per_query"].get(q, ())
-                                         for q in queries):
-        change = change._replace(judged=_mean([unjudged["judged_per_query"][q]["judged@%d" % k]
-                                               for q in queries]))
+    # A report read back from JSON keeps the bounds (per query only with
+    # --per-query), not judged@k nor the unjudged ids.
+    judged = unjudged.get("judged_per_query") or {}
+    if k is not None and queries and all("judged@%d" % k in judged.get(q, ()) for q in queries):
+        change = change._replace(judged=_mean([judged[q]["judged@%d" % k] for q in queries]))
+    bounds = unjudged.get("per_query") or {}
     if change.status != "regressed" or not queries or \
-            unjudged["mean"].get(change.measure) is None:
+            unjudged["mean"].get(change.measure) is None or not all(
+                (bounds.get(q) or {}).get(change.measure) for q in queries):
         return change
-    upper = _mean([unjudged["per_query"][q][change.measure][1] for q in queries])
+    upper = _mean([bounds[q][change.measure][1] for q in queries])
     if change.baseline - upper > allowed + FLOAT_SLACK:
         return change       # even the best labelling leaves a regression
-    ids = ["%s:%s" % (q, doc) for q in queries for rank, doc in unjudged["ids"].get(q, ())
-           if k is None or rank <= k]
+    ids = ["%s:%s" % (q, doc) for q in queries for rank, doc in (unjudged.get("ids") or {}).get(
+        q, ()) if k is None or rank <= k]
     return change._replace(undecided={
         "ids": len(ids), "upper": upper, "named": ids if len(ids) <= _NAMED_UNJUDGED else []})
 
@@ -8918,16 +9217,15 @@ def _moved(report, baseline):
     return tuple(moved)
 
 
-def _slice_notes(report, baseline, subsets, mode):
+def _slice_notes(report, baseline):
     """What the gate says of slices beyond their rows: slices it cannot
-    gate, a changed hold-out (by counts), queries now held out."""
+    gate, slices it does not, a hold-out whose queries changed (by counts,
+    never by name), queries now held out."""
     notes = []
     if report.slices is not None and baseline.slices is None:
         notes.append("the baseline holds no slices: only the overall mean is gated; save one "
                      "with query metadata to gate every slice")
-    if report.slices is not None and report.membership is None and baseline.slices:
-        notes += _loaded_slice_notes(report, baseline)
-    if report.slices is None and baseline.slices:
+    if report.slices is None and report.membership is None and baseline.slices:
         notes.append("the baseline holds slices and the report none: they are missing (score "
                      "with the query metadata and --by, or write the report with --by)")
     new = sorted(set(report.slices or ()) - set(baseline.slices or ()))
@@ -8938,18 +9236,11 @@ def _slice_notes(report, baseline, subsets, mode):
     ours, theirs = report.holdout, baseline.holdout
     if theirs is not None:
         counts = (theirs.queries + theirs.unscored, ours.queries + ours.unscored)
-        if not ours.members_sha256 and counts[0] == counts[1]:  # read back from JSON
-            notes.append("the report was read back from JSON, which does not keep the hash "
-                         "of the hold-out's queries: whether %s changed since the baseline "
-                         "is not known" % ours.slice)
-        elif theirs.members_sha256 != ours.members_sha256 or counts[0] != counts[1]:
+        if (theirs.members_sha256 and ours.members_sha256
+                and theirs.members_sha256 != ours.members_sha256 or counts[0] != counts[1]):
             notes.append("the hold-out %s changed since the baseline (%d -> %d queries; which "
-                         "is not shown): its means are over other queries"
-                         % (ours.slice, theirs.queries + theirs.unscored,
-                            ours.queries + ours.unscored))
-        if mode == "significant" and theirs.per_query is None:
-            notes.append("the hold-out's baseline holds means only (its per-query values are "
-                         "never saved): the tolerance rule gates %s" % ours.slice)
+                         "is not shown): it is compared on the queries both sides scored"
+                         % (ours.slice, counts[0], counts[1]))
         now_held = len(set(baseline.per_query or ()) & _held_ids(report))
         if now_held:
             notes.append("%s of the baseline %s in the hold-out now (not named)"
@@ -8982,22 +9273,6 @@ def _suspect_judge_drift(result, drift):
         "suspect: judge drift: on the frozen sample %s the judge moved (mean absolute "
         "difference %s): a judge score regression may be the judge's, not the system's"
         % (drift["frozen"]["path"], moved),))
-
-
-def _loaded_slice_notes(report, baseline):
-    """What a report read back from JSON (slices without membership) gates of
-    the baseline's slices: those of the fields it shows, on their means."""
-    notes = []
-    unshown = sorted({_slice_field(name) for name in baseline.slices} - set(report.by))
-    if unshown:
-        notes.append("the report was read back from JSON, which keeps the slices of its --by "
-                     "fields only: the baseline's slices of %s are missing (write the report "
-                     "with --by %s)" % (", ".join(unshown), " --by ".join(unshown)))
-    if baseline.per_query is not None and report.scored_count is None:
-        notes.append("the report was read back from JSON, which keeps its slices' means, not "
-                     "their queries: each slice is gated on its means (no per-query pairing), "
-                     "a judge score's not at all")
-    return notes
 
 
 def _judge_noise_notes(report, baseline, allowed):
@@ -9040,49 +9315,6 @@ def _change(measure, before, now, allowed, p_value, alpha):
     else:
         status = "unchanged"
     return MeasureChange(measure, before, now, delta, status, p_value)
-
-
-def _query_drops(subsets):
-    """Every query of these subsets whose value fell by more than the
-    subset's tolerance, largest drop first."""
-    drops = []
-    for subset in subsets:
-        for qid in sorted(set(subset.then) & set(subset.rows)):
-            before, now = subset.then[qid], subset.rows[qid]
-            for measure in sorted(set(before) & set(now) & set(subset.allowed)):
-                delta = now[measure] - before[measure]
-                if -delta > subset.allowed[measure] + FLOAT_SLACK:
-                    drops.append(QueryDrop(measure, qid, before[measure], now[measure], delta))
-    return tuple(sorted(drops, key=lambda d: (d.delta, d.measure, d.query)))
-
-
-def _paired_means_and_p(subsets, resamples, seed, alpha):
-    """For each (subset, measure) both sides hold per-query values for: both
-    means over the queries both hold; the randomization p of the paired
-    differences, Holm-adjusted over all of them as one family; the pairs too
-    few differences could ever make significant; and the family's size."""
-    paired, raw, smallest = {}, {}, {}
-    for subset in subsets:
-        if subset.then is None:
-            continue
-        common = sorted(set(subset.then) & set(subset.rows))
-        for measure in sorted(set(subset.before) & set(subset.now)):
-            rows = [q for q in common
-                    if measure in subset.then[q] and measure in subset.rows[q]]
-            if not rows:
-                continue
-            now, then = _paired(subset.rows, subset.then, measure, rows)
-            diffs = [a - b for a, b in zip(now, then)]
-            key = (subset.name, measure)
-            paired[key] = _mean(now), _mean(then)
-            # Seeded by the name, so that a slice never changes another's p.
-            raw[key] = randomization_p(diffs, resamples=resamples, rng=random.Random(
-                "%s|%s" % (seed, _change_name(*key))))
-            smallest[key] = _attainable_p(diffs, resamples)
-    untestable = [key for key, p in smallest.items() if p * len(raw) > alpha]
-    adjusted = dict(zip(raw, holm(list(raw.values()))))
-    return (paired, {key: p for key, p in adjusted.items() if key not in untestable},
-            untestable, len(raw))
 
 
 def _input_notes(report, baseline):
@@ -9248,6 +9480,9 @@ def _failures_text(gate_result):
             _names_text([c.name for c in regressed])))
     if missing:
         parts.append("%d missing: %s" % (len(missing), _names_text(missing)))
+    if gate_result.removed_failing:
+        parts.append("%s removed (--fail-on-removed)" % _plural(
+            gate_result.removed_failing, "query", "queries"))
     return "; ".join(parts)
 
 
@@ -9299,11 +9534,12 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
     # judged@k beside the measures it is below 1 for; no column when it never is.
     judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
     rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
-             "-" if c.delta is None else delta(c.delta), _status_text(c)]
+             "-" if c.delta is None else delta(c.delta), "-" if c.n is None else str(c.n),
+             _status_text(c)]
             + ([_fmt(c.p_value)] if significant else [])
             + ([_fmt(c.judged) if c.judged is not None and c.judged < 1 - FLOAT_SLACK
                 else "-"] if judged else []) for c in shown]
-    header = (["measure", "baseline", "current", "delta", "status"]
+    header = (["measure", "baseline", "current", "delta", "n", "status"]
               + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
     notes = list(gate_result.notes) + (
         ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
@@ -9321,7 +9557,8 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
         yield ("the test set changed since the baseline", ["change", "queries"],
                [["added", ", ".join(gate_result.queries_added) or "-"],
                 ["removed", ", ".join(gate_result.queries_removed) or "-"]],
-               ["compared on the queries both hold"])
+               ["each measure is compared on the queries both sides scored: these are in "
+                "neither mean"])
     moved = gate_result.moved
     if moved:
         notes = (["%d more in the JSON output" % (len(moved) - _SHOWN_QUERY_DROPS)]
@@ -9376,6 +9613,8 @@ def _status_text(change):
         text += " (undecided: %s could explain it%s; label them: --to-label FILE)" % (
             _plural(undecided["ids"], "unjudged id", "unjudged ids"),
             ": " + ", ".join(undecided["named"]) if undecided["named"] else "")
+    if change.reason:
+        text += " (%s)" % change.reason
     if change.suspect:
         text += " (suspect: %s)" % change.suspect
     return text
@@ -9962,6 +10201,8 @@ def _report_fields(data):
         n=n, mapping=_checked_dict(data.get("mapping"), "mapping", optional=True),
         meta=dict(_checked_baseline_meta(data.get("meta"), "meta") or {}),
         slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
+        membership=_loaded_membership(data.get("membership"), per_query),
+        query_sets=_checked_query_sets(data.get("query_sets"), "query_sets") or {},
         holdout=None if holdout is None else _report_holdout(holdout),
         answerability=_checked_counts(data.get("answerability") or {}, "answerability") or None,
         min_score=None if data.get("min_score") is None else _checked_min_score(
@@ -9970,6 +10211,20 @@ def _report_fields(data):
         unjudged=None if bounds is None else _checked_bounds(bounds),
         scores=_loaded_scores(data.get("scores")),
         drift=_loaded_drift(data.get("drift")))
+
+
+def _loaded_membership(membership, per_query):
+    """A JSON report's membership (written with --per-query: each scored or
+    unscored query's slices), or None."""
+    if membership is None:
+        return None
+    if per_query is None:
+        raise EvalError("membership: given without per_query (a report writes both or neither)")
+    out = {}
+    for qid, names in _checked_dict(membership, "membership").items():
+        out[qid] = tuple(_checked_slice_name(n, "membership %r" % qid)
+                         for n in _checked_strs(names, "membership %r" % qid))
+    return out
 
 
 def _loaded_scores(saved):
@@ -10052,10 +10307,14 @@ def _report_holdout(holdout):
     if ids is not None:    # every member the JSON names (not those expired by --as-of)
         ids["all"] = tuple(sorted(set(per_query or ()) | set(ids["unscored"])
                                   | set(ids["missing"])))
+    sha = holdout.get("members_sha256", "")
+    if sha and not re.fullmatch("[0-9a-f]{64}", str(sha)):
+        raise EvalError("holdout members_sha256: expected 64 hex digits, got %s"
+                        % _short_repr(sha))
     return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
                          mean=_checked_values(held.mean, "holdout mean"),
                          n=None if held.n is None else _checked_counts(held.n, "holdout n"),
-                         members_sha256="", revealed=holdout["revealed"], ids=ids)
+                         members_sha256=sha, revealed=holdout["revealed"], ids=ids)
 
 
 def _checked_bounds(bounds):
@@ -10424,26 +10683,24 @@ def _judged_chart(gate_result):
 
 
 def _gate_pairs(report, baseline, gate_result):
-    """(subset name, measure, moves, allowed) for every (subset, measure) the
-    gate checked whose queries may be named and that both sides hold
-    per-query values for: ``moves`` the (query, current - baseline) of the
-    queries both hold, in query order, relabelled queries left out, as the
-    gate pairs them."""
+    """(subset name, measure, moves, allowed) for every row the gate paired
+    (see _gate_views) whose queries may be named: ``moves`` the (query,
+    current - baseline) of the queries both sides scored, in query order,
+    so that their mean is the row's delta."""
     baseline = _checked_baseline(baseline)
     tolerances = {name: parse_tolerance(text)
                   for name, text in (gate_result.slice_tolerances or {}).items()}
-    subsets = _gated_subsets(report, baseline, parse_tolerance(gate_result.tolerance),
-                             tolerances, _relabelled(report, baseline) or ())
     pairs = []
-    for subset in subsets:
-        if subset.then is None or not subset.listed:
+    for view in _gate_views(report, baseline, parse_tolerance(gate_result.tolerance),
+                            tolerances):
+        population, measure, paired = view
+        if not paired.queries or not population.listed:
             continue
-        common = sorted(set(subset.then) & set(subset.rows))
-        for measure in sorted(set(subset.before) & set(subset.now)):
-            moves = [(q, subset.rows[q][measure] - subset.then[q][measure]) for q in common
-                     if measure in subset.rows[q] and measure in subset.then[q]]
-            if moves:
-                pairs.append((subset.name, measure, moves, subset.allowed[measure]))
+        then = _values_of(population.before, measure)
+        now = _values_of(population.now, measure)
+        pairs.append((population.name, measure,
+                      [(q, now[q] - then[q]) for q in paired.queries],
+                      population.allowed[measure]))
     return pairs
 
 
@@ -10774,6 +11031,10 @@ def build_parser():
     parser.add_argument("--slice-max-drop", action="append", default=[],
                         metavar="FIELD=VALUE:X", help="tolerated drop of one slice "
                         "(repeatable), e.g. risk=high:0; split at the last ':'")
+    parser.add_argument("--fail-on-removed", action="store_true",
+                        help="with --baseline: fail when a query the baseline scored has no "
+                        "value now (a frozen test set); by default such queries are named "
+                        "and left out of both means")
     parser.add_argument("--save-baseline", default=None, metavar="FILE",
                         help="write the current numbers as a baseline (atomically); "
                         "not when the gate fails, unless --accept")
@@ -11151,6 +11412,8 @@ def _check_paths(args):
     if args.slice_max_drop and args.baseline is None:
         raise EvalError("--slice-max-drop only applies with --baseline (it is a tolerance of "
                         "the gate)")
+    if args.fail_on_removed and args.baseline is None:
+        raise EvalError("--fail-on-removed only applies with --baseline")
     if args.reveal_holdout and args.holdout is None:
         raise EvalError("--reveal-holdout only applies with --holdout FIELD=VALUE")
 
@@ -11336,12 +11599,14 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     result = None
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
-                      same=args.same, slice_max_drop=slice_max_drop, **options)
+                      same=args.same, slice_max_drop=slice_max_drop,
+                      fail_on_removed=args.fail_on_removed, **options)
         if result.regressions and not args.unjudged_bounds and scored is not None:
             # Only a failed gate needs the bounds, to tell an undecided regression: a
             # second pass, so a passing gate costs what it did.
             result = gate(scored(True), baseline, max_drop=args.max_drop, mode=args.gate_mode,
-                          same=args.same, slice_max_drop=slice_max_drop, **options)
+                          same=args.same, slice_max_drop=slice_max_drop,
+                          fail_on_removed=args.fail_on_removed, **options)
         if not args.unjudged_bounds:
             report = report._replace(unjudged=None)
     drifted = report.drift is not None and not report.drift["passed"]

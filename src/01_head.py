@@ -3,7 +3,8 @@
 The module docstring (what rag_eval is, its measures, a quick start),
 __all__, the imports, the version, the exit codes and the defaults, the one
 exception type (EvalError), and the few small helpers every file uses
-(_mean, _plural, _preview, _short_repr, _fmt, _dumps).
+(_mean, _plural, _preview, _short_repr, _fmt, _dumps, and the hashes of
+sets of query ids: _query_set, _members_sha256).
 
 Uses: nothing.  Used by: every later file.
 """
@@ -131,6 +132,7 @@ DEFAULT_MAX_BYTES = 60000   # a pull-request comment holds 65536 characters
 
 
 BASELINE_FORMAT = "rag_eval.baseline"
+BASELINE_VERSIONS = (1, 2)   # read; the last is written (2: query sets)
 UNJUDGED = -1        # grade given to a retrieved id that the qrels do not label
 FLOAT_SLACK = 1e-9   # absorbs rounding when a drop is compared with a tolerance
 
@@ -178,3 +180,24 @@ def _dumps(obj):
 def _fmt(value):
     """A mean as the tables show it: four decimals, "-" for none."""
     return "-" if value is None else "%.4f" % value
+
+
+def _query_set(ids):
+    """Which queries a mean is over, as a baseline or a report records it
+    without naming them: their count and the sha256 of their ids.
+
+    >>> _query_set(["q2", "q1"]) == _query_set(("q1", "q2"))
+    True
+    """
+    return {"queries": len(ids), "sha256": _members_sha256(ids)}
+
+
+def _members_sha256(ids):
+    """The sha256 of a set of query ids (canonical JSON of the sorted list):
+    names no id, and changes when one joins or leaves.
+
+    >>> _members_sha256(["q2", "q1"]) == _members_sha256(("q1", "q2"))
+    True
+    """
+    text = json.dumps(sorted(ids), ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

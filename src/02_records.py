@@ -74,7 +74,10 @@ class Report(NamedTuple):
     ``scored_count`` is None unless ``per_query`` is empty because the report
     was read from JSON written without its per-query values (see
     :func:`load_report`): then it counts the scored queries, and the gate
-    treats the report as means only.
+    treats the report as means only.  ``query_sets`` is None unless the
+    report was read back from JSON: then it is what the JSON recorded of
+    which queries each mean is over (see _query_sets), which a report
+    scored here computes from its values.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -113,6 +116,7 @@ class Report(NamedTuple):
     scores: Optional[dict] = None
     drift: Optional[dict] = None
     scored_count: Optional[int] = None
+    query_sets: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -175,7 +179,10 @@ class Report(NamedTuple):
             out["mapping"] = dict(self.mapping)
         if per_query:
             out["per_query"] = {q: dict(v) for q, v in self.per_query.items()}
-        if self.by or self.membership is None and self.slices is not None:  # as read back
+        out["query_sets"] = _query_sets(self)
+        if per_query and self.membership is not None:   # what a slice's pairing needs
+            out["membership"] = {q: list(names) for q, names in sorted(self.membership.items())}
+        if self.by or self.query_sets is not None and self.slices is not None:  # as read back
             out["slices"] = {name: _slice_json(stats) for name, stats in self.slices.items()
                              if _slice_field(name) in self.by}
         if self.holdout is not None:
@@ -198,6 +205,53 @@ class Report(NamedTuple):
 def _query_count(report):
     """How many queries a report scored (see Report.scored_count)."""
     return len(report.per_query) if report.scored_count is None else report.scored_count
+
+
+def _query_sets(report):
+    """What a report records of which queries each mean is over, without
+    naming them: {population: record}, the populations "all" (every scored
+    query not held out), each slice and the hold-out, each record a _query_set of the scored queries with, under
+    "measures", that of each measure whose mean is over other queries (a
+    character measure, a judge field, a set-level measure's cells).
+
+    >>> r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": ["a"]}, k=1, measures="mrr")
+    >>> sets = _query_sets(r)
+    >>> sorted(sets), sets["all"]["queries"], sets["all"]["sha256"] == _members_sha256(["q1", "q2"])
+    (['all'], 2, True)
+    """
+    if report.query_sets is not None:
+        return report.query_sets      # read back from JSON
+    out = {"all": _population_record(report.per_query, report.measures, report.cells)}
+    members = {}
+    for qid, names in (report.membership or {}).items():
+        for name in names:
+            members.setdefault(name, []).append(qid)
+    for name, qids in sorted(members.items()):
+        rows = {q: report.per_query[q] for q in qids if q in report.per_query}
+        cells = report.cells and {q: report.cells[q] for q in qids if q in report.cells}
+        out[name] = _population_record(rows, report.measures, cells)
+    held = report.holdout
+    if held is not None and held.per_query is not None:
+        out[held.slice] = _population_record(held.per_query, report.measures)
+    return out
+
+
+def _population_record(values, measures, cells=None):
+    """The record of one population (see _query_sets): ``values`` its
+    per-query values, ``cells`` those of its set-level measures."""
+    record = _query_set(list(values))
+    scored, other = set(values), {}
+    for m in measures:
+        ids = {q for q, v in values.items() if m in v}
+        if not ids and cells:
+            ids = {q for q, c in cells.items() if m in c}
+        elif not ids:
+            continue        # a set-level measure without cells: the population's record
+        if ids != scored:
+            other[m] = _query_set(list(ids))
+    if other:
+        record["measures"] = other
+    return record
 
 
 def _gated_average(report):
@@ -239,8 +293,10 @@ class HeldOut(NamedTuple):
     _members_sha256), so a baseline tells that the hold-out changed without
     naming any of them.  ``per_query`` and ``ids`` (its unscored and missing
     ids) are kept for the gate and written only when ``revealed``
-    (``--reveal-holdout``); a baseline holds ``per_query`` only if revealed.
-    Its repr shows counts and means alone.
+    (``--reveal-holdout``); a baseline holds ``per_query`` only if revealed,
+    and else the record of which queries its means are over (see
+    _query_sets): no hash per id, which would name an id as guessable as
+    ``q17``.  Its repr shows counts and means alone.
     """
     slice: str
     mean: Dict[str, float]
@@ -263,7 +319,7 @@ class HeldOut(NamedTuple):
         the per-query values only when revealed."""
         out = {"slice": self.slice, "queries": self.queries, "unscored": self.unscored,
                "missing_from_run": self.missing, "mean": dict(self.mean),
-               "revealed": self.revealed}
+               "revealed": self.revealed, "members_sha256": self.members_sha256}
         if self.n is not None:
             out["n"] = dict(self.n)
         if self.revealed:
@@ -284,7 +340,10 @@ class Baseline(NamedTuple):
     ``scores`` holds the score files' inputs and each field's range.
     ``slices`` holds the means of every slice (``{"source=real": {measure:
     mean}}``), ``membership`` the slices of each query in any, ``holdout`` the
-    held-out slice's counts and means (see :class:`HeldOut`).
+    held-out slice's counts and means (see :class:`HeldOut`).  ``query_sets``
+    records which queries each mean is over (see _query_sets; None: not
+    recorded, as in a file of means): what lets a baseline of means alone
+    tell a changed test set.
     """
     mean: Dict[str, float]
     per_query: Optional[Dict[str, Dict[str, float]]] = None
@@ -298,11 +357,20 @@ class Baseline(NamedTuple):
     holdout: Optional[HeldOut] = None
     min_score: Optional[float] = None
     scores: Optional[dict] = None     # {"inputs": [...], "ranges": {field: [lo, hi]}}
+    query_sets: Optional[dict] = None  # {population: record}: see _query_sets
 
 
 class MeasureChange(NamedTuple):
     """One baseline measure against the current report, over every scored
     query (``slice`` None) or over one slice (``"source=real"``).
+
+    ``baseline`` and ``current`` are the two means over the same queries: the
+    ``n`` queries both sides scored for the measure (see _paired_view).
+    ``removed`` counts the queries the baseline scored and the report does
+    not, ``added`` the new ones: neither is in either mean.  Compared on
+    the means alone (a side without per-query values), ``n`` is the count
+    both records agree on, or None when the baseline records none.  A
+    ``missing`` row says why in ``reason``.
 
     ``status`` is one of ``regressed``, ``missing``, ``dropped within tolerance``,
     ``dropped, not significant``, ``unchanged``, ``improved``.  ``p_value`` (the
@@ -333,6 +401,10 @@ class MeasureChange(NamedTuple):
     judged: Optional[float] = None
     undecided: Optional[dict] = None
     suspect: Optional[str] = None
+    n: Optional[int] = None
+    removed: int = 0
+    added: int = 0
+    reason: Optional[str] = None
 
     @property
     def name(self):
@@ -383,6 +455,7 @@ class GateResult(NamedTuple):
     labels_changed: Optional[Tuple[str, ...]] = None    # None: no label hashes to compare
     moved: Tuple[MembershipChange, ...] = ()
     slice_tolerances: Optional[Dict[str, str]] = None   # --slice-max-drop, as given
+    removed_failing: int = 0       # --fail-on-removed: the removed queries that fail it
 
     def __bool__(self):
         return bool(self.passed)
@@ -429,6 +502,7 @@ class GateResult(NamedTuple):
                 "moved": [{"query": m.query, "left": list(m.left), "joined": list(m.joined)}
                           for m in self.moved]},
             "notes": list(self.notes),
+            "removed_failing": self.removed_failing,
         }
 
     def _repr_html_(self):

@@ -67,17 +67,6 @@ def _slice_names(info):
                          for value in values}))
 
 
-def _members_sha256(ids):
-    """The sha256 of a set of query ids (canonical JSON of the sorted list):
-    names no id, and changes when one joins or leaves.
-
-    >>> _members_sha256(["q2", "q1"]) == _members_sha256(("q1", "q2"))
-    True
-    """
-    text = json.dumps(sorted(ids), ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 class _TestSet:
     """What query metadata makes of a test set for one evaluation: the
     members with no labels (added to the qrels, unscored), the members

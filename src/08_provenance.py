@@ -286,8 +286,8 @@ def _relabelled(report, baseline):
 
 
 def _relabelled_notes(report, baseline, relabelled):
-    """What the gate says of changed labels: which queries, and that per-query
-    checks leave them out while the means hold them."""
+    """What the gate says of changed labels: which queries, and that the
+    list of per-query drops leaves them out while every mean holds them."""
     before = ((baseline.inputs or {}).get("qrels") or {}).get("sha256")
     now = ((report.inputs or {}).get("qrels") or {}).get("sha256")
     if relabelled is None:
@@ -295,8 +295,9 @@ def _relabelled_notes(report, baseline, relabelled):
                  "see which queries' labels change" % baseline.source]
                 if before and now and before != now and baseline.per_query is not None else [])
     if relabelled:
-        return ["labels changed since the baseline for %s: %s; per-query drops and the "
-                "significant test compare the other queries, the means include them"
+        return ["labels changed since the baseline for %s: %s; their values changed with their "
+                "labels: every mean (and the significant test) includes them, the per-query "
+                "drops leave them out"
                 % (_plural(len(relabelled), "query", "queries"), _preview(relabelled, 20))]
     if before and now and before != now:
         held = report.holdout is not None

@@ -578,6 +578,118 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
 # Comparison and statistics: two runs on the same queries
 # ---------------------------------------------------------------------------
 
+# --- the paired view: which queries a verdict compares ------------------------------
+#
+# One rule behind every verdict (the gate's tolerance and significant rules,
+# every slice, the hold-out, judge scores, --compare, reports read back): a
+# measure is compared over the queries both sides scored for it, the
+# baseline's mean over them against the current mean over them.  A query
+# only one side scored is counted (removed, added) and in neither mean, so
+# dropping a failing query can never raise a mean.  A side that holds means
+# only is compared on its means when its record of which queries they are
+# over (_query_set) is the other side's; a different record is a changed
+# test set, which means cannot tell apart from a real change: MISSING.  A
+# file of bare means records nothing: compared on its means, with a note.
+
+class _Side(NamedTuple):
+    """One side of a comparison of one population (every scored query, a
+    slice, the hold-out): its stated means, its per-query values (None:
+    means only), its record of which queries each mean is over (a
+    _population_record; None: not recorded), and the members of its test
+    set that have no value for a measure (a judge score's nulls: {measure:
+    ids}), which its values cannot show."""
+    mean: Dict[str, float]
+    values: Optional[Dict[str, Dict[str, float]]] = None
+    sets: Optional[dict] = None
+    unscored: Optional[Dict[str, Tuple[str, ...]]] = None
+
+
+class _Paired(NamedTuple):
+    """One measure of one population, both sides over the same queries:
+    ``baseline`` and ``current`` the two means over the ``n`` queries
+    compared (``queries``, empty when compared on the means alone; n None
+    when no side records how many), ``removed`` and ``added`` the queries
+    only one side scored, ``missing`` why there is nothing to compare (the
+    row is MISSING), ``means`` why it was compared on the means alone."""
+    baseline: Optional[float]
+    current: Optional[float]
+    n: Optional[int]
+    queries: Tuple[str, ...] = ()
+    removed: Tuple[str, ...] = ()
+    added: Tuple[str, ...] = ()
+    missing: Optional[str] = None
+    means: Optional[str] = None
+
+
+def _paired_view(measure, before, now, fixed=True):
+    """The _Paired of ``measure`` between the baseline's side ``before`` and
+    the current side ``now`` (two _Side).  ``fixed`` False for a measure
+    whose population the run itself decides: no shared query is then
+    nothing to compare, not a failure.
+
+    >>> then = _Side({"mrr@5": 0.5}, {"q1": {"mrr@5": 1.0}, "q2": {"mrr@5": 0.0}})
+    >>> now = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}})   # q2, the failing one, dropped
+    >>> _paired_view("mrr@5", then, now)[:6]
+    (1.0, 1.0, 1, ('q1',), ('q2',), ())
+    >>> _paired_view("mrr@5", _Side({"mrr@5": 0.5}, sets=_query_set(["q1", "q2"])), now).missing
+    'test set changed; the baseline holds means only: save it again with per-query values'
+    """
+    then, current = _values_of(before, measure), _values_of(now, measure)
+    stated = before.mean.get(measure)
+    if measure not in now.mean and not current and now.values != {}:
+        return _Paired(stated, None, None, missing="not in the report")
+    if then is not None and current is not None:
+        both = sorted(then.keys() & current.keys())
+        removed = tuple(sorted(then.keys() - current.keys()))
+        added = tuple(sorted(current.keys() - then.keys()))
+        if not both:
+            return _Paired(stated, None, 0, (), removed, added,
+                           "no query that both sides scored" if fixed else None)
+        return _Paired(_mean([then[q] for q in both]), _mean([current[q] for q in both]),
+                       len(both), tuple(both), removed, added)
+    theirs, ours = _record_of(before, measure), _record_of(now, measure)
+    if theirs is None and (now.unscored or {}).get(measure):
+        # The report says some of its queries lost their value; what the
+        # baseline's mean was over is not known: the two cannot be compared.
+        return _Paired(stated, None, None, missing="%s no value now and the baseline records "
+                       "no query set: save it again with --save-baseline" % _plural(
+                           len(now.unscored[measure]), "query has", "queries have"))
+    if theirs is None:
+        return _Paired(stated, now.mean[measure], None,
+                       means="the baseline records no query set, so a changed test set "
+                       "cannot be seen")
+    if ours is None:
+        return _Paired(stated, None, None, missing="the report records no query set: write "
+                       "it again with this rag_eval")
+    if (theirs["queries"], theirs["sha256"]) != (ours["queries"], ours["sha256"]):
+        return _Paired(stated, None, None, missing="test set changed; %s" % (
+            "the baseline holds means only: save it again with per-query values"
+            if then is None else "the report holds means only: write it with --per-query"))
+    return _Paired(stated, now.mean[measure], ours["queries"],
+                   means="the means of the same %s" % _plural(ours["queries"], "query",
+                                                               "queries"))
+
+
+def _values_of(side, measure):
+    """{query: value} of ``measure`` on one side, or None when the side has
+    no per-query values for it (means only, or a set-level measure, whose
+    queries hold cells, not values)."""
+    if side.values is None or _REGISTRY[parse_measure(measure).name].aggregate is not None:
+        return None
+    return {q: v[measure] for q, v in side.values.items() if measure in v}
+
+
+def _record_of(side, measure):
+    """The _query_set of the queries ``measure`` is over on one side: from
+    its values, else from its record (None: not recorded)."""
+    values = _values_of(side, measure)
+    if values is not None:
+        return _query_set(list(values))
+    if side.sets is None:
+        return None
+    return side.sets.get("measures", {}).get(measure) or side.sets
+
+
 DEFAULT_RESAMPLES = 10000
 DEFAULT_SEED = 0
 DEFAULT_ALPHA = 0.05
@@ -691,10 +803,10 @@ def _verdict(row, alpha, tests):
             % row.min_detectable)
 
 
-def _having(measure, queries, *reports):
-    """The queries that have a value for ``measure`` in every report (a
-    character measure leaves out queries with no span label)."""
-    return [q for q in queries if all(measure in r.per_query[q] for r in reports)]
+def _per_query_of(report):
+    """A report's per-query values, or None when it holds means only (read
+    back from JSON written without them)."""
+    return report.per_query if report.scored_count is None else None
 
 
 def _compare_measure(measure, queries, values, reference, resamples, seed):
@@ -757,13 +869,16 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
         if reference.rel != report.rel:
             raise EvalError("%s was scored with rel=%d and the run with rel=%d: not comparable"
                             % (name, reference.rel, report.rel))
-        queries = sorted(set(report.per_query) & set(reference.per_query))
-        measures = [m for m in report.measures if m in reference.mean]
-        if not queries or not measures:
+        # Paired as every verdict is (see _paired_view): over the queries both
+        # scored for the measure.
+        views = {m: _paired_view(m, _Side(reference.mean, _per_query_of(reference)),
+                                 _Side(report.mean, _per_query_of(report)))
+                 for m in report.measures if m in reference.mean}
+        if not any(v.queries for v in views.values()):
             raise EvalError("%s: no query or measure in common with the run" % name)
-        rows = {m: _compare_measure(m, _having(m, queries, report, reference),
-                                    report.per_query, reference.per_query, resamples, seed)
-                for m in measures}
+        rows = {m: _compare_measure(m, list(v.queries), report.per_query,
+                                    reference.per_query, resamples, seed)
+                for m, v in views.items()}
         rows = {m: row for m, row in rows.items() if row is not None}
         comparisons.append(Comparison(
             name, rows, tuple(sorted(set(report.per_query) - set(reference.per_query))),

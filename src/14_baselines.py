@@ -92,6 +92,12 @@ def load_baseline(source):
                             "--save-baseline (in Python: gate(load_report(...), baseline))"
                             % name)
         return Baseline(_canonical_values(loaded, name), source=name)
+    version = loaded.get("format_version", 1)     # a file written by hand may leave it out
+    if version not in BASELINE_VERSIONS or isinstance(version, bool):
+        raise EvalError("%s: format_version %s is not one this rag_eval %s reads (%s): save the "
+                        "baseline again with this version, or use the version that wrote it"
+                        % (name, _short_repr(version), __version__,
+                           ", ".join(map(str, BASELINE_VERSIONS))))
     mean = _canonical_values(loaded.get("mean"), "%s: mean" % name)
     if not mean:
         raise EvalError("%s: the baseline holds no measures" % name)
@@ -120,7 +126,8 @@ def load_baseline(source):
                                     _checked_baseline_meta(loaded.get("meta"), name),
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
                                     slices, loaded.get("membership"), holdout, min_score,
-                                    _checked_saved_scores(loaded.get("scores"), name)))
+                                    _checked_saved_scores(loaded.get("scores"), name),
+                                    _checked_query_sets(loaded.get("query_sets"), name)))
 
 
 def _checked_saved_scores(saved, name):
@@ -198,7 +205,7 @@ def baseline_dict(report):
     _check_kept_members(report)
     return {
         "format": BASELINE_FORMAT,
-        "format_version": 1,
+        "format_version": BASELINE_VERSIONS[-1],
         "tool": {"name": "rag_eval", "version": __version__},
         "inputs": report.inputs or {},
         "meta": dict(report.meta or {}),
@@ -212,6 +219,7 @@ def baseline_dict(report):
         **({} if report.scored_count is not None else
            {"per_query": {q: dict(v) for q, v in report.per_query.items()}}),
         "unscored": list(report.unscored),
+        "query_sets": _query_sets(report),
         **({} if report.scores is None else {"scores": {
             key: json.loads(json.dumps(report.scores[key]))
             for key in ("inputs", "ranges", "unscored")}}),
@@ -222,12 +230,17 @@ def baseline_dict(report):
 def _saved_slices(report):
     """What a baseline keeps of a report's slices: the means of every slice
     (not only those shown), each query's slices, and the hold-out's counts,
-    means and the sha256 of its ids (its values only when revealed)."""
+    means and the sha256 of its ids (its values only when revealed; the
+    record of which queries its means are over is in query_sets)."""
     out = {}
-    if report.slices is not None:
+    if report.slices is not None or report.membership is not None:
+        # A report read back keeps the slices of its --by fields only; its
+        # membership (written with --per-query) gives them all again.
+        slices = report.slices if report.query_sets is None else _slice_stats(
+            report, report.membership)
         out["slices"] = {name: {key: stats[key] for key in ("queries", "mean", "n")
                                 if key in stats}
-                         for name, stats in report.slices.items()}
+                         for name, stats in slices.items()}
         out["membership"] = {q: list(names) for q, names in report.membership.items()}
     held = report.holdout
     if held is not None:
@@ -322,6 +335,7 @@ def _checked_baseline(baseline):
     mean = _agreeing_means(_canonical_values(baseline.mean, source), per_query, source)
     return _checked_slices(baseline._replace(
         mean=mean, source=source, per_query=per_query,
+        query_sets=_checked_query_sets(baseline.query_sets, source),
         inputs=_checked_inputs(baseline.inputs, source),
         rel=_positive_int(baseline.rel, "baseline rel"),
         meta=_checked_baseline_meta(baseline.meta, source),
@@ -421,6 +435,35 @@ def _agreeing_means(mean, per_query, where):
     return mean
 
 
+def _checked_query_sets(sets, where):
+    """A baseline's or a report's ``query_sets`` (see _query_sets): None, or
+    {population: {"queries": count, "sha256": 64 hex digits[, "measures":
+    {measure: {"queries", "sha256"}}]}} under canonical measure names."""
+    if sets is None:
+        return None
+    what = "%s: query_sets" % where
+    out = {}
+    for population, record in _checked_dict(sets, what).items():
+        if population != "all":
+            _checked_slice_name(population, what)
+        out[population] = _checked_query_set(record, "%s %r" % (what, population))
+        measures = _checked_dict(record.get("measures"), "%s %r measures" % (what, population),
+                                 optional=True)
+        if measures is not None:
+            out[population]["measures"] = {
+                str(parse_measure(_checked_measure_name(m, what))): _checked_query_set(
+                    r, "%s %r %r" % (what, population, m)) for m, r in measures.items()}
+    return out
+
+
+def _checked_query_set(record, what):
+    record = _checked_dict(record, what)
+    sha = record.get("sha256")
+    if not isinstance(sha, str) or not re.fullmatch("[0-9a-f]{64}", sha):
+        raise EvalError("%s: sha256 must be 64 hex digits, got %s" % (what, _short_repr(sha)))
+    return {"queries": _count(record.get("queries"), what + " queries"), "sha256": sha}
+
+
 def _checked_type(value, kind, noun, what):
     """``value`` when it is a ``kind``, else an EvalError naming ``what``."""
     if not isinstance(value, kind):
@@ -466,6 +509,9 @@ def _checked_pairs(values, what):
                                 % (what, m, _short_repr(pair)))
             _canonical_values({m: pair[0]}, what)
             _canonical_values({m: pair[1]}, what)
+            if pair[0] > pair[1]:
+                raise EvalError("%s %r: the lower bound %r is above the upper %r"
+                                % (what, m, pair[0], pair[1]))
         out[m] = None if pair is None else list(pair)
     return out
 

@@ -120,6 +120,9 @@ def _failures_text(gate_result):
             _names_text([c.name for c in regressed])))
     if missing:
         parts.append("%d missing: %s" % (len(missing), _names_text(missing)))
+    if gate_result.removed_failing:
+        parts.append("%s removed (--fail-on-removed)" % _plural(
+            gate_result.removed_failing, "query", "queries"))
     return "; ".join(parts)
 
 
@@ -171,11 +174,12 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
     # judged@k beside the measures it is below 1 for; no column when it never is.
     judged = any(c.judged is not None and c.judged < 1 - FLOAT_SLACK for c in shown)
     rows = [[c.name, _fmt(c.baseline), _fmt(c.current),
-             "-" if c.delta is None else delta(c.delta), _status_text(c)]
+             "-" if c.delta is None else delta(c.delta), "-" if c.n is None else str(c.n),
+             _status_text(c)]
             + ([_fmt(c.p_value)] if significant else [])
             + ([_fmt(c.judged) if c.judged is not None and c.judged < 1 - FLOAT_SLACK
                 else "-"] if judged else []) for c in shown]
-    header = (["measure", "baseline", "current", "delta", "status"]
+    header = (["measure", "baseline", "current", "delta", "n", "status"]
               + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
     notes = list(gate_result.notes) + (
         ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
@@ -193,7 +197,8 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
         yield ("the test set changed since the baseline", ["change", "queries"],
                [["added", ", ".join(gate_result.queries_added) or "-"],
                 ["removed", ", ".join(gate_result.queries_removed) or "-"]],
-               ["compared on the queries both hold"])
+               ["each measure is compared on the queries both sides scored: these are in "
+                "neither mean"])
     moved = gate_result.moved
     if moved:
         notes = (["%d more in the JSON output" % (len(moved) - _SHOWN_QUERY_DROPS)]
@@ -248,6 +253,8 @@ def _status_text(change):
         text += " (undecided: %s could explain it%s; label them: --to-label FILE)" % (
             _plural(undecided["ids"], "unjudged id", "unjudged ids"),
             ": " + ", ".join(undecided["named"]) if undecided["named"] else "")
+    if change.reason:
+        text += " (%s)" % change.reason
     if change.suspect:
         text += " (suspect: %s)" % change.suspect
     return text

@@ -66,6 +66,8 @@ def _report_fields(data):
         n=n, mapping=_checked_dict(data.get("mapping"), "mapping", optional=True),
         meta=dict(_checked_baseline_meta(data.get("meta"), "meta") or {}),
         slices=slices, by=tuple(sorted({_slice_field(name) for name in slices or ()})),
+        membership=_loaded_membership(data.get("membership"), per_query),
+        query_sets=_checked_query_sets(data.get("query_sets"), "query_sets") or {},
         holdout=None if holdout is None else _report_holdout(holdout),
         answerability=_checked_counts(data.get("answerability") or {}, "answerability") or None,
         min_score=None if data.get("min_score") is None else _checked_min_score(
@@ -74,6 +76,20 @@ def _report_fields(data):
         unjudged=None if bounds is None else _checked_bounds(bounds),
         scores=_loaded_scores(data.get("scores")),
         drift=_loaded_drift(data.get("drift")))
+
+
+def _loaded_membership(membership, per_query):
+    """A JSON report's membership (written with --per-query: each scored or
+    unscored query's slices), or None."""
+    if membership is None:
+        return None
+    if per_query is None:
+        raise EvalError("membership: given without per_query (a report writes both or neither)")
+    out = {}
+    for qid, names in _checked_dict(membership, "membership").items():
+        out[qid] = tuple(_checked_slice_name(n, "membership %r" % qid)
+                         for n in _checked_strs(names, "membership %r" % qid))
+    return out
 
 
 def _loaded_scores(saved):
@@ -156,10 +172,14 @@ def _report_holdout(holdout):
     if ids is not None:    # every member the JSON names (not those expired by --as-of)
         ids["all"] = tuple(sorted(set(per_query or ()) | set(ids["unscored"])
                                   | set(ids["missing"])))
+    sha = holdout.get("members_sha256", "")
+    if sha and not re.fullmatch("[0-9a-f]{64}", str(sha)):
+        raise EvalError("holdout members_sha256: expected 64 hex digits, got %s"
+                        % _short_repr(sha))
     return held._replace(slice=_checked_slice_name(held.slice, "holdout slice"),
                          mean=_checked_values(held.mean, "holdout mean"),
                          n=None if held.n is None else _checked_counts(held.n, "holdout n"),
-                         members_sha256="", revealed=holdout["revealed"], ids=ids)
+                         members_sha256=sha, revealed=holdout["revealed"], ids=ids)
 
 
 def _checked_bounds(bounds):

@@ -334,26 +334,24 @@ def _judged_chart(gate_result):
 
 
 def _gate_pairs(report, baseline, gate_result):
-    """(subset name, measure, moves, allowed) for every (subset, measure) the
-    gate checked whose queries may be named and that both sides hold
-    per-query values for: ``moves`` the (query, current - baseline) of the
-    queries both hold, in query order, relabelled queries left out, as the
-    gate pairs them."""
+    """(subset name, measure, moves, allowed) for every row the gate paired
+    (see _gate_views) whose queries may be named: ``moves`` the (query,
+    current - baseline) of the queries both sides scored, in query order,
+    so that their mean is the row's delta."""
     baseline = _checked_baseline(baseline)
     tolerances = {name: parse_tolerance(text)
                   for name, text in (gate_result.slice_tolerances or {}).items()}
-    subsets = _gated_subsets(report, baseline, parse_tolerance(gate_result.tolerance),
-                             tolerances, _relabelled(report, baseline) or ())
     pairs = []
-    for subset in subsets:
-        if subset.then is None or not subset.listed:
+    for view in _gate_views(report, baseline, parse_tolerance(gate_result.tolerance),
+                            tolerances):
+        population, measure, paired = view
+        if not paired.queries or not population.listed:
             continue
-        common = sorted(set(subset.then) & set(subset.rows))
-        for measure in sorted(set(subset.before) & set(subset.now)):
-            moves = [(q, subset.rows[q][measure] - subset.then[q][measure]) for q in common
-                     if measure in subset.rows[q] and measure in subset.then[q]]
-            if moves:
-                pairs.append((subset.name, measure, moves, subset.allowed[measure]))
+        then = _values_of(population.before, measure)
+        now = _values_of(population.now, measure)
+        pairs.append((population.name, measure,
+                      [(q, now[q] - then[q]) for q in paired.queries],
+                      population.allowed[measure]))
     return pairs
 
 

@@ -102,6 +102,10 @@ def build_parser():
     parser.add_argument("--slice-max-drop", action="append", default=[],
                         metavar="FIELD=VALUE:X", help="tolerated drop of one slice "
                         "(repeatable), e.g. risk=high:0; split at the last ':'")
+    parser.add_argument("--fail-on-removed", action="store_true",
+                        help="with --baseline: fail when a query the baseline scored has no "
+                        "value now (a frozen test set); by default such queries are named "
+                        "and left out of both means")
     parser.add_argument("--save-baseline", default=None, metavar="FILE",
                         help="write the current numbers as a baseline (atomically); "
                         "not when the gate fails, unless --accept")
@@ -479,6 +483,8 @@ def _check_paths(args):
     if args.slice_max_drop and args.baseline is None:
         raise EvalError("--slice-max-drop only applies with --baseline (it is a tolerance of "
                         "the gate)")
+    if args.fail_on_removed and args.baseline is None:
+        raise EvalError("--fail-on-removed only applies with --baseline")
     if args.reveal_holdout and args.holdout is None:
         raise EvalError("--reveal-holdout only applies with --holdout FIELD=VALUE")
 
@@ -664,12 +670,14 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     result = None
     if baseline is not None:
         result = gate(report, baseline, max_drop=args.max_drop, mode=args.gate_mode,
-                      same=args.same, slice_max_drop=slice_max_drop, **options)
+                      same=args.same, slice_max_drop=slice_max_drop,
+                      fail_on_removed=args.fail_on_removed, **options)
         if result.regressions and not args.unjudged_bounds and scored is not None:
             # Only a failed gate needs the bounds, to tell an undecided regression: a
             # second pass, so a passing gate costs what it did.
             result = gate(scored(True), baseline, max_drop=args.max_drop, mode=args.gate_mode,
-                          same=args.same, slice_max_drop=slice_max_drop, **options)
+                          same=args.same, slice_max_drop=slice_max_drop,
+                          fail_on_removed=args.fail_on_removed, **options)
         if not args.unjudged_bounds:
             report = report._replace(unjudged=None)
     drifted = report.drift is not None and not report.drift["passed"]

@@ -212,10 +212,16 @@ class PerQueryGateTest(TempDir, unittest.TestCase):
         qrels = dict(self.qrels, **{"new%d" % i: {"a": 1} for i in range(30)})
         run = dict(self.good, **{"new%d" % i: ["b"] for i in range(30)})
         report = rag_eval.evaluate(qrels, run, k=1, metrics="success")
-        self.assertFalse(rag_eval.gate(report, base).passed)     # mean 0.5 vs 1.0
-        result = rag_eval.gate(report, base, mode="significant")
-        self.assertTrue(result.passed)                             # the shared 30 held
-        self.assertEqual(result.changes[0].status, "unchanged")
+        # The report's mean is 0.5 over 60 queries; every verdict is on the
+        # 30 both sides scored, which held: 1.0 -> 1.0, the 30 new ones listed.
+        for mode in ("tolerance", "significant"):
+            with self.subTest(mode=mode):
+                result = rag_eval.gate(report, base, mode=mode)
+                self.assertTrue(result.passed)
+                self.assertEqual((result.changes[0].status, result.changes[0].n,
+                                  result.changes[0].added), ("unchanged", 30, 30))
+                self.assertEqual(result.queries_added, tuple(sorted("new%d" % i
+                                                                    for i in range(30))))
 
     def test_flat_baseline_says_per_query_is_unavailable(self):
         report = rag_eval.evaluate(self.qrels, self.good, k=1, metrics="success")
@@ -261,6 +267,27 @@ class PerQueryGateTest(TempDir, unittest.TestCase):
 class BaselineFileTest(TempDir, unittest.TestCase):
     """A baseline is read whole or refused: a file or a dict, its values, its
     inputs, its rel, its per-query values against its means."""
+    def test_a_format_version_it_does_not_know_is_refused(self):
+        # Found by review: "format_version" was written and never read, so a
+        # version 99 file with fields of its own loaded silently.
+        saved = rag_eval.baseline_dict(example_report())
+        self.assertEqual(saved["format_version"], 2)
+        for version in (99, 0, "2", True, None):
+            with self.subTest(version=version):
+                path = self.write("b.json", json.dumps(dict(saved, format_version=version)))
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.load_baseline(path)
+                self.assertIn("b.json: format_version %s is not one this rag_eval %s reads "
+                              "(1, 2)" % (repr(version), rag_eval.__version__),
+                              str(caught.exception))
+        # A version 1 file (no query sets) and a file written by hand without the
+        # field are read as version 1.
+        for doc in (dict(saved, format_version=1), {k: v for k, v in saved.items()
+                                                    if k not in ("format_version",
+                                                                 "query_sets")}):
+            baseline = rag_eval.load_baseline(self.write("b.json", json.dumps(doc)))
+            self.assertEqual(baseline.mean, example_report().mean)
+
     def test_baseline_file_missing(self):
         # Merged with test_missing_baseline_says_how_to_make_one (same call, its
         # text a part of this one).
@@ -759,9 +786,9 @@ class LabelHashTest(TempDir, unittest.TestCase):
         self.assertEqual(result.query_drops, ())        # q03's drop is not compared
         self.assertFalse(result.passed)                 # the means include it
         self.assertAlmostEqual(result.changes[0].delta, -1 / 30, places=12)
-        self.assertIn("labels changed since the baseline for 2 queries: 'q03', 'q07'; per-query "
-                      "drops and the significant test compare the other queries, the means "
-                      "include them", result.notes)
+        self.assertIn("labels changed since the baseline for 2 queries: 'q03', 'q07'; their "
+                      "values changed with their labels: every mean (and the significant test) "
+                      "includes them, the per-query drops leave them out", result.notes)
         self.assertFalse(any("qrels changed" in n for n in result.notes))
         code, out, err = self.report_of("--k", "1", "--metrics", "success", "--baseline",
                                         self.base_path, "--format", "json",
@@ -769,21 +796,23 @@ class LabelHashTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertEqual(json.loads(out)["gate"]["per_query"]["labels_changed"], ["q03", "q07"])
 
-    def test_significant_gate_compares_unchanged_queries(self):
+    def test_the_significant_gate_pairs_relabelled_queries_as_the_means_do(self):
         # q00..q07 relabelled so that the run misses them; the other 22 held.
+        # Both sides scored all 30: the paired means are 1.0 and 22/30, and
+        # the 8 equal differences give p = 2 / 2**8 (every sign pattern of 8),
+        # a regression, with or without the label hashes.  Only the list of
+        # per-query drops leaves the relabelled queries out.
         report = self.setUpGate({"q%02d" % i: {"z": 1} for i in range(8)})
         base = rag_eval.load_baseline(self.base_path)
-        result = rag_eval.gate(report, base, mode="significant")
-        self.assertEqual(result.labels_changed, tuple("q%02d" % i for i in range(8)))
-        self.assertTrue(result.passed)
-        self.assertEqual((result.changes[0].baseline, result.changes[0].current), (1.0, 1.0))
-        # Without the hashes (an older baseline), the 8 count as losses:
-        # p = 2 / 2**8 (every sign pattern of 8 equal differences), a regression.
-        old = rag_eval.gate(report, base._replace(label_sha256=None), mode="significant")
-        self.assertIsNone(old.labels_changed)
-        self.assertFalse(old.passed)
-        self.assertEqual(old.changes[0].p_value, 2 / 256)
-        self.assertEqual(len(old.query_drops), 8)
+        for hashes in (base.label_sha256, None):
+            with self.subTest(label_hashes=hashes is not None):
+                result = rag_eval.gate(report, base._replace(label_sha256=hashes),
+                                       mode="significant")
+                self.assertFalse(result.passed)
+                self.assertEqual((result.changes[0].baseline, result.changes[0].current,
+                                  result.changes[0].n), (1.0, 22 / 30, 30))
+                self.assertEqual(result.changes[0].p_value, 2 / 256)
+                self.assertEqual(len(result.query_drops), 0 if hashes else 8)
 
     def test_old_baseline_without_hashes_keeps_working(self):
         report = self.setUpGate({"q03": {"z": 1}})

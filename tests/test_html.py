@@ -368,7 +368,7 @@ class HtmlReprTest(TempDir, unittest.TestCase):
         self.assertFragment(fragment)
         self.assertIn("<p>gate: FAILED</p>", fragment)
         self.assertIn('<td>recall@5</td><td class="num">0.7000</td><td class="num">0.6667</td>'
-                      '<td class="num">-0.0333</td><td>REGRESSED</td>', fragment)
+                      '<td class="num">-0.0333</td><td>-</td><td>REGRESSED</td>', fragment)
 
     def test_comparison(self):
         qrels = {"q%d" % i: {"d": 1} for i in range(8)}

@@ -325,8 +325,10 @@ class ScoreReportTest(TempDir, unittest.TestCase):
             [change] = gate["changes"]
             self.assertEqual((change["status"], change["baseline"]), ("regressed", 0.75))
             self.assertAlmostEqual(change["current"], 0.7, places=12)
-            self.assertIn("score(field=f): 1 query the baseline scored has no score now ('q3'):"
-                          " compared on the queries both hold", gate["notes"])
+            self.assertEqual((change["n"], change["removed"]), (2, 1))
+            self.assertIn("the test set changed since the baseline: 1 query the baseline scored "
+                          "is not scored now (removed): 'q3'; each measure is compared on the "
+                          "queries both sides scored, not on this one", gate["notes"])
 
     def test_a_lost_score_against_means_only_is_missing(self):
         # Found by review: q4 (0.1) lost its score; with a means-only baseline the
@@ -341,9 +343,8 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         gate = json.loads(out)["gate"]
         self.assertEqual([(c["status"], c["current"]) for c in gate["changes"]],
                          [("missing", None)])
-        self.assertIn("score(field=f): a query lost its score and the baseline holds means "
-                      "only, so the mean cannot be compared on the queries both hold: missing "
-                      "in overall", " ".join(gate["notes"]))
+        self.assertEqual(gate["changes"][0]["reason"], "1 query has no value now and the "
+                         "baseline records no query set: save it again with --save-baseline")
         saved = os.path.join(self.tmp, "r.json")        # a report without per-query values
         self.cli("--allow-missing-scores", "--format", "json", "-o", saved, scores=scores)
         full = os.path.join(self.tmp, "full.json")
@@ -385,24 +386,29 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertEqual({c["slice"]: c["status"] for c in json.loads(out)["gate"]["changes"]
                           if c["slice"] != "src=h"},
                          {None: "missing", "src=a": "unchanged", "src=b": "missing"})
-        # A loaded report without per-query values knows no slice members: every row that
-        # could hold q3 is missing.
+        # A loaded report without per-query values records which queries each
+        # mean is over: the rows whose queries changed (q3's) are missing, src=a
+        # (the same q1, q2) is compared on its means.
         saved = os.path.join(self.tmp, "r.json")
         self.cli(*common, "-o", saved, scores=scores(q1=0.9, q3="null"))
         result = rag_eval.gate(rag_eval.load_report(saved), rag_eval.load_baseline(full))
         self.assertEqual({c.slice: c.status for c in result.changes if c.slice != "src=h"},
-                         {None: "missing", "src=a": "missing", "src=b": "missing"})
+                         {None: "missing", "src=a": "unchanged", "src=b": "missing"})
         # The same query unscored on both sides: nothing was lost, and the run itself
-        # passes; the loaded report names no scored query (written without --per-query)
-        # and no slice member, so its rows are missing (found by review: a query
-        # swapped for another passed on the means).
+        # passes, as does the loaded report: its records match the baseline's.
         same = os.path.join(self.tmp, "same.json")
         self.cli(*common, "--save-baseline", same, scores=scores(q1=0.9, q3="null"))
         result = rag_eval.gate(rag_eval.load_report(saved), rag_eval.load_baseline(same))
         self.assertEqual({c.slice: c.status for c in result.changes if c.slice != "src=h"},
-                         {None: "missing", "src=a": "missing", "src=b": "missing"})
+                         {None: "unchanged", "src=a": "unchanged", "src=b": "unchanged"})
         code, out, err = self.cli(*common, "--baseline", same, scores=scores(q1=0.9, q3="null"))
         self.assertEqual(code, 0, err)
+        # Found by review (before the records): a query swapped for another (q4's
+        # score lost, q3's back) passed on the means; the records differ: missing.
+        self.cli(*common, "-o", saved, scores=scores(q1=0.9, q4="null"))
+        result = rag_eval.gate(rag_eval.load_report(saved), rag_eval.load_baseline(same))
+        self.assertEqual({c.slice: c.status for c in result.changes if c.slice != "src=h"},
+                         {None: "missing", "src=a": "unchanged", "src=b": "missing"})
 
     def test_a_means_only_baseline_records_its_unscored_queries(self):
         # Found by the fuzzer: a report without per-query values, q4 unscored, read back
@@ -433,10 +439,12 @@ class ScoreReportTest(TempDir, unittest.TestCase):
                                                                 "null}\n{\"query_id\": \"q4"))
         self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
         self.assertEqual([c["status"] for c in json.loads(out)["gate"]["changes"]], ["missing"])
-        # A baseline that records no unscored queries (saved before): any loss is MISSING.
+        # A baseline that records neither its query sets nor its unscored queries
+        # (saved before): against a report that lists a query without a value,
+        # MISSING.
         with open(path) as handle:
             doc = json.load(handle)
-        del doc["scores"]["unscored"]
+        del doc["scores"]["unscored"], doc["query_sets"]
         self.assertFalse(rag_eval.gate(loaded, rag_eval.load_baseline(io.StringIO(
             json.dumps(doc)))).passed)
         for bad, expect in (({"score(field=f)": "q4"}, "expected a list"),
@@ -551,7 +559,7 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         lacking = "query_id,user_input,answer_relevancy\nq1,a,0.9\nq2,b,0.8\n"
         code, out, err = self.cli("--baseline", saved, scores=lacking, name="s.csv")
         self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
-        self.assertRegex(out, r"score\(field=faithfulness\)\s+0\.6000\s+-\s+-\s+MISSING")
+        self.assertRegex(out, r"score\(field=faithfulness\)\s+0\.6000\s+-\s+-\s+-\s+MISSING")
 
     def test_borderline_header_states_the_pass_direction(self):
         # found by review: a lower-is-better field's table said "runs >= threshold"

@@ -26,10 +26,10 @@ class ReportOutputTest(TempDir, unittest.TestCase):
     tables; warnings on stderr."""
     TOP = {"tool", "inputs", "measures", "rel", "queries", "unscored", "missing_from_run",
            "skipped", "abstention", "ties", "mean", "warnings", "unlabelled", "meta",
-           "answerability"}
+           "answerability", "query_sets"}
 
     GATE = {"passed", "mode", "max_drop", "slice_max_drop", "regressions", "improvements",
-            "changes", "per_query", "notes", "meta_changes"}
+            "changes", "per_query", "notes", "meta_changes", "removed_failing"}
 
     def json_out(self, *argv):
         code, out, err = run_cli(example("qrels.json"), example("run.json"), "--format", "json",
@@ -58,7 +58,7 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         for entry in doc["gate"]["changes"]:
             self.assertEqual(set(entry), {"measure", "baseline", "current", "delta", "status",
                                           "p_value", "slice", "judged", "undecided",
-                                          "suspect"})
+                                          "suspect", "n", "removed", "added", "reason"})
             self.assertIsNone(entry["slice"])
             self.assertIsNone(entry["suspect"])
 
@@ -138,9 +138,9 @@ class MarkdownReportTest(TempDir, unittest.TestCase):
 
 Gate vs base\\|line.json (max drop 0.02):
 
-| measure | baseline | current | delta | status |
-| --- | --- | --- | --- | --- |
-| mrr@2 | 0.9000 | 0.8333 | -0.066666667 | REGRESSED |
+| measure | baseline | current | delta | n | status |
+| --- | --- | --- | --- | --- | --- |
+| mrr@2 | 0.9000 | 0.8333 | -0.066666667 | 3 | REGRESSED |
 
 rag\\_eval %s: 3 queries scored
 
@@ -251,9 +251,9 @@ rag\\_eval %s: 3 queries scored
         # success@5: 2/3 against the baseline's 0.6667 is -0.0000333...: shown, not -0.0000.
         code, out, err = run_cli(*EXAMPLE_FILES, "--format", "markdown",
                                  "--baseline", example("baseline.json"))
-        self.assertIn("| success@5 | 0.6667 | 0.6667 | -0.000033333 | dropped within tolerance "
+        self.assertIn("| success@5 | 0.6667 | 0.6667 | -0.000033333 | - | dropped within tolerance "
                       "| 0.3333 |", out)
-        self.assertIn("| mrr@5 | 0.5500 | 0.5000 | -0.0500 | REGRESSED (undecided: 10 "
+        self.assertIn("| mrr@5 | 0.5500 | 0.5000 | -0.0500 | - | REGRESSED (undecided: 10 "
                       "unjudged ids could explain it; label them: --to-label FILE) | 0.3333 |",
                       out)
 
@@ -307,7 +307,7 @@ rag\\_eval %s: 3 queries scored
         self.assertEqual(code, 1, err)
         self.assertTrue(out.startswith("**Gate failed**: 1 regression (undecided: unjudged ids "
                                         "could explain it): mrr@5\n"))
-        self.assertIn("| mrr@5 | 1.0000 | 0.7500 | -0.2500 | REGRESSED (undecided: 2500 unjudged "
+        self.assertIn("| mrr@5 | 1.0000 | 0.7500 | -0.2500 | 5000 | REGRESSED (undecided: 2500 unjudged "
                       "ids could explain it; label them: --to-label FILE) | 0.7500 |", out)
         self.assertNotIn("<details>", out)
         self.assertRegex(out, r"> \*\*\d+ sections left out\*\* \(\d+ rows\) to keep this "
@@ -343,9 +343,9 @@ rag\\_eval %s: 3 queries scored
                                  "g=v005: recall@1, g=v007: mrr@1, g=v007: recall@1, ... "
                                  "(592 more)")
                 head = out.split("<details>", 1)[0]
-                self.assertIn("| recall@1 | 1.0000 | 0.5000 | -0.5000 | REGRESSED | 0.5000 |",
+                self.assertIn("| recall@1 | 1.0000 | 0.5000 | -0.5000 | 3000 | REGRESSED | 0.5000 |",
                               head)
-                self.assertIn("| g=v001: recall@1 | 1.0000 | 0.0000 | -1.0000 | REGRESSED | "
+                self.assertIn("| g=v001: recall@1 | 1.0000 | 0.0000 | -1.0000 | 5 | REGRESSED | "
                               "0.0000 |", head)
                 self.assertNotIn("improved", head)
                 self.assertEqual(out.count("<details>"), out.count("</details>"))
@@ -533,6 +533,27 @@ class LoadReportTest(TempDir, unittest.TestCase):
     fields come back, so render_json writes the same bytes again; the results
     of the run (gate, comparison, sweep, elapsed_seconds) are not read."""
 
+    def test_unjudged_bounds_read_back_gate(self):
+        # Found by review: load_report of a report written with --unjudged-bounds
+        # --per-query, then gate(), raised KeyError 'judged_per_query' (the JSON
+        # keeps the bounds, not judged@k nor the unjudged ids); and an inverted
+        # bound [0.9, 0.1] was accepted.
+        path = os.path.join(self.tmp, "r.json")
+        code, _, err = run_cli(*EXAMPLE_FILES, "--unjudged-bounds", "--per-query", "--format",
+                               "json", "-o", path)
+        self.assertEqual(code, 0, err)
+        loaded = rag_eval.load_report(path)
+        for baseline in ({"recall@5": 0.7}, {"recall@5": 0.6}):
+            result = rag_eval.gate(loaded, baseline)
+            self.assertEqual(result.passed, baseline["recall@5"] == 0.6)
+            self.assertEqual(bool(rag_eval.assert_no_regression(loaded, {"recall@5": 0.6})), True)
+        with open(path) as handle:
+            doc = json.load(handle)
+        doc["unjudged_bounds"]["mean"]["recall@5"] = [0.9, 0.1]
+        with self.assertRaisesRegex(rag_eval.EvalError, r"unjudged_bounds mean 'recall@5': the "
+                                                        r"lower bound 0\.9 is above the upper 0\.1"):
+            rag_eval.Report.from_dict(doc)
+
     def round_trip(self, report, result=None):
         text = rag_eval.render_json(report, result, per_query=True)
         path = self.write("report.json", text)
@@ -560,10 +581,11 @@ class LoadReportTest(TempDir, unittest.TestCase):
     def test_a_loaded_reports_judge_slices_never_pass_on_a_lost_query(self):
         # Found by review: q1 (topic a, score 0.0) leaves the score file and q2 (a)
         # falls 1.0 -> 0.9.  Fresh: a is gated on q2 alone, 1.0 -> 0.9, regressed.
-        # Read back from JSON (no slice members), a's means went 0.5 -> 0.9: that
-        # passed; so did q1 moving to topic b, or q1 and q3 swapping topics.  A
-        # loaded report's judge-score slices are missing; written without
-        # --per-query (no scored query named), it is missing overall too.
+        # Read back from JSON, a's means went 0.5 -> 0.9: that passed; so did q1
+        # moving to topic b, or q1 and q3 swapping topics.  Written with
+        # --per-query, a report keeps each query's slices and gates as the run
+        # does; without, it records which queries each mean is over, and a row
+        # whose queries changed is missing.
         def report(rows):
             scores = rag_eval.load_scores(io.StringIO("".join(
                 json.dumps({"query_id": q, "f": v}) + "\n" for q, _, v in rows)))
@@ -577,22 +599,35 @@ class LoadReportTest(TempDir, unittest.TestCase):
         left = report([("q2", "a", 0.9), ("q3", "b", 0.5), ("q4", "b", 0.5)])
         moved = report([("q1", "b", 0.0), ("q2", "a", 0.9), ("q3", "b", 0.5), ("q4", "b", 0.5)])
         swapped = report([("q1", "b", 0.6), ("q2", "a", 0.9), ("q3", "a", 1.0), ("q4", "b", 0.5)])
-        slices = {"topic=a": "missing", "topic=b": "missing"}
-        for now, per_query, overall in ((left, True, "dropped within tolerance"),
-                                        (left, False, "missing"),
-                                        (moved, True, "dropped within tolerance"),
-                                        (swapped, True, "improved"), (swapped, False, "missing")):
-            self.assertFalse(rag_eval.gate(now, baseline, **options).passed)
-            loaded = rag_eval.load_report(io.StringIO(rag_eval.render_json(now,
-                                                                           per_query=per_query)))
-            result = rag_eval.gate(loaded, baseline, **options)
-            self.assertFalse(result.passed)
-            self.assertEqual({c.slice: c.status for c in result.changes},
-                             {None: overall, **slices})
+        # Without per-query values: left lost q1 (overall and a changed, b did not);
+        # moved and swapped kept the overall's queries (compared on their means:
+        # (0 + .9 + .5 + .5)/4 = 0.475 vs 0.5, within 0.05; 0.75, improved) and
+        # changed both slices.
+        means_only = [{None: "missing", "topic=a": "missing", "topic=b": "unchanged"},
+                      {None: "dropped within tolerance", "topic=a": "missing",
+                       "topic=b": "missing"},
+                      {None: "improved", "topic=a": "missing", "topic=b": "missing"}]
+        for now, expected in zip((left, moved, swapped), means_only):
+            fresh = rag_eval.gate(now, baseline, **options)
+            self.assertFalse(fresh.passed)
+            self.assertEqual(fresh.changes[1].status, "regressed")        # topic=a: q2
+            for per_query in (True, False):
+                with self.subTest(now=now.mean, per_query=per_query):
+                    loaded = rag_eval.load_report(io.StringIO(rag_eval.render_json(
+                        now, per_query=per_query)))
+                    result = rag_eval.gate(loaded, baseline, **options)
+                    self.assertFalse(result.passed)
+                    if per_query:
+                        self.assertEqual(result.changes, fresh.changes)
+                    else:
+                        self.assertEqual({c.slice: c.status for c in result.changes},
+                                         expected)
 
     def test_a_report_without_slices_says_why_the_baselines_are_missing(self):
         # Found by review: written without --by and read back, the same data failed
-        # its gate with every slice MISSING and no note.
+        # its gate with every slice MISSING and no note.  With --per-query it keeps
+        # each query's slices, so they are gated as the run's; without, it has
+        # none: they are missing, and a note says why.
         def report(by):
             scores = rag_eval.load_scores(io.StringIO("".join(
                 json.dumps({"query_id": q, "f": v}) + "\n" for q, v in (("q1", 0.2), ("q2", 0.8)))))
@@ -600,14 +635,15 @@ class LoadReportTest(TempDir, unittest.TestCase):
                 "q1": {"slices": {"topic": ["a"]}}, "q2": {"slices": {"topic": ["b"]}}}, by=by)
         path = os.path.join(self.tmp, "b.json")
         rag_eval.save_baseline(report(()), path)
-        loaded = rag_eval.load_report(io.StringIO(rag_eval.render_json(report(()),
-                                                                       per_query=True)))
-        result = rag_eval.gate(loaded, rag_eval.load_baseline(path))
-        self.assertEqual({c.slice: c.status for c in result.changes},
-                         {None: "unchanged", "topic=a": "missing", "topic=b": "missing"})
-        self.assertIn("the baseline holds slices and the report none: they are missing (score "
-                      "with the query metadata and --by, or write the report with --by)",
-                      result.notes)
+        for per_query, slices in ((True, "unchanged"), (False, "missing")):
+            loaded = rag_eval.load_report(io.StringIO(rag_eval.render_json(
+                report(()), per_query=per_query)))
+            result = rag_eval.gate(loaded, rag_eval.load_baseline(path))
+            self.assertEqual({c.slice: c.status for c in result.changes},
+                             {None: "unchanged", "topic=a": slices, "topic=b": slices})
+            self.assertEqual("the baseline holds slices and the report none: they are missing "
+                             "(score with the query metadata and --by, or write the report "
+                             "with --by)" in result.notes, not per_query)
 
     def test_slices_unit_measures_answerability(self):
         # q2 stated unanswerable abstains (its one id is cut by min_score 0.1);
@@ -729,10 +765,10 @@ class LoadReportTest(TempDir, unittest.TestCase):
         means_only = rag_eval.gate(report, rag_eval.Baseline(report.mean))
         self.assertEqual((result.queries_removed, result.queries_added, result.query_drops),
                          ((), (), None))
-        self.assertEqual(result.changes, means_only.changes)
-        self.assertEqual(result.notes, ("the report holds means only (read from a JSON report "
-                                        "written without --per-query): per-query checks are "
-                                        "unavailable",))
+        # Its record of which 3 queries the means are over matches the baseline's.
+        self.assertEqual(result.changes, tuple(c._replace(n=3) for c in means_only.changes))
+        self.assertEqual(result.notes[0], "compared on the means alone (the means of the "
+                         "same 3 queries): mrr@5, ndcg@5, recall@5, success@5")
         self.assertNotIn("per_query", rag_eval.baseline_dict(loaded))
         with open(path) as handle:
             data = json.load(handle)
@@ -745,25 +781,32 @@ class LoadReportTest(TempDir, unittest.TestCase):
     def test_a_loaded_report_with_slices_is_no_baseline(self):
         # Found by review: save_baseline(load_report(f)) of a report written with --by
         # failed with an AttributeError (no membership), and one with a hold-out wrote a
-        # baseline that load_baseline refused (no members_sha256). A baseline keeps each
-        # slice's queries and the hold-out's hash; a JSON report keeps neither.
+        # baseline that load_baseline refused (no members_sha256).  Written with
+        # --per-query, a JSON report keeps each query's slices and the hold-out's hash:
+        # its baseline is the run's.  Without, it keeps neither.
         path = os.path.join(self.tmp, "base.json")
+        kept = ("mean", "per_query", "slices", "membership", "holdout", "query_sets")
+        for options in ({"by": ["source"]}, {"holdout": "split=holdout"},
+                        {"holdout": "split=holdout", "by": ["source"]}):
+            with self.subTest(options=options):
+                report = sliced_report(**options)
+                loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(
+                    report, per_query=True)))
+                saved = rag_eval.baseline_dict(loaded)
+                fresh = rag_eval.baseline_dict(report)
+                self.assertEqual({key: saved.get(key) for key in kept},
+                                 {key: fresh.get(key) for key in kept})
         for options, expect in (
                 ({"by": ["source"]}, "which does not keep the queries of each slice (only "
                                      "their means), and a baseline holds it: save the baseline "
                                      "from the evaluation itself (--save-baseline, or "
                                      "save_baseline(evaluate(...))), or drop the slices"),
-                ({"holdout": "split=holdout"}, "which does not keep the hash of the "
-                                               "hold-out's queries, and a baseline holds it"),
                 ({"holdout": "split=holdout", "by": ["source"]},
-                 "which does not keep the queries of each slice (only their means) nor the "
-                 "hash of the hold-out's queries, and a baseline holds both: save the "
-                 "baseline from the evaluation itself (--save-baseline, or "
-                 "save_baseline(evaluate(...)))")):
-            with self.subTest(options=options):
+                 "which does not keep the queries of each slice (only their means)")):
+            with self.subTest(options=options, per_query=False):
                 report = sliced_report(**options)
                 loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(
-                    report, per_query=True)))
+                    report)))
                 with self.assertRaises(rag_eval.EvalError) as caught:
                     rag_eval.save_baseline(loaded, path)
                 message = str(caught.exception)
@@ -774,14 +817,10 @@ class LoadReportTest(TempDir, unittest.TestCase):
                     rag_eval.assert_no_regression(report, loaded)
         # As the message says: without its slices, the overall alone is saved and gated.
         loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(
-            sliced_report(by=["source"]), per_query=True)))
+            sliced_report(by=["source"]))))
         rag_eval.save_baseline(loaded._replace(slices=None, by=()), path)
         baseline = rag_eval.load_baseline(path)
         self.assertEqual((baseline.slices, baseline.membership), (None, None))
-        result = rag_eval.gate(sliced_report(by=["source"]), baseline)
-        self.assertEqual([c.slice for c in result.changes], [None, None])
-        self.assertIn("the baseline holds no slices: only the overall mean is gated; save one "
-                      "with query metadata to gate every slice", result.notes)
 
     def test_the_command_line_reads_no_report_as_an_input(self):
         # The command line saves a baseline only from its own evaluation: a JSON report
@@ -800,58 +839,57 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertIn("report.json", err)
         self.assertFalse(os.path.exists(saved))
 
-    def test_a_loaded_report_gates_its_slices_on_their_means(self):
+    def test_a_loaded_report_gates_its_slices_as_the_run_does(self):
         # The baseline saved by the evaluation (with its slices' queries); the later
-        # run's JSON report (per-query, --by each field) read back and gated in Python.
+        # run's JSON report read back and gated in Python.  With --per-query it
+        # keeps each query's slices (every field, not only --by): its gate is the
+        # run's.  Without, each slice is compared on its means, its record of
+        # which queries they are over matching the baseline's.
         baseline = saved_baseline(self, sliced_report(by=["source"]))
         fields = ["source", "split", "tag"]
 
-        def loaded(run, by=fields):
+        def loaded(run, by=fields, per_query=True):
             report = sliced_report(run=run, by=by)
             return rag_eval.load_report(self.write("r.json", rag_eval.render_json(
-                report, per_query=True))), report
+                report, per_query=per_query))), report
 
         same, report = loaded(None)
         for mode in ("tolerance", "significant"):
             result = rag_eval.gate(same, baseline, mode=mode)
             self.assertTrue(result.passed, result)
             self.assertEqual(len(result.changes), 12)      # (overall + 5 slices) x 2
-            self.assertIn("the report was read back from JSON, which keeps its slices' means, "
-                          "not their queries: each slice is gated on its means (no per-query "
-                          "pairing), a judge score's not at all", result.notes)
-        # Written with --by source only: the slices of split and tag are missing.
-        result = rag_eval.gate(loaded(None, ["source"])[0], baseline)
-        self.assertEqual({c.slice for c in result.regressions},
-                         {"split=holdout", "tag=eu", "tag=pricing"})
-        self.assertEqual({c.status for c in result.regressions}, {"missing"})
-        self.assertIn("the report was read back from JSON, which keeps the slices of its "
-                      "--by fields only: the baseline's slices of split, tag are missing "
-                      "(write the report with --by split --by tag)", result.notes)
+            self.assertEqual(result.changes, rag_eval.gate(report, baseline, mode=mode).changes)
+        # Written with --by source only: the other fields' slices are gated all the same.
+        self.assertTrue(rag_eval.gate(loaded(None, ["source"])[0], baseline).passed)
         # r1 loses e: source=real (r1, r2, h1) recall@2 from (1 + 1 + 1)/3 = 1 to
         # (0 + 1 + 1)/3 = 2/3, mrr@2 from (1 + 1/2 + 1/2)/3 = 2/3 to (0 + 1/2 + 1/2)/3
         # = 1/3; source=synthetic unchanged.
-        worse, report = loaded(dict(SLICED_RUN, r1=["x", "y"]))
-        for mode in ("tolerance", "significant"):
-            result = rag_eval.gate(worse, baseline, mode=mode)
-            self.assertFalse(result.passed)
-            rows = {(c.slice, c.measure): c for c in result.changes
-                    if c.slice in ("source=real", "source=synthetic")}
-            self.assertEqual({key: c.status for key, c in rows.items()},
-                             {("source=real", "mrr@2"): "regressed",
-                              ("source=real", "recall@2"): "regressed",
-                              ("source=synthetic", "mrr@2"): "unchanged",
-                              ("source=synthetic", "recall@2"): "unchanged"})
-            self.assertAlmostEqual(rows["source=real", "recall@2"].current, 2 / 3, places=12)
-            self.assertAlmostEqual(rows["source=real", "mrr@2"].current, 1 / 3, places=12)
-            self.assertAlmostEqual(rows["source=real", "mrr@2"].baseline, 2 / 3, places=12)
-            # The evaluation's own gate says the same of these rows.
-            own = {(c.slice, c.measure): c.status for c in rag_eval.gate(
-                report, baseline, mode=mode).changes if (c.slice, c.measure) in rows}
-            self.assertEqual(own, {key: c.status for key, c in rows.items()})
+        for per_query in (True, False):
+            worse, report = loaded(dict(SLICED_RUN, r1=["x", "y"]), per_query=per_query)
+            for mode in ("tolerance", "significant"):
+                result = rag_eval.gate(worse, baseline, mode=mode)
+                self.assertFalse(result.passed)
+                rows = {(c.slice, c.measure): c for c in result.changes
+                        if c.slice in ("source=real", "source=synthetic")}
+                self.assertEqual({key: c.status for key, c in rows.items()},
+                                 {("source=real", "mrr@2"): "regressed",
+                                  ("source=real", "recall@2"): "regressed",
+                                  ("source=synthetic", "mrr@2"): "unchanged",
+                                  ("source=synthetic", "recall@2"): "unchanged"})
+                self.assertAlmostEqual(rows["source=real", "recall@2"].current, 2 / 3, places=12)
+                self.assertAlmostEqual(rows["source=real", "mrr@2"].current, 1 / 3, places=12)
+                self.assertAlmostEqual(rows["source=real", "mrr@2"].baseline, 2 / 3, places=12)
+                self.assertEqual(rows["source=real", "mrr@2"].n, 3)
+                # The evaluation's own gate says the same of these rows.
+                own = {(c.slice, c.measure): c.status for c in rag_eval.gate(
+                    report, baseline, mode=mode).changes if (c.slice, c.measure) in rows}
+                self.assertEqual(own, {key: c.status for key, c in rows.items()})
 
     def test_a_loaded_report_with_a_hold_out_gates_it_on_its_means(self):
         # Found by review: a loaded report (no members_sha256) said the hold-out
         # changed since the baseline ("2 -> 2 queries") on an unchanged report.
+        # It keeps the hash now, and the record of its scored queries: the
+        # hold-out is compared on its means over the same 2 queries.
         baseline = saved_baseline(self, sliced_report(holdout="split=holdout"))
 
         def gated(run=None):
@@ -863,14 +901,14 @@ class LoadReportTest(TempDir, unittest.TestCase):
         result = gated()
         self.assertTrue(result.passed, result)
         self.assertFalse(any("changed since the baseline (" in n for n in result.notes))
-        self.assertIn("the report was read back from JSON, which does not keep the hash of "
-                      "the hold-out's queries: whether split=holdout changed since the "
-                      "baseline is not known", result.notes)
+        self.assertIn("compared on the means alone (the means of the same 2 queries): "
+                      "split=holdout: mrr@2, split=holdout: recall@2", result.notes)
         # h1 loses g: the hold-out (h1, h2) recall@2 from (1 + 0)/2 = 1/2 to 0.
         result = gated(dict(SLICED_RUN, h1=["x", "y"]))
         held = [c for c in result.changes if c.slice == "split=holdout"]
-        self.assertEqual({(c.measure, c.status, c.baseline, c.current) for c in held},
-                         {("recall@2", "regressed", 0.5, 0.0), ("mrr@2", "regressed", 0.25, 0.0)})
+        self.assertEqual({(c.measure, c.status, c.baseline, c.current, c.n) for c in held},
+                         {("recall@2", "regressed", 0.5, 0.0, 2),
+                          ("mrr@2", "regressed", 0.25, 0.0, 2)})
         self.assertFalse(result.passed)
 
     def test_a_loaded_report_with_a_revealed_hold_out_gates(self):
@@ -912,11 +950,9 @@ class LoadReportTest(TempDir, unittest.TestCase):
         self.assertEqual(rag_eval.render_json(loaded, per_query=True), text)
 
     def test_a_loaded_judge_score_report_gates_its_slices(self):
-        # A loaded per-query score report pairs its overall row with the baseline's
-        # queries; its slices' members are not in the JSON, so which queries both sides
-        # scored in a slice is not known: a judge score's slice rows are missing, said
-        # in a note (a review found them gated on their means, where a lost, added or
-        # moved query let a slice pass that the run itself fails).
+        # A loaded per-query score report keeps each query's slices: every row is
+        # paired as the run's (a review found them gated on their means, where a
+        # lost, added or moved query let a slice pass that the run itself fails).
         self.write("m.jsonl", "".join(json.dumps({"query_id": q, "slices": {"src": src}}) + "\n"
                                       for q, src in (("q1", "a"), ("q2", "b"), ("q3", "a"),
                                                      ("q4", "b"))))
@@ -935,26 +971,24 @@ class LoadReportTest(TempDir, unittest.TestCase):
 
         scores(0.5, "--save-baseline", base)
         baseline = rag_eval.load_baseline(base)
-        name = "score(field=f)"
-        unknown = ("%s: the report (read back from JSON) keeps no slice members, so which "
-                   "queries both sides scored is not known: missing in src=a, src=b (gate "
-                   "the run itself, not a report of it)" % name)
         for mode in ("tolerance", "significant"):
             result = rag_eval.gate(scores(0.5), baseline, mode=mode)
-            self.assertFalse(result.passed)
-            self.assertEqual({c.slice: c.status for c in result.changes},
-                             {None: "unchanged", "src=a": "missing", "src=b": "missing"})
-            self.assertIn(unknown, result.notes)
-            self.assertFalse(any("no score now" in n for n in result.notes), result.notes)
-        # q2 0.5 -> 0.3: overall from 2.7/4 = 0.675 to 2.5/4 = 0.625, regressed.
+            self.assertTrue(result.passed, result.notes)
+            self.assertEqual({c.slice: (c.status, c.n) for c in result.changes},
+                             {None: ("unchanged", 4), "src=a": ("unchanged", 2),
+                              "src=b": ("unchanged", 2)})
+        # q2 0.5 -> 0.3: overall from 2.7/4 = 0.675 to 2.5/4 = 0.625, regressed;
+        # src=b (q2, q4) from 0.55 to 0.45.
         result = rag_eval.gate(scores(0.3), baseline)
         got = {c.slice: (c.status, c.baseline, c.current) for c in result.changes}
         self.assertEqual({s: v[0] for s, v in got.items()},
-                         {None: "regressed", "src=a": "missing", "src=b": "missing"})
+                         {None: "regressed", "src=a": "unchanged", "src=b": "regressed"})
         self.assertAlmostEqual(got[None][1], 0.675, places=12)
         self.assertAlmostEqual(got[None][2], 0.625, places=12)
-        # q2 lost its score: the overall is compared on q1, q3, q4 (unchanged); the
-        # report does not say which slice holds q2, so every slice row is MISSING.
+        self.assertAlmostEqual(got["src=b"][2], 0.45, places=12)
+        # q2 lost its score: every row is compared on the queries both sides
+        # scored; src=a (q1, q3) and the overall (q1, q3, q4) are unchanged, src=b
+        # on q4 alone; q2 is named removed.
         rows = [json.dumps({"query_id": q, "f": v}) for q, v in (("q1", 0.9), ("q2", None),
                                                                   ("q3", 0.7), ("q4", 0.6))]
         self.write("s.jsonl", "\n".join(rows) + "\n")
@@ -965,10 +999,15 @@ class LoadReportTest(TempDir, unittest.TestCase):
                                "-o", out)
         self.assertEqual(code, 0, err)
         result = rag_eval.gate(rag_eval.load_report(out), baseline)
-        self.assertFalse(result.passed)
-        self.assertEqual({c.slice: c.status for c in result.changes},
-                         {None: "unchanged", "src=a": "missing", "src=b": "missing"})
-        self.assertIn(unknown, result.notes)
+        self.assertTrue(result.passed, result.notes)
+        self.assertEqual({c.slice: (c.status, c.n, c.removed) for c in result.changes},
+                         {None: ("unchanged", 3, 1), "src=a": ("unchanged", 2, 0),
+                          "src=b": ("unchanged", 1, 1)})
+        self.assertEqual(result.queries_removed, ("q2",))
+        # --fail-on-removed: a frozen test set fails on it.
+        frozen = rag_eval.gate(rag_eval.load_report(out), baseline, fail_on_removed=True)
+        self.assertFalse(frozen.passed)
+        self.assertEqual(frozen.removed_failing, 1)
 
     def test_not_a_report_is_one_line_naming_the_file(self):
         saved = os.path.join(self.tmp, "base.json")
@@ -1027,7 +1066,7 @@ class NotebookReprTest(unittest.TestCase):
                          "map@5, mrr@5>")
         markdown = result._repr_markdown_()
         self.assertTrue(markdown.startswith("**Gate failed**: 2 regressions: mrr@5, recall@5\n"))
-        self.assertIn("| recall@5 | 0.7000 | 0.6667 | -0.033333333 | REGRESSED |", markdown)
+        self.assertIn("| recall@5 | 0.7000 | 0.6667 | -0.033333333 | - | REGRESSED |", markdown)
 
     def test_comparison(self):
         report = example_report()

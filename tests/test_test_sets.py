@@ -104,7 +104,7 @@ class SliceReportTest(TempDir, unittest.TestCase):
         self.assertEqual(set(report.to_dict()) & {"slices", "holdout"}, set())
         self.assertEqual(set(rag_eval.baseline_dict(report)),
                          {"format", "format_version", "tool", "inputs", "meta", "label_sha256",
-                          "measures", "rel", "mean", "per_query", "unscored"})
+                          "measures", "rel", "mean", "per_query", "unscored", "query_sets"})
 
     def test_bad_metadata_and_options_are_refused(self):
         cases = [
@@ -301,7 +301,7 @@ class SliceGateTest(TempDir, unittest.TestCase):
         # tag=eu, tag=pricing and the hold-out did not move: their rows are in the JSON only.
         self.assertIn("3 slice rows unchanged or within the tolerance, not shown", text)
         self.assertNotIn("tag=eu: mrr@2", text)
-        self.assertRegex(text, r"\n  source=real: mrr@2 +0\.7500 +1\.0000 +\+0\.2500 +improved")
+        self.assertRegex(text, r"\n  source=real: mrr@2 +0\.7500 +1\.0000 +\+0\.2500 +2 +improved")
 
     def test_every_slice_of_the_baseline_is_gated_not_only_by(self):
         base = self.base(by="source")
@@ -362,9 +362,10 @@ class SliceGateTest(TempDir, unittest.TestCase):
         self.assertFalse(result.passed)
         self.assertIn("a=2: success@1", " ".join(result.notes))
 
-    def test_relabelled_queries_leave_the_paired_slice_comparison(self):
-        # s2's labels change (c dropped): the significant gate pairs synthetic
-        # over s1 and s3 only, (1 + 0)/2 on both sides, and names s2 relabelled.
+    def test_relabelled_queries_stay_in_the_paired_slice_comparison(self):
+        # s2's labels change (c dropped, so its run's b now finds all of them):
+        # the significant gate pairs synthetic over s1, s2 and s3, (1 + 1/2 +
+        # 0)/3 -> (1 + 1 + 0)/3, and names s2 relabelled.
         base = self.base()
         qrels = dict(SLICED_QRELS, s2={"b": 1})
         report = rag_eval.evaluate(qrels, SLICED_RUN, k=2, measures="recall,mrr",
@@ -372,7 +373,8 @@ class SliceGateTest(TempDir, unittest.TestCase):
         result = rag_eval.gate(report, base, mode="significant")
         self.assertEqual(result.labels_changed, ("s2",))
         change = {c.name: c for c in result.changes}["source=synthetic: recall@2"]
-        self.assertEqual((change.baseline, change.current), ((1 + 0) / 2, (1 + 0) / 2))
+        self.assertEqual((change.baseline, change.current, change.n),
+                         ((1 + 1 / 2 + 0) / 3, (1 + 1 + 0) / 3, 3))
 
     def test_small_slices_get_the_sample_size_note(self):
         result = self.gate()
@@ -396,13 +398,19 @@ class SliceGateTest(TempDir, unittest.TestCase):
         self.assertEqual(result.to_dict()["per_query"]["moved"],
                          [{"query": "s2", "left": ["source=synthetic"], "joined": ["source=real"]}])
 
-    def test_the_hold_out_is_gated_on_its_means(self):
-        # h1 misses g: hold-out mrr (1/2 + 0)/2 = 1/4 -> 0.
+    def test_the_hold_out_is_gated_on_its_means_over_the_same_queries(self):
+        # h1 misses g: hold-out mrr (1/2 + 0)/2 = 1/4 -> 0, over the same 2
+        # queries (the baseline's record of them matches): compared on the
+        # means, as the baseline keeps no held-out value (not revealed).
         run = dict(SLICED_RUN, h1=["x", "y"])
         result = self.gate(run=run, mode="significant")
-        self.assertEqual(self.status(result)["split=holdout: mrr@2"], "regressed")
-        self.assertEqual(result.query_drops, ())
-        self.assertIn("the hold-out's baseline holds means only", " ".join(result.notes))
+        change = {c.name: c for c in result.changes}["split=holdout: mrr@2"]
+        self.assertEqual((change.status, change.baseline, change.current, change.n),
+                         ("regressed", 1 / 4, 0.0, 2))
+        self.assertIsNone(change.p_value)               # the tolerance rule
+        self.assertEqual(result.query_drops, ())        # its queries are never named
+        self.assertIn("compared on the means alone (the means of the same 2 queries): "
+                      "split=holdout: mrr@2", " ".join(result.notes))
         moved = dict(SLICED_QUERIES, s3={"slices": {"split": ["holdout"]}})
         result = self.gate(queries=moved)
         self.assertNotIn("s3", result.queries_removed)

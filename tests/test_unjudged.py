@@ -538,11 +538,11 @@ class UndecidedGateTest(TempDir, unittest.TestCase):
     def test_undecided_still_fails(self):
         code, out, err = self.gated()
         self.assertEqual(code, 1, err)
-        self.assertIn("mrr@2     1.0000    0.7500   -0.2500  REGRESSED (undecided: 2 unjudged "
+        self.assertIn("mrr@2     1.0000    0.7500   -0.2500  -  REGRESSED (undecided: 2 unjudged "
                       "ids could explain it: q1:x, q2:y; label them: --to-label FILE)  0.5000",
                       out)
-        self.assertIn("recall@2  1.0000    0.7500   -0.2500  REGRESSED", out)
-        self.assertNotIn("recall@2  1.0000    0.7500   -0.2500  REGRESSED (", out)
+        self.assertIn("recall@2  1.0000    0.7500   -0.2500  -  REGRESSED", out)
+        self.assertNotIn("recall@2  1.0000    0.7500   -0.2500  -  REGRESSED (", out)
         # Found by review: the verdict line says which are undecided.
         self.assertIn("FAILED, 2 regressions (1 undecided: unjudged ids could explain it): "
                       "mrr@2, recall@2", out)
@@ -579,7 +579,7 @@ class UndecidedGateTest(TempDir, unittest.TestCase):
         # Baseline 0.75 on both: no drop, the gate passes; judged@2 0.5 is still shown.
         code, out, err = self.gated(baseline={"mrr@2": 0.75, "recall@2": 0.75})
         self.assertEqual(code, 0, err)
-        self.assertIn("mrr@2     0.7500    0.7500   +0.0000  unchanged  0.5000", out)
+        self.assertIn("mrr@2     0.7500    0.7500   +0.0000  -  unchanged  0.5000", out)
         self.assertIn("judged@k", out)
         code, out, err = self.gated("--format", "json",
                                     baseline={"mrr@2": 0.75, "recall@2": 0.75})
