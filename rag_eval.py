@@ -6715,7 +6715,9 @@ def _as_number(text):
 #   min_detectable_difference(sd, n)           paired MDE, normal approximation
 #   margin_of_error(values)        queries_needed(sd, tolerance)
 #
-# Then compare and compare_all (two runs on the same queries: a Comparison).
+# Then the paired view (_paired_view: which queries a verdict compares, the
+# one rule the gate, compare and the HTML charts share), and compare and
+# compare_all (two runs on the same queries: a Comparison).
 # References: scipy.stats.ttest_rel, scipy.stats.permutation_test
 # (permutation_type='samples'), scipy.stats.bootstrap (method='percentile'),
 # statsmodels multipletests(method='holm') and mcnemar(exact=True); see
@@ -8700,12 +8702,14 @@ def _checked_values(values, what):
 #
 # Gate: a report against its baseline, the verdict and its notes.
 #
-# gate() compares each baseline measure with the report over every scored
-# query, each slice and the hold-out (_gated_subsets), by the tolerance or,
+# gate() builds the populations (_populations: every scored query not held
+# out, each slice of the baseline, the hold-out), pairs each baseline measure
+# of each with the report (_paired_view, in 12_statistics: the one rule for
+# which queries a verdict compares), and judges each row by the tolerance or,
 # with mode="significant", by a paired randomization test with Holm's
-# adjustment; it names the queries that fell, what changed in the metadata
-# and the labels, the queries that moved between slices, and why a measure is
-# missing.  The verdict is a GateResult.
+# adjustment; it names the queries that fell, the queries only one side
+# scored, what changed in the metadata and the labels, the queries that moved
+# between slices, and why a measure is missing.  The verdict is a GateResult.
 #
 # Uses: 01_head, 02_records, 03_measures, 04_measure_names, 08_provenance,
 # 12_statistics, 14_baselines.  Used by: reports, the report reader, HTML,

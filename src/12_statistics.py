@@ -15,7 +15,9 @@ have a documented convention instead.  Only the standard library is used
   min_detectable_difference(sd, n)           paired MDE, normal approximation
   margin_of_error(values)        queries_needed(sd, tolerance)
 
-Then compare and compare_all (two runs on the same queries: a Comparison).
+Then the paired view (_paired_view: which queries a verdict compares, the
+one rule the gate, compare and the HTML charts share), and compare and
+compare_all (two runs on the same queries: a Comparison).
 References: scipy.stats.ttest_rel, scipy.stats.permutation_test
 (permutation_type='samples'), scipy.stats.bootstrap (method='percentile'),
 statsmodels multipletests(method='holm') and mcnemar(exact=True); see

@@ -1,11 +1,13 @@
 """Gate: a report against its baseline, the verdict and its notes.
 
-gate() compares each baseline measure with the report over every scored
-query, each slice and the hold-out (_gated_subsets), by the tolerance or,
+gate() builds the populations (_populations: every scored query not held
+out, each slice of the baseline, the hold-out), pairs each baseline measure
+of each with the report (_paired_view, in 12_statistics: the one rule for
+which queries a verdict compares), and judges each row by the tolerance or,
 with mode="significant", by a paired randomization test with Holm's
-adjustment; it names the queries that fell, what changed in the metadata
-and the labels, the queries that moved between slices, and why a measure is
-missing.  The verdict is a GateResult.
+adjustment; it names the queries that fell, the queries only one side
+scored, what changed in the metadata and the labels, the queries that moved
+between slices, and why a measure is missing.  The verdict is a GateResult.
 
 Uses: 01_head, 02_records, 03_measures, 04_measure_names, 08_provenance,
 12_statistics, 14_baselines.  Used by: reports, the report reader, HTML,
