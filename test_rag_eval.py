@@ -93,7 +93,8 @@ class PublicNamesTest(unittest.TestCase):
         # Names in code the README's "From a notebook" section and the module
         # docstring show users: imports, calls, :func:/:class: references and
         # names alone in backquotes.
-        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
+        with open(os.path.join(HERE, "docs", "09-notebooks-and-library.md"),
+                  encoding="utf-8") as handle:
             readme = handle.read()
         section = readme.split("\n## From a notebook\n", 1)[1].split("\n## ", 1)[0]
         code = re.findall(r"```python\n(.*?)```", section, re.S)

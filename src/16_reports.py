@@ -136,7 +136,16 @@ _SHOWN_QUERY_DROPS = 20
 
 
 def _signed(delta):
-    return "%+.4f" % delta
+    """A difference with its sign, 4 decimals; more where 4 would show a
+    drop or a gain as a zero, and never a negative zero.
+
+    >>> _signed(-0.05), _signed(2 / 3 - 0.6667), _signed(-0.0)
+    ('-0.0500', '-0.000033333', '+0.0000')
+    """
+    text = "%+.4f" % delta
+    if float(text) == 0:
+        return "+0.0000" if delta == 0 else _full_delta(delta)
+    return text
 
 
 def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=_signed):

@@ -17,6 +17,12 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(HERE, "tests", "data")
 
 
+def read_doc(name):
+    """The text of a guide under docs/ (the README's sections moved there)."""
+    with open(os.path.join(HERE, "docs", name), encoding="utf-8") as handle:
+        return handle.read()
+
+
 def run_cli(*argv, stdin=None):
     """Run main() in-process; return (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()

@@ -12,7 +12,7 @@ import sys
 import unittest
 
 import rag_eval
-from tests.support import HERE, run_cli, TempDir, example, EXAMPLE_FILES, read_text
+from tests.support import read_doc, HERE, run_cli, TempDir, example, EXAMPLE_FILES, read_text
 
 
 class MiniYaml:
@@ -170,7 +170,7 @@ class ActionTest(TempDir, unittest.TestCase):
         self.assertEqual(doc["meta"], {"who": "*"})
 
     def test_the_readme_job_as_written(self):
-        readme = read_text(os.path.join(HERE, "README.md"))
+        readme = read_doc("08-reports-and-ci.md")
         section = readme.split("\n## Use it as a CI step (GitHub Actions)\n", 1)[1]
         workflow = MiniYaml(re.search(r"```yaml\n(.*?)```", section, re.S).group(1)).parse()
         steps = workflow["jobs"]["rag-eval"]["steps"]

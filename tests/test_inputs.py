@@ -13,7 +13,7 @@ import sys
 import unittest
 
 import rag_eval
-from tests.support import HERE, run_cli, TempDir, example, read_text, _FUZZ_VALUES
+from tests.support import read_doc, HERE, run_cli, TempDir, example, read_text, _FUZZ_VALUES
 
 
 # ---------------------------------------------------------------------------
@@ -492,8 +492,7 @@ class TestSetFormatsTest(TempDir, unittest.TestCase):
                          {"q1": {"slices": {}, "answerable": True}})
 
     def test_readme_test_set_reads_as_documented(self):
-        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
-            section = handle.read().split("\n## Inputs\n", 1)[1].split("\n## ", 1)[0]
+        section = read_doc("01-inputs.md").split("\n## Inputs\n", 1)[1].split("\n## ", 1)[0]
         block = re.search(r"```jsonl\n(.*?)```", section, re.S).group(1)
         path = self.write("testset.jsonl", "\n".join(line.strip() for line in block.splitlines()))
         qrels, _, queries = rag_eval._read_qrels(path)

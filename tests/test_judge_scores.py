@@ -16,7 +16,7 @@ import sys
 import unittest
 
 import rag_eval
-from tests.support import HERE, DATA, run_cli, TempDir, EXAMPLE_FILES, read_text, jsonl
+from tests.support import read_doc, HERE, DATA, run_cli, TempDir, EXAMPLE_FILES, read_text, jsonl
 
 
 class ScoreFileTest(TempDir, unittest.TestCase):
@@ -938,8 +938,7 @@ class JudgeExampleTest(TempDir, unittest.TestCase):
                           "q04": {"fail": 1, "pass": 2, "runs": 3}})
 
     def test_the_readme_shows_it(self):
-        readme = read_text(os.path.join(HERE, "README.md"))
-        section = readme[readme.index("## Judge scores"):readme.index("## Provenance")]
+        section = read_doc("06-judge-scores.md")
         code, out, err = self.gate()
         code, runs, err = run_cli("--scores", self.path("runs.jsonl"), "--pass-threshold",
                                   "faithfulness=0.7")
@@ -1379,8 +1378,7 @@ class JudgeDriftExampleTest(unittest.TestCase):
 
     def test_readme_shows_the_output(self):
         code, out, _ = self.drift()
-        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
-            readme = handle.read()
+        readme = read_doc("06-judge-scores.md")
         out = out.replace(self.HERE + os.sep, "examples/judge/")
         shown = out[out.index("judge drift vs"):].strip().splitlines()
         self.assertGreater(len(shown), 6)

@@ -8,7 +8,7 @@ import sys
 import unittest
 
 import rag_eval
-from tests.support import HERE, run_cli, EXAMPLE_FILES
+from tests.support import read_doc, HERE, run_cli, EXAMPLE_FILES
 
 
 # ---------------------------------------------------------------------------
@@ -153,8 +153,7 @@ class MeasureNamesTest(unittest.TestCase):
         self.assertEqual(listed, set(rag_eval.available_measures()))
 
     def test_how_to_add_a_measure_is_written_down(self):
-        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
-            readme = handle.read()
+        readme = read_doc("02-measures.md")
         self.assertIn("### How to add a measure", readme)
         for step in ("@measure(", "hand_worked.json", "gen_peers.py"):
             self.assertIn(step, readme.split("### How to add a measure", 1)[1].split("\n## ")[0])

@@ -13,7 +13,7 @@ import tempfile
 import unittest
 
 import rag_eval
-from tests.support import HERE, DATA, run_cli, TempDir, example, EXAMPLE_FILES, example_report
+from tests.support import read_doc, HERE, DATA, run_cli, TempDir, example, EXAMPLE_FILES, example_report
 
 
 # ---------------------------------------------------------------------------
@@ -459,8 +459,8 @@ class McNemarTest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("for 0/1 outcomes the test is the exact McNemar test",
                       " ".join(out.split()))
-        with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
-            self.assertIn("For 0/1 outcomes the test is the exact McNemar test", f.read())
+        self.assertIn("For 0/1 outcomes the test is the exact McNemar test",
+                      read_doc("07-gate-and-statistics.md"))
 
 
 def load_drift_reference():

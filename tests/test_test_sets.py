@@ -11,7 +11,7 @@ import statistics
 import unittest
 
 import rag_eval
-from tests.support import (HERE, run_cli, TempDir, example_report, read_text, jsonl, SLICED_QRELS,
+from tests.support import (read_doc, HERE, run_cli, TempDir, example_report, read_text, jsonl, SLICED_QRELS,
                            SLICED_RUN, SLICED_QUERIES, sliced_report, saved_baseline,
                            out_keys_sorted)
 
@@ -644,8 +644,7 @@ class TestSetExampleTest(TempDir, unittest.TestCase):
 
     def test_the_readme_shows_it(self):
         code, out, err = self.gate()
-        readme = read_text(os.path.join(HERE, "README.md"))
-        section = readme[readme.index("## Slices and the held-out set"):]
+        section = read_doc("04-test-sets.md")
         shown = [line.replace(HERE + os.sep, "") for line in out.splitlines()
                  if "REGRESSED" in line or line.startswith("gate vs") or "  real " in line
                  or "0.8333    1.0000" in line]

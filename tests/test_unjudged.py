@@ -11,7 +11,7 @@ import random
 import unittest
 
 import rag_eval
-from tests.support import HERE, DATA, run_cli, TempDir, read_text, jsonl
+from tests.support import read_doc, HERE, DATA, run_cli, TempDir, read_text, jsonl
 
 
 # ---------------------------------------------------------------------------
@@ -655,7 +655,7 @@ class UndecidedGateTest(TempDir, unittest.TestCase):
                          [("regressed", None, None)])
 
     def test_the_readme_shows_it(self):
-        readme = read_text(os.path.join(HERE, "README.md"))
+        readme = read_doc("05-unjudged-and-unanswerable.md")
         section = readme[readme.index("**The gate says when unjudged ids"):]
         baseline = {"mrr@2": 1.0}
         code, out, err = self.report_of("--metrics", "mrr", "--k", "2", "--baseline",
