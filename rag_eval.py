@@ -3446,7 +3446,28 @@ def _parse_qrels_line(parts, where):
     except ValueError:
         raise EvalError("%s: grade must be an integer, got %r"
                         % (where, parts[3].decode("utf-8", "replace"))) from None
-    return _decode(parts[0], where), _decode(parts[2], where), grade
+    return _id_text(parts[0], where, "query id"), _id_text(parts[2], where, "doc id"), grade
+
+
+def _id_text(raw, where, what):
+    """An id field of a TREC line (bytes) as text.  The rule for ids in every
+    reader: an id is text, so one that is not UTF-8 is refused where it is
+    read, naming the line (no report, JSON file or --to-label row could
+    write it); JSON, JSONL, BEIR, chunk maps and score files are decoded
+    whole and refuse such bytes the same way (see _decode).
+
+    >>> _id_text(b"caf\\xc3\\xa9", "r.trec:3", "doc id")
+    'café'
+    >>> _id_text(b"x\\xff", "r.trec:3", "doc id")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: r.trec:3: doc id b'x\\xff' is not UTF-8 text (byte 0xff)
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EvalError("%s: %s %s is not UTF-8 text (byte %#x)"
+                        % (where, what, _short_repr(raw, 60), raw[exc.start])) from None
 
 
 _NOT_READ = ("accepted formats are JSON, JSONL, TREC (white-space columns) and, for qrels, "
@@ -3554,8 +3575,9 @@ class _NotGrouped(Exception):
 
 
 def _parse_run_line(line, where):
-    """(qid, doc, score) from one TREC run line (bytes), or an EvalError.
-    Fields after the run tag are ignored, as trec_eval documents."""
+    """(qid, doc, score) from one TREC run line (bytes), or an EvalError:
+    the ids stay bytes, checked to be UTF-8 (see _id_text).  Fields after
+    the run tag are ignored, as trec_eval documents."""
     parts = line.split()
     if parts:
         _check_not_comment_like(parts[0], where)
@@ -3569,6 +3591,9 @@ def _parse_run_line(line, where):
     if not math.isfinite(score):
         raise EvalError("%s: score must be a finite number, got %r"
                         % (where, parts[4].decode("utf-8", "replace")))
+    if not line.isascii():      # the ids must be UTF-8 (see _id_text); they stay bytes here
+        _id_text(parts[0], where, "query id")
+        _id_text(parts[2], where, "doc id")
     return parts[0], parts[2], score
 
 
@@ -3600,7 +3625,7 @@ def _trec_run_queries_plain(inp, grouped=True):
         first = False
         if qid != current:
             if grouped and current is not None:
-                yield _decode_qid(current, inp.name), queries.pop(current)
+                yield _decode_qid(current), queries.pop(current)
                 queries[current] = None         # finished: it may not come back
             if grouped and qid in queries:
                 raise _NotGrouped()
@@ -3613,31 +3638,22 @@ def _trec_run_queries_plain(inp, grouped=True):
         raise EvalError("%s: no run lines found" % inp.name)
     for qid, scored in queries.items():
         if scored is not None:
-            yield _decode_qid(qid, inp.name), scored
+            yield _decode_qid(qid), scored
 
 
 _trec_run_queries = _trec_run_queries_plain     # hook: the accelerations install _trec_run_queries_fast
 
 
-def _doc_text(raw):
-    """A doc id of a TREC run (bytes) as text.  Bytes that are not UTF-8 are
-    kept as surrogates (os.fsdecode's way): such an id labels nothing, but
-    stays distinct and ties by its bytes (see _id_order)."""
-    return raw.decode("utf-8", "surrogateescape")
+def _doc_text(doc):
+    """A doc id of a TREC run as text: the fast reader keeps ids as bytes,
+    checked to be UTF-8 where they were read (see _id_text)."""
+    return doc if isinstance(doc, str) else doc.decode("utf-8")
 
 
-def _utf8_id(doc, name):
-    """A doc id of a TREC run as UTF-8 text, or the error _decode gives (a
-    loaded run holds text only); the accelerations' reader hands over bytes."""
-    raw = doc if isinstance(doc, bytes) else doc.encode("utf-8", "surrogateescape")
-    return _decode(raw, name)
-
-
-def _decode_qid(qid, name):
-    try:
-        return qid.decode("utf-8")
-    except UnicodeDecodeError:
-        raise EvalError("%s: query id %r is not UTF-8 text" % (name, qid)) from None
+def _decode_qid(qid):
+    """A query id of a TREC run (bytes, checked where it was read: see
+    _id_text) as text."""
+    return qid.decode("utf-8")
 
 
 def _run_queries(inp, fmt, grouped=True):
@@ -3832,7 +3848,7 @@ def load_run(source, *, format=None):
         if isinstance(ranking, _Scored):
             best = {}
             for doc, score in zip(ranking.docs, map(float, ranking.scores)):
-                doc = _utf8_id(doc, inp.name)
+                doc = _doc_text(doc)
                 best[doc] = max(score, best.get(doc, score))
             ranking = best
         run[qid] = ranking
@@ -6519,7 +6535,7 @@ def _no_label_reason(qrels, strays, extra, by_document=False):
             return ("no query of the run is in the qrels (run %s; qrels %s): the files do not "
                     "belong together" % (_preview(extra, 3), _preview(sorted(qrels), 3)))
         return "the run retrieved no id for any query in the qrels: every number would be 0"
-    strays = [(qid, _shown_id(doc)) for qid, doc in strays]
+    strays = [(qid, _doc_text(doc)) for qid, doc in strays]
     graded = {doc for labels in qrels.values() for doc, grade in labels.items() if grade >= 0}
     retrieved = {doc for _, doc in strays}
     cause, pair = _no_label_cause(qrels, strays, graded, retrieved)
@@ -6545,20 +6561,6 @@ _BY_DOCUMENT_CAUSES = {
         "the qrels name chunk ids, and these measures count documents: label documents or "
         "spans, or score chunk ids (unit=id)",
 }
-
-
-def _shown_id(doc):
-    """An id as text to show: bytes from the accelerations' TREC reader, or text that
-    keeps undecodable bytes as surrogates (see _doc_text), decoded with
-    replacement characters."""
-    if isinstance(doc, bytes):
-        return doc.decode("utf-8", "replace")
-    if any("\udc80" <= ch <= "\udcff" for ch in doc):
-        try:
-            return doc.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:
-            pass
-    return doc
 
 
 def _no_label_cause(qrels, strays, graded, retrieved):
@@ -11728,7 +11730,8 @@ def _with_sweep(text, sweep, fmt):
 # the grouping key, and it also proves the layout: when every key holds exactly
 # one newline, every line has exactly six fields.  Scores go through
 # map(float).  A block that is not plain single-space TREC (tabs, blank lines,
-# a bad line) takes the per-line path, which names the line of any error.
+# a bad line, bytes that are not UTF-8) takes the per-line path, which names
+# the line of any error.
 # Lines of one query are expected to be contiguous, as every tool writes them;
 # when they are not, _NotGrouped makes the caller gather whole queries instead.
 
@@ -11746,7 +11749,7 @@ def _block_segments(block, name, number, lines, opening=None):
     """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a
     block (none when it holds only comments).  ``opening``: no run line came
     before this block (default: the block starts the file)."""
-    if _has_comments(block):
+    if _has_comments(block) or not _is_utf8(block):
         return _block_segments_checked(block, name, number, opening)
     first_end = block.find(b"\n")
     tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
@@ -11758,6 +11761,18 @@ def _block_segments(block, name, number, lines, opening=None):
             if segments is not None:
                 return segments
     return _block_segments_checked(block, name, number, opening)
+
+
+def _is_utf8(block):
+    """True when a block is UTF-8 text: its ids then are (see _id_text); any
+    other block takes the per-line path, which names the line of a bad id."""
+    if block.isascii():
+        return True
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 _TWO_SPACES = re.compile(rb"  ")    # the regex engine finds it faster than bytes.find
@@ -11919,17 +11934,17 @@ def _trec_run_queries_fast(inp, grouped=True):
             if not segments:
                 continue
         if current is not None:
-            yield _decode_qid(current, inp.name), _joined(parts)
+            yield _decode_qid(current), _joined(parts)
         known = len(finished)
         finished.update([qid for qid, _, _ in segments])
         if len(finished) != known + len(segments):
             raise _NotGrouped()             # a query met before, or twice in this block
         for qid, docs, scores in segments[:-1]:
-            yield _decode_qid(qid, inp.name), _Scored(docs, scores)
+            yield _decode_qid(qid), _Scored(docs, scores)
         current, parts = segments[-1][0], [segments[-1][1:]]
     if current is None:
         raise EvalError("%s: no run lines found" % inp.name)
-    yield _decode_qid(current, inp.name), _joined(parts)
+    yield _decode_qid(current), _joined(parts)
 
 
 def _merge_neighbours(segments):
@@ -11955,7 +11970,7 @@ def _gathered_queries(inp):
     if not gathered:
         raise EvalError("%s: no run lines found" % inp.name)
     for qid, parts in gathered.items():
-        yield _decode_qid(qid, inp.name), _joined(parts)
+        yield _decode_qid(qid), _joined(parts)
 
 
 def _bytes_labels(labels):
@@ -12052,7 +12067,7 @@ def _top_chunks_fast(ranking, depth):
         return _top_chunks_plain(ranking, depth)
     docs = ranking.docs
     if isinstance(docs[0], bytes):
-        text = b"\n".join(docs).decode("utf-8", "surrogateescape").split("\n")
+        text = b"\n".join(docs).decode("utf-8").split("\n")    # (UTF-8: see _id_text)
         if len(text) != len(docs):
             return _top_chunks_plain(ranking, depth)
         docs = text

@@ -50,7 +50,28 @@ def _parse_qrels_line(parts, where):
     except ValueError:
         raise EvalError("%s: grade must be an integer, got %r"
                         % (where, parts[3].decode("utf-8", "replace"))) from None
-    return _decode(parts[0], where), _decode(parts[2], where), grade
+    return _id_text(parts[0], where, "query id"), _id_text(parts[2], where, "doc id"), grade
+
+
+def _id_text(raw, where, what):
+    """An id field of a TREC line (bytes) as text.  The rule for ids in every
+    reader: an id is text, so one that is not UTF-8 is refused where it is
+    read, naming the line (no report, JSON file or --to-label row could
+    write it); JSON, JSONL, BEIR, chunk maps and score files are decoded
+    whole and refuse such bytes the same way (see _decode).
+
+    >>> _id_text(b"caf\\xc3\\xa9", "r.trec:3", "doc id")
+    'café'
+    >>> _id_text(b"x\\xff", "r.trec:3", "doc id")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: r.trec:3: doc id b'x\\xff' is not UTF-8 text (byte 0xff)
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EvalError("%s: %s %s is not UTF-8 text (byte %#x)"
+                        % (where, what, _short_repr(raw, 60), raw[exc.start])) from None
 
 
 _NOT_READ = ("accepted formats are JSON, JSONL, TREC (white-space columns) and, for qrels, "
@@ -158,8 +179,9 @@ class _NotGrouped(Exception):
 
 
 def _parse_run_line(line, where):
-    """(qid, doc, score) from one TREC run line (bytes), or an EvalError.
-    Fields after the run tag are ignored, as trec_eval documents."""
+    """(qid, doc, score) from one TREC run line (bytes), or an EvalError:
+    the ids stay bytes, checked to be UTF-8 (see _id_text).  Fields after
+    the run tag are ignored, as trec_eval documents."""
     parts = line.split()
     if parts:
         _check_not_comment_like(parts[0], where)
@@ -173,6 +195,9 @@ def _parse_run_line(line, where):
     if not math.isfinite(score):
         raise EvalError("%s: score must be a finite number, got %r"
                         % (where, parts[4].decode("utf-8", "replace")))
+    if not line.isascii():      # the ids must be UTF-8 (see _id_text); they stay bytes here
+        _id_text(parts[0], where, "query id")
+        _id_text(parts[2], where, "doc id")
     return parts[0], parts[2], score
 
 
@@ -204,7 +229,7 @@ def _trec_run_queries_plain(inp, grouped=True):
         first = False
         if qid != current:
             if grouped and current is not None:
-                yield _decode_qid(current, inp.name), queries.pop(current)
+                yield _decode_qid(current), queries.pop(current)
                 queries[current] = None         # finished: it may not come back
             if grouped and qid in queries:
                 raise _NotGrouped()
@@ -217,31 +242,22 @@ def _trec_run_queries_plain(inp, grouped=True):
         raise EvalError("%s: no run lines found" % inp.name)
     for qid, scored in queries.items():
         if scored is not None:
-            yield _decode_qid(qid, inp.name), scored
+            yield _decode_qid(qid), scored
 
 
 _trec_run_queries = _trec_run_queries_plain     # hook: the accelerations install _trec_run_queries_fast
 
 
-def _doc_text(raw):
-    """A doc id of a TREC run (bytes) as text.  Bytes that are not UTF-8 are
-    kept as surrogates (os.fsdecode's way): such an id labels nothing, but
-    stays distinct and ties by its bytes (see _id_order)."""
-    return raw.decode("utf-8", "surrogateescape")
+def _doc_text(doc):
+    """A doc id of a TREC run as text: the fast reader keeps ids as bytes,
+    checked to be UTF-8 where they were read (see _id_text)."""
+    return doc if isinstance(doc, str) else doc.decode("utf-8")
 
 
-def _utf8_id(doc, name):
-    """A doc id of a TREC run as UTF-8 text, or the error _decode gives (a
-    loaded run holds text only); the accelerations' reader hands over bytes."""
-    raw = doc if isinstance(doc, bytes) else doc.encode("utf-8", "surrogateescape")
-    return _decode(raw, name)
-
-
-def _decode_qid(qid, name):
-    try:
-        return qid.decode("utf-8")
-    except UnicodeDecodeError:
-        raise EvalError("%s: query id %r is not UTF-8 text" % (name, qid)) from None
+def _decode_qid(qid):
+    """A query id of a TREC run (bytes, checked where it was read: see
+    _id_text) as text."""
+    return qid.decode("utf-8")
 
 
 def _run_queries(inp, fmt, grouped=True):
@@ -436,7 +452,7 @@ def load_run(source, *, format=None):
         if isinstance(ranking, _Scored):
             best = {}
             for doc, score in zip(ranking.docs, map(float, ranking.scores)):
-                doc = _utf8_id(doc, inp.name)
+                doc = _doc_text(doc)
                 best[doc] = max(score, best.get(doc, score))
             ranking = best
         run[qid] = ranking

@@ -1125,7 +1125,7 @@ def _no_label_reason(qrels, strays, extra, by_document=False):
             return ("no query of the run is in the qrels (run %s; qrels %s): the files do not "
                     "belong together" % (_preview(extra, 3), _preview(sorted(qrels), 3)))
         return "the run retrieved no id for any query in the qrels: every number would be 0"
-    strays = [(qid, _shown_id(doc)) for qid, doc in strays]
+    strays = [(qid, _doc_text(doc)) for qid, doc in strays]
     graded = {doc for labels in qrels.values() for doc, grade in labels.items() if grade >= 0}
     retrieved = {doc for _, doc in strays}
     cause, pair = _no_label_cause(qrels, strays, graded, retrieved)
@@ -1151,20 +1151,6 @@ _BY_DOCUMENT_CAUSES = {
         "the qrels name chunk ids, and these measures count documents: label documents or "
         "spans, or score chunk ids (unit=id)",
 }
-
-
-def _shown_id(doc):
-    """An id as text to show: bytes from the accelerations' TREC reader, or text that
-    keeps undecodable bytes as surrogates (see _doc_text), decoded with
-    replacement characters."""
-    if isinstance(doc, bytes):
-        return doc.decode("utf-8", "replace")
-    if any("\udc80" <= ch <= "\udcff" for ch in doc):
-        try:
-            return doc.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:
-            pass
-    return doc
 
 
 def _no_label_cause(qrels, strays, graded, retrieved):
