@@ -4978,12 +4978,18 @@ _rank = _rank_plain     # hook: the accelerations install _rank_fast
 
 def _id_order(doc):
     """How two ids with equal scores compare: by their UTF-8 bytes, as
-    trec_eval's strcmp (for text, code point order); an id of a TREC run that
-    is not UTF-8 by its own bytes (see _doc_text)."""
-    try:
-        return doc.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:      # a lone surrogate handed to evaluate()
-        return doc.encode("utf-8", "surrogatepass")
+    trec_eval's strcmp.  UTF-8 keeps code point order, so that is the order
+    of the ids themselves, as text or as the fast TREC reader's bytes (UTF-8:
+    see _id_text), and a lone surrogate handed to evaluate() takes its code
+    point's place (its UTF-8 form, as surrogatepass writes it).  The fast
+    paths compare ids directly, which this makes the same rule.
+
+    >>> ids = ["\\udc80", "\\u0800", "\\ud800", "z", "\\U0001f600", "\\uffff"]
+    >>> utf8 = lambda doc: doc.encode("utf-8", "surrogatepass")
+    >>> sorted(ids, key=_id_order) == sorted(ids, key=utf8)
+    True
+    """
+    return doc
 
 
 def _straddling(scores, cutoffs, end):
@@ -12162,7 +12168,8 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
 
 def _rank_among_ties(window, scores, i):
     """The rank of window[i] once each group of equal scores is put in doc id
-    descending order (trec_eval's tie rule); the window ends with a whole group.
+    descending order (trec_eval's tie rule; ids compare as _id_order says, by
+    themselves); the window ends with a whole group.
 
     >>> [_rank_among_ties(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 1.0], i) for i in range(4)]
     [1, 3, 2, 4]

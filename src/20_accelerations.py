@@ -490,7 +490,8 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
 
 def _rank_among_ties(window, scores, i):
     """The rank of window[i] once each group of equal scores is put in doc id
-    descending order (trec_eval's tie rule); the window ends with a whole group.
+    descending order (trec_eval's tie rule; ids compare as _id_order says, by
+    themselves); the window ends with a whole group.
 
     >>> [_rank_among_ties(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 1.0], i) for i in range(4)]
     [1, 3, 2, 4]

@@ -242,14 +242,19 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
     # -- _rank: _rank_fast == _rank_plain -------------------------------------
     def test_rankers(self):
         # Ranked lists, score maps and _Scored (in order or not; text or the fast
-        # reader's bytes and decimal tokens), ties, repeats, any depth.
+        # reader's bytes and decimal tokens), ties, repeats, any depth.  Ids
+        # include lone surrogates (evaluate() takes them; issue 22: the fast
+        # ranker ordered "\udc80" and "\u0800" unlike _id_order), never in the
+        # fast reader's bytes, which are UTF-8.
         rng = random.Random(21)
         forms = {"list": 0, "dict": 0, "scored": 0, "tokens": 0}
+        odd = ["\u00e9", "\U0001f600", "\ue000", "Z", "\udc80", "\ud800", "\udfff", "\u0800"]
         for case in range(6000):
             n = rng.randint(0, 14)
             ids = ["d%d" % rng.randrange(max(1, n + rng.randint(-3, 3))) for _ in range(n)]
-            ids = [rng.choice(["\u00e9", "\U0001f600", "\ue000", "Z"]) if rng.random() < 0.1
-                   else doc for doc in ids]
+            ids = [rng.choice(odd) if rng.random() < 0.15 else doc for doc in ids]
+            if rng.random() < 0.1:      # a tie of odd ids only, at the top
+                ids = [rng.choice(odd) for _ in range(n)]
             scores = [float(rng.choice([rng.randint(0, 3), round(rng.uniform(0, 3), 1)]))
                       for _ in range(n)]
             if rng.random() < 0.6:
@@ -259,6 +264,8 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             cutoffs = tuple(sorted({rng.randint(1, 15) for _ in range(rng.randint(1, 3))}))
             depth, exact = cutoffs[-1], rng.random() < 0.5
             form = rng.choice(list(forms))
+            if form == "tokens" and any("\ud800" <= ch <= "\udfff" for d in ids for ch in d):
+                form = "scored"
             plain_ranking = {"list": ids, "dict": dict(zip(ids, scores)),
                              "scored": rag_eval._Scored(ids, scores),
                              "tokens": rag_eval._Scored(ids, scores)}[form]
@@ -274,7 +281,7 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                     plain._replace(returned=plain.returned > 0)
             self.assertEqual(fast, plain, (form, plain_ranking, labels, cutoffs, exact))
             forms[form] += 1
-        self.assertGreater(min(forms.values()), 1000, forms)
+        self.assertGreater(min(forms.values()), 800, forms)
 
     # -- _jsonl_qrels_of: _jsonl_labels_bulk == _jsonl_qrels ------------------------
     def test_jsonl_label_readers(self):
@@ -353,6 +360,9 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             given = [layout % score for score in scores] if layout else scores
             form = rng.choice(["list", "dict", "text", "bytes", "bytes"])
             text = [doc.decode("utf-8") for doc in ids]
+            if form != "bytes" and rng.random() < 0.3:     # lone surrogates: text only
+                text = [rng.choice(["\udc80", "\ud800", "\u0800"]) + doc
+                        if rng.random() < 0.3 else doc for doc in text]
             ranking = {"list": text, "dict": dict(zip(text, scores)),
                        "text": rag_eval._Scored(text, scores),
                        "bytes": rag_eval._Scored(ids, given)}[form]

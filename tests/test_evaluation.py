@@ -30,6 +30,22 @@ class TiesTest(TempDir, unittest.TestCase):
                                    metrics="success")
         self.assertEqual(report.mean["success@1"], 1.0)
 
+    def test_ties_by_utf8_bytes_lone_surrogates_by_their_code_point(self):
+        # Issue 22: 1.0 with the accelerations, 0.0 plain.  UTF-8 bytes: '\u0800'
+        # is E0 A0 80, a lone '\udc80' ED B2 80 (its code point's UTF-8 form),
+        # so '\udc80' (grade 1) ranks first: mrr@1 = 1/1; without it, 1/2 at k=2.
+        qrels = {"q1": {"\udc80": 1, "\u0800": 0}}
+        run = {"q1": {"\udc80": 1.0, "\u0800": 1.0}}
+        self.assertEqual(rag_eval.evaluate(qrels, run, k=1, measures=["mrr"]).mean,
+                         {"mrr@1": 1.0})
+        qrels = {"q1": {"\udc80": 0, "\u0800": 1}}
+        self.assertEqual(rag_eval.evaluate(qrels, run, k=2, measures=["mrr"]).mean,
+                         {"mrr@2": 0.5})
+        # beside text above U+FFFF: '\U0001f600' is F0 9F 98 80, above ED B2 80
+        run = {"q1": {"\udc80": 1.0, "\U0001f600": 1.0}}
+        self.assertEqual(rag_eval.evaluate({"q1": {"\udc80": 1, "\U0001f600": 0}}, run, k=1,
+                                           measures=["mrr"]).mean, {"mrr@1": 0.0})
+
     def test_ranked_list_keeps_its_order(self):
         report = rag_eval.evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=1, metrics="success")
         self.assertEqual(report.mean["success@1"], 0.0)
