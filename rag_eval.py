@@ -5038,8 +5038,8 @@ def _doc_of(chunk_id, sep):
 
 def _unlabelled(ranking, labels):
     """For a non-empty ranking whose top K holds no labelled id: True when a
-    deeper id carries a label (grade >= 0), else its first id (an example for
-    the message that the run meets no label at all).
+    deeper id carries a label (grade >= 0), else its best id (an example for
+    the message that the run meets no label at all, see _best_id).
 
     >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
     (True, 'x')
@@ -5048,7 +5048,17 @@ def _unlabelled(ranking, labels):
     if not labels.keys().isdisjoint(docs) and any(
             labels[doc] >= 0 for doc in set(docs).intersection(labels)):
         return True
-    return next(iter(docs))
+    return _best_id(ranking)
+
+
+def _best_id(ranking):
+    """The id a non-empty ranking puts first (the tie rule's, see _rank_plain),
+    as text: the example a message shows, whatever the order of the lines.
+
+    >>> _best_id(_Scored(["x.1", "d19.2"], [1.0, 4.0])), _best_id({"a": 1.0, "b": 1.0})
+    ('d19.2', 'b')
+    """
+    return _top_chunks(ranking, 1)[1][0]
 
 
 def _labels_for(ranking, labels):
@@ -5808,7 +5818,7 @@ class _QueryScorer:
     def _unlabelled_docs(self, ranking, labels):
         """_unlabelled over the whole ranking, where a retrieved chunk is
         labelled through its document (and through its id, when a measure
-        counts ids); else the first document (or id) as an example."""
+        counts ids); else the best id (or its document) as an example."""
         found = _unlabelled(ranking, labels) if self.counts_ids else None
         if found is True:
             return True
@@ -5816,7 +5826,9 @@ class _QueryScorer:
         chunks = self.mapping.resolve(ranking, ids)
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
-        return found if found is not None else chunks[0].doc
+        if found is not None:
+            return found
+        return self.mapping.resolve(ranking, [_best_id(ranking)])[0].doc
 
     unanswerable = frozenset()      # the queries stated unanswerable (see _answerability)
     min_score = None                # ids scored below it are dropped first (see _cut)
@@ -6237,7 +6249,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
-    labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
+    labelled_run, strays = False, []    # strays: (qid, best id) of rankings that meet no label
     cells = {}          # {qid: {set-level measure: cell}}, see _take_cells
 
     def add(qid, result, in_run=True):
@@ -6541,7 +6553,6 @@ def _no_label_reason(qrels, strays, extra, by_document=False):
             return ("no query of the run is in the qrels (run %s; qrels %s): the files do not "
                     "belong together" % (_preview(extra, 3), _preview(sorted(qrels), 3)))
         return "the run retrieved no id for any query in the qrels: every number would be 0"
-    strays = [(qid, _doc_text(doc)) for qid, doc in strays]
     graded = {doc for labels in qrels.values() for doc, grade in labels.items() if grade >= 0}
     retrieved = {doc for _, doc in strays}
     cause, pair = _no_label_cause(qrels, strays, graded, retrieved)

@@ -136,8 +136,8 @@ def _doc_of(chunk_id, sep):
 
 def _unlabelled(ranking, labels):
     """For a non-empty ranking whose top K holds no labelled id: True when a
-    deeper id carries a label (grade >= 0), else its first id (an example for
-    the message that the run meets no label at all).
+    deeper id carries a label (grade >= 0), else its best id (an example for
+    the message that the run meets no label at all, see _best_id).
 
     >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
     (True, 'x')
@@ -146,7 +146,17 @@ def _unlabelled(ranking, labels):
     if not labels.keys().isdisjoint(docs) and any(
             labels[doc] >= 0 for doc in set(docs).intersection(labels)):
         return True
-    return next(iter(docs))
+    return _best_id(ranking)
+
+
+def _best_id(ranking):
+    """The id a non-empty ranking puts first (the tie rule's, see _rank_plain),
+    as text: the example a message shows, whatever the order of the lines.
+
+    >>> _best_id(_Scored(["x.1", "d19.2"], [1.0, 4.0])), _best_id({"a": 1.0, "b": 1.0})
+    ('d19.2', 'b')
+    """
+    return _top_chunks(ranking, 1)[1][0]
 
 
 def _labels_for(ranking, labels):

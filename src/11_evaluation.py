@@ -392,7 +392,7 @@ class _QueryScorer:
     def _unlabelled_docs(self, ranking, labels):
         """_unlabelled over the whole ranking, where a retrieved chunk is
         labelled through its document (and through its id, when a measure
-        counts ids); else the first document (or id) as an example."""
+        counts ids); else the best id (or its document) as an example."""
         found = _unlabelled(ranking, labels) if self.counts_ids else None
         if found is True:
             return True
@@ -400,7 +400,9 @@ class _QueryScorer:
         chunks = self.mapping.resolve(ranking, ids)
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
-        return found if found is not None else chunks[0].doc
+        if found is not None:
+            return found
+        return self.mapping.resolve(ranking, [_best_id(ranking)])[0].doc
 
     unanswerable = frozenset()      # the queries stated unanswerable (see _answerability)
     min_score = None                # ids scored below it are dropped first (see _cut)
@@ -821,7 +823,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
-    labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
+    labelled_run, strays = False, []    # strays: (qid, best id) of rankings that meet no label
     cells = {}          # {qid: {set-level measure: cell}}, see _take_cells
 
     def add(qid, result, in_run=True):
@@ -1125,7 +1127,6 @@ def _no_label_reason(qrels, strays, extra, by_document=False):
             return ("no query of the run is in the qrels (run %s; qrels %s): the files do not "
                     "belong together" % (_preview(extra, 3), _preview(sorted(qrels), 3)))
         return "the run retrieved no id for any query in the qrels: every number would be 0"
-    strays = [(qid, _doc_text(doc)) for qid, doc in strays]
     graded = {doc for labels in qrels.values() for doc, grade in labels.items() if grade >= 0}
     retrieved = {doc for _, doc in strays}
     cause, pair = _no_label_cause(qrels, strays, graded, retrieved)

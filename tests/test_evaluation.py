@@ -300,6 +300,35 @@ class UnlabelledRunTest(TempDir, unittest.TestCase):
                 self.assertEqual(code, 2)
                 self.assertIn(cause, err)
 
+    def test_the_example_follows_the_ranking_not_the_lines(self):
+        # Issue 22: the example id (and so the cause) was a query's first line.
+        # d19.2 (score 4) ranks first whatever the order of the lines; tied, x.1
+        # ranks first (doc id descending) and shows the chunk cause.
+        qrels = self.write("q.trec", "q0 0 x 1\nq0 0 d19.20 0\n")
+        other = ("(e.g. run 'd19.2', qrels 'x'): the files name ids differently")
+        chunks = "(e.g. run 'x.1', qrels 'x'): the run names chunks"
+        lines = {"d": "q0 Q0 d19.2 1 %s run\n", "x": "q0 Q0 x.1 2 %s run\n"}
+        for scores, cause in ((("4", "1"), other), (("1", "1"), chunks)):
+            for order in ("dx", "xd"):
+                with self.subTest(scores=scores, order=order):
+                    text = "".join(lines[k] % s for k, s in zip(order, scores if order == "dx"
+                                                                 else scores[::-1]))
+                    code, out, err = run_cli(qrels, self.write("r.trec", text))
+                    self.assertEqual(code, 2)
+                    self.assertIn(cause, err)
+        for run in ({"q0": {"x.1": 1.0, "d19.2": 4.0}}, {"q0": {"d19.2": 4.0, "x.1": 1.0}}):
+            with self.subTest(run=run):
+                report = rag_eval.evaluate({"q0": {"x": 1}}, run)
+                self.assertIn(other, report.unlabelled_run)
+        # documents: the best chunk's document, B, which shows no cause
+        for run in ("q1 Q0 A#a1 1 1 t\nq1 Q0 B#b1 2 2 t\n", "q1 Q0 B#b1 1 2 t\nq1 Q0 A#a1 2 1 t\n"):
+            with self.subTest(run=run):
+                code, out, err = run_cli(self.input_file({"q1": {"A#a1": 1}}, "ids.json"),
+                                         self.write("r.trec", run), "--unit", "doc",
+                                         "--metrics", "recall", "--doc-sep", "#")
+                self.assertEqual(code, 2)
+                self.assertIn("(e.g. run document 'B', qrels 'A#a1'): the files name ids", err)
+
     def test_judged_asks_to_score_an_unlabelled_run(self):
         code, out, err = self.cli({"q1": ["x"], "q2": ["y"]}, "--metrics", "judged@5,recall@5",
                                   "--format", "json")
