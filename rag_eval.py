@@ -2677,10 +2677,25 @@ def _span_fields(record, what):
     return start, end
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")     # a sha256 as hexdigest() writes it (also 08)
+
+
 def _sha_field(record, what):
+    """The doc_sha256 of a label or chunk record, or None: 64 lower-case hex
+    digits, as sha256sum and hashlib's hexdigest() write them (versions are
+    compared as written, so one form for all).
+
+    >>> _sha_field({"doc_sha256": "9f" * 32}, "x") == "9f" * 32
+    True
+    >>> _sha_field({"doc_sha256": "xyz"}, "l.jsonl:3")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: l.jsonl:3: doc_sha256 must be 64 lower-case hex digits (a sha256 as sha256sum writes it), got 'xyz'
+    """
     sha = record.get("doc_sha256")
-    if sha is not None and not isinstance(sha, str):
-        raise EvalError("%s: doc_sha256 must be a string, got %s" % (what, _short_repr(sha, 40)))
+    if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.match(sha)):
+        raise EvalError("%s: doc_sha256 must be 64 lower-case hex digits (a sha256 as "
+                        "sha256sum writes it), got %s" % (what, _short_repr(sha, 40)))
     return sha
 
 
@@ -4603,7 +4618,6 @@ META_KEYS = ("dataset.version", "index.build", "chunker.name", "embedding.model"
 _META_KEY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\Z")
 _META_KEY_RULE = "letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
 _ABSENT = "(absent)"
 
 
@@ -6058,17 +6072,36 @@ def _split_qrels(qrels):
         raise EvalError("qrels: some queries give {id: grade} and others lists of labels; "
                         "write one form")
     grades, spans, versions = {}, {}, {}
+    first = {}      # doc -> (qid, doc_sha256) of its first versioned label
     for qid, labels in qrels.items():
         grades[qid], spans[qid] = {}, {}
         for label in labels:
             grades[qid][label.doc] = max(label.grade, grades[qid].get(label.doc, label.grade))
             spans[qid].setdefault(label.doc, []).append((label.start, label.end, label.grade))
             if label.doc_sha256 is not None:
-                seen = versions.setdefault(qid, {}).setdefault(label.doc, label.doc_sha256)
-                if seen != label.doc_sha256:
-                    raise EvalError("qrels: query %r: labels on %s give two doc_sha256"
-                                    % (qid, label.doc))
+                _check_one_version(first, qid, label)
+                versions.setdefault(qid, {})[label.doc] = label.doc_sha256
     return grades, spans, versions
+
+
+def _check_one_version(first, qid, label):
+    """A document is labelled against one version (doc_sha256) in every query:
+    spans of two versions do not point at the same characters, whatever the
+    chunk map says.  ``first`` maps each document to (qid, sha) of its first
+    versioned label.
+
+    >>> first = {}
+    >>> _check_one_version(first, "q1", Label("A", None, None, 1, "a" * 64))
+    >>> _check_one_version(first, "q2", Label("A", 0, 5, 1, "b" * 64))
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: qrels: document 'A' is labelled against two versions: doc_sha256 aaaaaaaaaaaa... in query 'q1' and bbbbbbbbbbbb... in query 'q2'; label one version
+    """
+    seen = first.setdefault(label.doc, (qid, label.doc_sha256))
+    if seen[1] != label.doc_sha256:
+        raise EvalError("qrels: document %r is labelled against two versions: doc_sha256 "
+                        "%s... in query %r and %s... in query %r; label one version"
+                        % (label.doc, seen[1][:12], seen[0], label.doc_sha256[:12], qid))
 
 
 def _cut(qid, ranking, min_score):

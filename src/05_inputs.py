@@ -507,10 +507,25 @@ def _span_fields(record, what):
     return start, end
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")     # a sha256 as hexdigest() writes it (also 08)
+
+
 def _sha_field(record, what):
+    """The doc_sha256 of a label or chunk record, or None: 64 lower-case hex
+    digits, as sha256sum and hashlib's hexdigest() write them (versions are
+    compared as written, so one form for all).
+
+    >>> _sha_field({"doc_sha256": "9f" * 32}, "x") == "9f" * 32
+    True
+    >>> _sha_field({"doc_sha256": "xyz"}, "l.jsonl:3")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: l.jsonl:3: doc_sha256 must be 64 lower-case hex digits (a sha256 as sha256sum writes it), got 'xyz'
+    """
     sha = record.get("doc_sha256")
-    if sha is not None and not isinstance(sha, str):
-        raise EvalError("%s: doc_sha256 must be a string, got %s" % (what, _short_repr(sha, 40)))
+    if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.match(sha)):
+        raise EvalError("%s: doc_sha256 must be 64 lower-case hex digits (a sha256 as "
+                        "sha256sum writes it), got %s" % (what, _short_repr(sha, 40)))
     return sha
 
 

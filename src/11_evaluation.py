@@ -632,17 +632,36 @@ def _split_qrels(qrels):
         raise EvalError("qrels: some queries give {id: grade} and others lists of labels; "
                         "write one form")
     grades, spans, versions = {}, {}, {}
+    first = {}      # doc -> (qid, doc_sha256) of its first versioned label
     for qid, labels in qrels.items():
         grades[qid], spans[qid] = {}, {}
         for label in labels:
             grades[qid][label.doc] = max(label.grade, grades[qid].get(label.doc, label.grade))
             spans[qid].setdefault(label.doc, []).append((label.start, label.end, label.grade))
             if label.doc_sha256 is not None:
-                seen = versions.setdefault(qid, {}).setdefault(label.doc, label.doc_sha256)
-                if seen != label.doc_sha256:
-                    raise EvalError("qrels: query %r: labels on %s give two doc_sha256"
-                                    % (qid, label.doc))
+                _check_one_version(first, qid, label)
+                versions.setdefault(qid, {})[label.doc] = label.doc_sha256
     return grades, spans, versions
+
+
+def _check_one_version(first, qid, label):
+    """A document is labelled against one version (doc_sha256) in every query:
+    spans of two versions do not point at the same characters, whatever the
+    chunk map says.  ``first`` maps each document to (qid, sha) of its first
+    versioned label.
+
+    >>> first = {}
+    >>> _check_one_version(first, "q1", Label("A", None, None, 1, "a" * 64))
+    >>> _check_one_version(first, "q2", Label("A", 0, 5, 1, "b" * 64))
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: qrels: document 'A' is labelled against two versions: doc_sha256 aaaaaaaaaaaa... in query 'q1' and bbbbbbbbbbbb... in query 'q2'; label one version
+    """
+    seen = first.setdefault(label.doc, (qid, label.doc_sha256))
+    if seen[1] != label.doc_sha256:
+        raise EvalError("qrels: document %r is labelled against two versions: doc_sha256 "
+                        "%s... in query %r and %s... in query %r; label one version"
+                        % (label.doc, seen[1][:12], seen[0], label.doc_sha256[:12], qid))
 
 
 def _cut(qid, ranking, min_score):
