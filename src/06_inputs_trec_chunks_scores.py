@@ -620,26 +620,17 @@ def _csv_score_records(inp, text_columns=()):
         raise EvalError("%s:%d: bad CSV: %s" % (inp.name, reader.line_num, exc)) from None
 
 
-def _is_text_value(value, csv_cell=False):
+def _is_text_value(value):
     """True for a value that is text and not a number: a string that float()
     cannot read even without its spaces and control characters, an object,
     or a non-empty list of such values.  A key whose values are all text
     (nulls and empty lists aside) is not a score field (see _score_fields).
-    ``csv_cell``: a CSV cell opening with ``[`` is judged as the JSON array
-    it holds, and as text when it is not JSON (pandas' ``['a', 'b']``).
 
     >>> [_is_text_value(v) for v in ("why?", "0.8", "0.5\\x00", ["a", "b"], [0.5], None, [])]
     [True, False, False, True, False, False, False]
-    >>> _is_text_value("['a', 'b']", csv_cell=True), _is_text_value("[1, 0.5]", csv_cell=True)
-    (True, False)
     """
     import unicodedata
     if isinstance(value, str):
-        if csv_cell and value[:1] == "[":
-            try:
-                return _is_text_value(json.loads(value))
-            except (ValueError, RecursionError):
-                return True
         if len(value) > 64:         # a long text (a context, an answer): no number
             return True
         bare = "".join(ch for ch in value if not unicodedata.category(ch)[0] in "CZ")
@@ -651,6 +642,23 @@ def _is_text_value(value, csv_cell=False):
     if isinstance(value, list):
         return bool(value) and all(_is_text_value(v) for v in value)
     return isinstance(value, dict)
+
+
+def _cell_value(cell):
+    """What a CSV cell holds, as a JSONL value would: a cell opening with
+    ``[`` is the JSON array it holds (``[]`` an empty list, nothing retrieved;
+    ``[1, 0.5]`` repeated runs), and text when it is not JSON (pandas'
+    ``['ctx a', 'ctx b']``); any other cell is as _csv_cell read it.
+
+    >>> _cell_value("[]"), _cell_value("[1, 0.5]"), _cell_value("['a', 'b']"), _cell_value(0.5)
+    ([], [1, 0.5], "['a', 'b']", 0.5)
+    """
+    if isinstance(cell, str) and cell[:1] == "[":
+        try:
+            return json.loads(cell)
+        except (ValueError, RecursionError):
+            return cell
+    return cell
 
 
 def _is_empty_value(value):
@@ -687,18 +695,20 @@ def _score_fields(records, id_column, fields, name, csv_cells=False):
     """The score fields of a file's records: ``fields`` checked (each a key of
     some record), else every key but the id column and input_sha256 unless
     all its values are text that is not a number (see _is_text_value; nulls
-    and empty lists aside), in order of first sight.  So a field of nulls, of
-    quoted numbers or of a failed judge is a field, and its values are refused
-    by _query_runs naming the line, rather than dropped in silence.  A file
-    with no score field is refused."""
+    and empty lists aside; CSV cells as _cell_value reads them), in order of
+    first sight.  So a field of nulls, of quoted numbers or of a failed judge
+    is a field, and its values are refused by _query_runs naming the line,
+    rather than dropped in silence.  A file with no score field is refused."""
     keys = {}
     for _, record in records:
         for key, value in record.items():
             if key != id_column and key not in _RESERVED_SCORE_KEYS:
                 seen = keys.setdefault(key, [False, True])     # [any value, all text]
+                if csv_cells:
+                    value = _cell_value(value)
                 if not _is_empty_value(value):
                     seen[0] = True
-                    seen[1] = seen[1] and _is_text_value(value, csv_cells)
+                    seen[1] = seen[1] and _is_text_value(value)
     if fields is not None:
         for field in fields:
             if field == id_column or field in _RESERVED_SCORE_KEYS:

@@ -269,6 +269,22 @@ class ScoreFileTest(TempDir, unittest.TestCase):
         self.assertRefused("query_id,f\nq1,0.5\nq2,\"[1, 0.5\"\n", "s.csv:3: invalid JSON",
                            name="s.csv")
 
+    def test_an_empty_list_cell_decides_nothing_about_its_column(self):
+        # Issue 22: retrieved_contexts [] (nothing retrieved) made the text column a
+        # score field, refused as invalid JSON.  In CSV as in JSONL, [] is an empty
+        # list: it decides nothing, so the column is text; in a score field it is a
+        # missing score.
+        text = ("query_id,retrieved_contexts,faithfulness\nq1,\"['a']\",0.9\nq2,[],0.8\n"
+                "q3, [ ] ,0.7\n")
+        s = self.scores(text, "s.csv")
+        self.assertEqual((s.fields, s.values("faithfulness")),
+                         (("faithfulness",), {"q1": 0.9, "q2": 0.8, "q3": 0.7}))
+        self.assertEqual(self.scores(jsonl({"query_id": "q1", "retrieved_contexts": ["a"], "f": 1},
+                                           {"query_id": "q2", "retrieved_contexts": [], "f": 0})
+                                     ).fields, ("f",))
+        self.assertRefused("query_id,f\nq1,0.5\nq2,[]\n", "s.csv:3: query 'q2' has no f score",
+                           name="s.csv")
+
     def test_booleans_and_numbers_do_not_mix_in_a_field(self):
         # found by review: [true, 0.5] was read as runs 1 and 0.5
         self.assertRefused(jsonl({"query_id": "q1", "f": [True, 0.5]}),
