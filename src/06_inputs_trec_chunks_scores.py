@@ -692,23 +692,29 @@ def _checked_ranges(ranges):
 
 
 def _score_fields(records, id_column, fields, name, csv_cells=False):
-    """The score fields of a file's records: ``fields`` checked (each a key of
-    some record), else every key but the id column and input_sha256 unless
-    all its values are text that is not a number (see _is_text_value; nulls
-    and empty lists aside; CSV cells as _cell_value reads them), in order of
-    first sight.  So a field of nulls, of quoted numbers or of a failed judge
-    is a field, and its values are refused by _query_runs naming the line,
-    rather than dropped in silence.  A file with no score field is refused."""
-    keys = {}
-    for _, record in records:
+    """(fields, mixed): the score fields of a file's records, and those of
+    them that hold numbers and text (see _refuse_numbers_and_text).
+
+    ``fields`` are checked (each a key of some record), else the fields are
+    every key but the id column and input_sha256 unless all its values are
+    text that is not a number (see _is_text_value; nulls and empty lists
+    aside; CSV cells as _cell_value reads them), in order of first sight.  So
+    a field of nulls, of quoted numbers or of a failed judge is a field, and
+    its values are refused by _query_runs naming the line, rather than dropped
+    in silence.  A file with no score field is refused.  ``mixed`` maps such a
+    field to the line of its first number (a CSV cell opening with ``[`` that
+    is not JSON is no text there: a broken array of runs, refused as such)."""
+    keys = {}       # key -> [first line with no text, with text, with a CSV "[" cell not JSON]
+    for where, record in records:
         for key, value in record.items():
             if key != id_column and key not in _RESERVED_SCORE_KEYS:
-                seen = keys.setdefault(key, [False, True])     # [any value, all text]
+                seen = keys.setdefault(key, [None, None, None])
                 if csv_cells:
                     value = _cell_value(value)
                 if not _is_empty_value(value):
-                    seen[0] = True
-                    seen[1] = seen[1] and _is_text_value(value)
+                    kind = (0 if not _is_text_value(value) else
+                            2 if csv_cells and isinstance(value, str) and value[:1] == "[" else 1)
+                    seen[kind] = seen[kind] or where
     if fields is not None:
         for field in fields:
             if field == id_column or field in _RESERVED_SCORE_KEYS:
@@ -717,15 +723,32 @@ def _score_fields(records, id_column, fields, name, csv_cells=False):
             if field not in keys:
                 raise EvalError("%s: no field %r (fields: %s)"
                                 % (name, field, ", ".join(map(repr, keys)) or "none"))
-        return tuple(fields)
-    found = tuple(key for key, (any_value, all_text) in keys.items()
-                  if not (any_value and all_text))
+        return tuple(fields), {}
+    found = tuple(key for key, (number, text, cell) in keys.items()
+                  if number or not (text or cell))
     if not found:
         raise EvalError("%s: no score field: every column but the id is text (a score field "
                         "holds numbers or true/false)" % name)
     for field in found:
         _checked_field_name(field, "%s: the field" % name)
-    return found
+    return found, {field: keys[field][0] for field in found if keys[field][1]}
+
+
+def _refuse_numbers_and_text(where, qid, field, value, number):
+    """The error of a key that holds numbers on one line (``number`` names
+    the first) and text on another, at the text's: a text column with a
+    numeric answer, or a score field with a bad value; which one, only the
+    user knows.
+
+    >>> _refuse_numbers_and_text("s.csv:3", "q2", "reference", "fourteen", "s.csv:2")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: s.csv:3: query 'q2', field reference: 'fourteen' is not a score (a number, true/false, or a list of them), and line 2 holds a number: a key holds numbers or text, not both (a text column? name the score fields with --metrics)
+    """
+    raise EvalError("%s: query %r, field %s: %s is not a score (a number, true/false, or a "
+                    "list of them), and line %s holds a number: a key holds numbers or text, "
+                    "not both (a text column? name the score fields with --metrics)"
+                    % (where, qid, field, _short_repr(value, 40), number.rpartition(":")[2]))
 
 
 def _number_text(x):
@@ -851,7 +874,7 @@ def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
     if present_only and fields is not None:
         keys = set().union(*(record.keys() for _, record in records))
         fields = tuple(f for f in fields if f in keys)
-    found = _score_fields(records, id_column, fields, inp.name, fmt == "csv")
+    found, mixed = _score_fields(records, id_column, fields, inp.name, fmt == "csv")
     if fmt == "csv":
         _json_cells(records, found)
     for field in ranges:
@@ -859,7 +882,8 @@ def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
             raise EvalError("%s: a score range is given for %r, which is not a score field "
                             "of the file (fields: %s)"
                             % (inp.name, field, ", ".join(found) or "none"))
-    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt))
+    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt),
+                              mixed)
 
 
 def _json_cells(records, fields):
@@ -872,8 +896,11 @@ def _json_cells(records, fields):
                 record[field] = _score_json(value, where)
 
 
-def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
-    """The Scores of a file's records (see load_scores)."""
+def _scores_of_records(records, id_column, fields, ranges, allow_missing, info, mixed=None):
+    """The Scores of a file's records (see load_scores); a ``mixed`` field
+    (see _score_fields) is refused at its first text, in file order, and its
+    numbers before it are not checked (the error is about the key)."""
+    mixed = mixed or {}
     runs = {field: {} for field in fields}
     unscored = {field: [] for field in fields}
     kinds = dict.fromkeys(fields, "boolean")
@@ -894,6 +921,10 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
         for field in fields:
             lo, hi = ranges.get(field, SCORE_RANGE)
             value = record.get(field)
+            if field in mixed:
+                if _is_text_value(value):
+                    _refuse_numbers_and_text(where, qid, field, value, mixed[field])
+                continue
             got = _query_runs(value, field, lo, hi, "%s: query %r" % (where, qid))
             if got:
                 is_bool = isinstance(value if not isinstance(value, list) else value[0], bool)

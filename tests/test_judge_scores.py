@@ -269,6 +269,31 @@ class ScoreFileTest(TempDir, unittest.TestCase):
         self.assertRefused("query_id,f\nq1,0.5\nq2,\"[1, 0.5\"\n", "s.csv:3: invalid JSON",
                            name="s.csv")
 
+    def test_a_key_with_numbers_and_text_says_so(self):
+        # Issue 22: reference 14 then fourteen said "outside the range [0, 1]" (the
+        # number was checked as a score first); the README promises an error that
+        # names the line of a key holding numbers and text, in either order.
+        both = ("is not a score (a number, true/false, or a list of them), and line %s holds "
+                "a number: a key holds numbers or text, not both (a text column? name the "
+                "score fields with --metrics)")
+        cases = [("q1,14,0.9\nq2,fourteen,0.8\n", "s.csv:3: query 'q2', field reference: "
+                  "'fourteen' " + both % 2),
+                 ("q1,fourteen,0.9\nq2,14,0.8\n", "s.csv:2: query 'q1', field reference: "
+                  "'fourteen' " + both % 3)]
+        for rows, expect in cases:
+            with self.subTest(rows=rows):
+                text = "query_id,reference,faithfulness\n" + rows
+                self.assertRefused(text, expect, "s.csv")
+                self.assertEqual(self.scores(text, "s.csv", fields=["faithfulness"]).fields,
+                                 ("faithfulness",))
+        self.assertRefused(jsonl({"query_id": "q1", "reference": 14, "f": 1},
+                                 {"query_id": "q2", "reference": "fourteen", "f": 1}),
+                           "s.jsonl:2: query 'q2', field reference: 'fourteen' " + both % 1)
+        # a named field keeps the plain message
+        self.assertRefused(jsonl({"query_id": "q1", "f": 1}, {"query_id": "q2", "f": "x"}),
+                           "s.jsonl:2: query 'q2', field f: 'x' is not a score (a number, "
+                           "true/false, or a list of them)", fields=["f"])
+
     def test_an_empty_list_cell_decides_nothing_about_its_column(self):
         # Issue 22: retrieved_contexts [] (nothing retrieved) made the text column a
         # score field, refused as invalid JSON.  In CSV as in JSONL, [] is an empty
