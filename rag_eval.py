@@ -2596,14 +2596,66 @@ def _json_loads(text, name, line=None):
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
     except json.JSONDecodeError as exc:
+        if _two_values(text, exc) and (line or "\n" not in text[:exc.pos].strip()):
+            raise EvalError("%s:%d: %s" % (name, line or exc.lineno, _TWO_VALUES["line"])) \
+                from None
         at = "%s:%d:%d" % (name, line or exc.lineno, exc.colno)
-        raise EvalError("%s: invalid JSON: %s" % (at, exc.msg)) from None
+        raise EvalError("%s: invalid JSON: %s" % (at, _json_error_text(text, exc))) from None
     except ValueError as exc:     # e.g. an integer longer than Python converts
         raise EvalError("%s: invalid JSON: %s" % (where, exc)) from None
     except RecursionError:
         raise EvalError("%s: JSON nested too deeply" % where) from None
     except MemoryError:
         raise EvalError("%s: too large to parse" % where) from None
+
+
+_TWO_VALUES = {"line": "two JSON values on one line", "cell": "two JSON values in one cell"}
+
+
+def _two_values(text, exc):
+    """True when a JSON error is a second value after the first (JSON's
+    "Extra data"), with or without a comma between them."""
+    if exc.msg != "Extra data":
+        return False
+    rest = text[exc.pos:]
+    if rest.startswith(","):
+        rest = rest[1:].lstrip()
+    try:
+        json.JSONDecoder().raw_decode(rest)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _json_error_text(text, exc):
+    """A JSON error in words: JSON's own, but for "Extra data".
+
+    >>> try:
+    ...     json.loads('{"a": 1} {"b": 2}')
+    ... except json.JSONDecodeError as exc:
+    ...     print(_json_error_text('{"a": 1} {"b": 2}', exc))
+    a second JSON value after the first
+    """
+    if exc.msg != "Extra data":
+        return exc.msg
+    if _two_values(text, exc):
+        return "a second JSON value after the first"
+    return "more text after the JSON value"
+
+
+_JSON_KINDS = {list: "a JSON array", str: "a JSON string", int: "a JSON number",
+               float: "a JSON number", bool: "true or false", type(None): "null"}
+
+
+def _not_an_object(where, value, needs):
+    """The error of a JSONL line holding another JSON value than an object:
+    what it holds, in words, then what a line ``needs``.
+
+    >>> print(_not_an_object("s.jsonl:2", [1, 2], 'a score line is {"query_id": ...}'))
+    s.jsonl:2: a JSON array, expected an object: a score line is {"query_id": ...}
+    """
+    return EvalError("%s: %s, expected an object: %s"
+                     % (where, _JSON_KINDS.get(type(value), "a JSON value"), needs))
 
 
 def _as_id(value, what):
@@ -2878,8 +2930,8 @@ def _jsonl_form_error(where, kind, record):
     """The error of a JSONL record that is no line of its kind: what each form
     of the kind needs, and what the record lacks or seems to be instead."""
     if not isinstance(record, dict):
-        return EvalError("%s: a JSONL %s line needs %s, got %s"
-                         % (where, kind, _JSONL_FORMS[kind], type(record).__name__))
+        return _not_an_object(where, record, "a JSONL %s line needs %s"
+                              % (kind, _JSONL_FORMS[kind]))
     keys = list(record)[:6]
     given = [key for key in _OWN_KEYS[kind] if key in record]
     if len(given) > 1:
@@ -3273,11 +3325,13 @@ def _read_queries(source):
         except EvalError as exc:
             raise (exc if queries else EvalError(
                 "%s (a queries file is JSONL: one object a line)" % exc)) from None
-        key = _query_key(record, True) if isinstance(record, dict) else None
-        if key is None:
-            raise EvalError('%s: a queries line needs {"query_id": ..., "slices": {field: '
-                            'value, ...}, "tags": [...], ...}, got %s'
-                            % (where, _short_repr(record, 60)))
+        needs = 'a queries line needs {"query_id": ..., "slices": {field: value, ...}, ' \
+                '"tags": [...], ...}'
+        if not isinstance(record, dict):
+            raise _not_an_object(where, record, needs)
+        if _query_key(record, True) is None:
+            raise EvalError("%s: %s, got %s" % (where, needs, _short_repr(record, 60)))
+        key = _query_key(record, True)
         qid = _as_id(record[key], "%s: %s" % (where, key))
         if qid in queries:
             raise EvalError("%s: query %r appears on more than one line" % (where, qid))
@@ -3762,6 +3816,8 @@ def _chunk_map(records, name):
     for number, record in records:
         what = "%s:%d" % (name, number) if number else "%s: chunk %s" % (name, _short_repr(
             record.get("id") if isinstance(record, dict) else record, 40))
+        if number and not isinstance(record, dict):
+            raise _not_an_object(what, record, "a chunk-map line is " + _CHUNK_FORM)
         if not isinstance(record, dict) or "id" not in record or "doc" not in record:
             raise EvalError("%s: a chunk-map line must look like %s, got %s"
                             % (what, _CHUNK_FORM, _short_repr(record, 60)))
@@ -3955,9 +4011,10 @@ def _score_format(inp):
     return "jsonl" if first == b"{" else "csv"
 
 
-def _score_json(text, where):
-    """Parse JSON text of a score file.  NaN and Infinity are read (as the
-    floats) so that the check of the value can name its query and field."""
+def _score_json(text, where, unit="line"):
+    """Parse JSON text of a score file (a line, or a CSV cell: ``unit``).  NaN
+    and Infinity are read (as the floats) so that the check of the value can
+    name its query and field."""
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
         if _SURROGATE_ESCAPE.search(text):
@@ -3965,8 +4022,15 @@ def _score_json(text, where):
         return value
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
+    except json.JSONDecodeError as exc:
+        if _two_values(text, exc):
+            raise EvalError("%s: %s" % (where, _TWO_VALUES[unit])) from None
+        raise EvalError("%s: invalid JSON: %s" % (where, _json_error_text(text, exc))) from None
     except (ValueError, RecursionError) as exc:
-        raise EvalError("%s: invalid JSON: %s" % (where, getattr(exc, "msg", exc))) from None
+        raise EvalError("%s: invalid JSON: %s" % (where, exc)) from None
+
+
+_SCORE_LINE = 'a score line is {"query_id": ..., FIELD: score, ...}'
 
 
 def _jsonl_score_records(inp):
@@ -3976,8 +4040,7 @@ def _jsonl_score_records(inp):
             where = "%s:%d" % (inp.name, number)
             record = _score_json(_decode(line, where), where)
             if not isinstance(record, dict):
-                raise EvalError("%s: a score line must be a JSON object, got %s"
-                                % (where, type(record).__name__))
+                raise _not_an_object(where, record, _SCORE_LINE)
             yield where, record
 
 
@@ -4304,7 +4367,7 @@ def _json_cells(records, fields):
         for field in fields:
             value = record.get(field)
             if isinstance(value, str) and value[:1] == "[":
-                record[field] = _score_json(value, where)
+                record[field] = _score_json(value, where, "cell")
 
 
 def _scores_of_records(records, id_column, fields, ranges, allow_missing, info, mixed=None):

@@ -351,6 +351,8 @@ def _chunk_map(records, name):
     for number, record in records:
         what = "%s:%d" % (name, number) if number else "%s: chunk %s" % (name, _short_repr(
             record.get("id") if isinstance(record, dict) else record, 40))
+        if number and not isinstance(record, dict):
+            raise _not_an_object(what, record, "a chunk-map line is " + _CHUNK_FORM)
         if not isinstance(record, dict) or "id" not in record or "doc" not in record:
             raise EvalError("%s: a chunk-map line must look like %s, got %s"
                             % (what, _CHUNK_FORM, _short_repr(record, 60)))
@@ -544,9 +546,10 @@ def _score_format(inp):
     return "jsonl" if first == b"{" else "csv"
 
 
-def _score_json(text, where):
-    """Parse JSON text of a score file.  NaN and Infinity are read (as the
-    floats) so that the check of the value can name its query and field."""
+def _score_json(text, where, unit="line"):
+    """Parse JSON text of a score file (a line, or a CSV cell: ``unit``).  NaN
+    and Infinity are read (as the floats) so that the check of the value can
+    name its query and field."""
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
         if _SURROGATE_ESCAPE.search(text):
@@ -554,8 +557,15 @@ def _score_json(text, where):
         return value
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
+    except json.JSONDecodeError as exc:
+        if _two_values(text, exc):
+            raise EvalError("%s: %s" % (where, _TWO_VALUES[unit])) from None
+        raise EvalError("%s: invalid JSON: %s" % (where, _json_error_text(text, exc))) from None
     except (ValueError, RecursionError) as exc:
-        raise EvalError("%s: invalid JSON: %s" % (where, getattr(exc, "msg", exc))) from None
+        raise EvalError("%s: invalid JSON: %s" % (where, exc)) from None
+
+
+_SCORE_LINE = 'a score line is {"query_id": ..., FIELD: score, ...}'
 
 
 def _jsonl_score_records(inp):
@@ -565,8 +575,7 @@ def _jsonl_score_records(inp):
             where = "%s:%d" % (inp.name, number)
             record = _score_json(_decode(line, where), where)
             if not isinstance(record, dict):
-                raise EvalError("%s: a score line must be a JSON object, got %s"
-                                % (where, type(record).__name__))
+                raise _not_an_object(where, record, _SCORE_LINE)
             yield where, record
 
 
@@ -893,7 +902,7 @@ def _json_cells(records, fields):
         for field in fields:
             value = record.get(field)
             if isinstance(value, str) and value[:1] == "[":
-                record[field] = _score_json(value, where)
+                record[field] = _score_json(value, where, "cell")
 
 
 def _scores_of_records(records, id_column, fields, ranges, allow_missing, info, mixed=None):

@@ -231,7 +231,7 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
         two = ('{"id": "a", "doc": "d", "start": 0, "end": 5}\n'
                '{"id": "b", "doc": "d", "start": 5, "end": 9}, {"id": "c", "doc": "d"}\n')
         for reader in (rag_eval._chunk_map_bulk, rag_eval._chunk_map_plain):
-            self.assertEqual(outcome(reader, two), "m.jsonl:2:46: invalid JSON: Extra data")
+            self.assertEqual(outcome(reader, two), "m.jsonl:2: two JSON values on one line")
         # Found by review: a line break inside a string, two objects on the second
         # line: joined with commas it read as one id "a,b".  Line 1 is bad JSON.
         broken = ('{"id": "a\nb", "doc": "d", "start": 0, "end": 1}, '

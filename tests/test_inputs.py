@@ -332,10 +332,35 @@ class JsonInputTest(TempDir, unittest.TestCase):
                                  "'ranked']\n" % (self.tmp, run_form))
                 self.assertNotIn("Extra data", err)
         err = self.assertBad(run='{"query_id": "q1", "docs": ["a"]}\n[1]\n')
-        self.assertIn("r.json:2: %s, got list" % run_form, err)
+        self.assertIn("r.json:2: a JSON array, expected an object: %s\n" % run_form, err)
         err = self.assertBad(qrels='\n{"q": "q1", "grades": {"a": 1}}\n{"q": "q2"}\n')
         self.assertIn('q.json:2: a JSONL qrels line needs a query id ("query_id", "qid" or '
                       "\"id\"), got keys ['q', 'grades']", err)
+
+    def test_a_jsonl_line_that_is_no_object_says_what_it_is(self):
+        # Issue 22: an array line, or two objects on one line, said "invalid JSON:
+        # Extra data"; say it in words, on the first line as on a later one.
+        run_form = "a JSONL run line needs " + rag_eval._JSONL_FORMS["run"]
+        first = '{"query_id": "q1", "docs": ["a"]}'
+        for text, expect in (
+                (first + "\n" + first.replace("q1", "q2") + " " + first.replace("q1", "q3"),
+                 "r.json:2: two JSON values on one line\n"),
+                (first + ", " + first.replace("q1", "q2") + "\n", "r.json:1: two JSON values on "
+                                                                  "one line\n"),
+                (first + "\n" + '"q2"\n', "r.json:2: a JSON string, expected an object: %s\n"
+                 % run_form),
+                (first + "\n" + first[:-1] + "}}\n",
+                 "r.json:2:34: invalid JSON: more text after the JSON value\n")):
+            with self.subTest(text=text):
+                err = self.assertBad(run=text)
+                self.assertTrue(err.endswith(expect), err)
+                self.assertNotIn("Extra data", err)
+        err = self.assertBad(qrels='{"query_id": "q1", "grades": {"a": 1}}\n[1]\n')
+        self.assertIn("q.json:2: a JSON array, expected an object: a JSONL qrels line needs", err)
+        chunks = self.write("c.jsonl", '{"id": "a", "doc": "d"}\n[1]\n')
+        with self.assertRaisesRegex(rag_eval.EvalError, "c.jsonl:2: a JSON array, expected an "
+                                                        "object: a chunk-map line is"):
+            rag_eval.load_chunks(chunks)
 
     def test_long_first_jsonl_line_and_empty_jsonl(self):
         qrels = self.write("q.json", '{"q1": {"d1": 1}}')
@@ -609,7 +634,10 @@ class TestSetFormatsTest(TempDir, unittest.TestCase):
         cases = [('{"query_id": "q1"}\n{"query_id": "q1"}\n',
                   "q.jsonl:2: query 'q1' appears on more than one line"),
                  ('{"slices": {"a": "b"}}\n', 'q.jsonl:1: a queries line needs {"query_id": ...'),
-                 ('["q1"]\n', "q.jsonl:1: a queries line needs"),
+                 ('["q1"]\n', "q.jsonl:1: a JSON array, expected an object: a queries line "
+                              "needs"),
+                 ('{"query_id": "q1"}\n{"query_id": "q2"}, {"query_id": "q3"}\n',
+                  "q.jsonl:2: two JSON values on one line"),
                  ('{"q1": {"slices": {}},\n "q2": {"slices": {}}}\n',
                   "(a queries file is JSONL: one object a line)"),
                  ("\n\n", "q.jsonl: no queries found")]

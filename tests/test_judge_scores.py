@@ -149,7 +149,11 @@ class ScoreFileTest(TempDir, unittest.TestCase):
                 ('{"query_id": null, "f": 0.5}', "s.jsonl:2: no 'query_id'"),
                 ('{"query_id": "q2", "f": 0.5, "f": 0.6}', "s.jsonl:2: duplicate key 'f'"),
                 ('{"query_id": "q2", "f": 0.5', "s.jsonl:2: invalid JSON"),
-                ('["q2", 0.5]', "s.jsonl:2: a score line must be a JSON object, got list")]:
+                ('["q2", 0.5]', "s.jsonl:2: a JSON array, expected an object: a score line is "
+                                '{"query_id": ..., FIELD: score, ...}'),
+                ('{"query_id": "q2"} {"f": 1}', "s.jsonl:2: two JSON values on one line"),
+                ('{"query_id": "q2", "f": 1}}', "s.jsonl:2: invalid JSON: more text after the "
+                                                "JSON value")]:
             with self.subTest(line=line):
                 self.assertRefused(good + line + "\n", expect)
 
@@ -162,6 +166,7 @@ class ScoreFileTest(TempDir, unittest.TestCase):
                 ("q2,n/a,x", "s.csv:3: query 'q2', field f: 'n/a' is not a score"),
                 ("q2,1_0,x", "s.csv:3: query 'q2', field f: '1_0' is not a score"),
                 ("q2,[0.5,x", "s.csv:3: invalid JSON"),
+                ('q2,"[0.5], [1]",x', "s.csv:3: two JSON values in one cell"),
                 ("q2,0.5", "s.csv:3: 2 cells, but the header has 3 columns"),
                 ("q1,0.5,x", "s.csv:3: query 'q1' again (first on line 2)"),
                 (",0.5,x", "s.csv:3: no 'query_id'")]:
