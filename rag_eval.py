@@ -9094,10 +9094,10 @@ def _slice_notes(report, baseline, subsets, mode):
                          "of the hold-out's queries: whether %s changed since the baseline "
                          "is not known" % ours.slice)
         elif theirs.members_sha256 != ours.members_sha256 or counts[0] != counts[1]:
-            notes.append("the hold-out %s changed since the baseline (%d -> %d queries; which "
+            notes.append("the hold-out %s changed since the baseline (%d -> %s; which "
                          "is not shown): its means are over other queries"
                          % (ours.slice, theirs.queries + theirs.unscored,
-                            ours.queries + ours.unscored))
+                            _plural(ours.queries + ours.unscored, "query", "queries")))
         if mode == "significant" and theirs.per_query is None:
             notes.append("the hold-out's baseline holds means only (its per-query values are "
                          "never saved): the tolerance rule gates %s" % ours.slice)
@@ -9503,8 +9503,9 @@ def _comparison_section(c):
         ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
         for r in c.measures.values() if r.wins or r.losses]
     if c.only_in_run or c.only_in_reference:
-        notes.append("not compared: %d queries only in the run, %d only in the reference"
-                     % (len(c.only_in_run), len(c.only_in_reference)))
+        notes.append("not compared: %s only in the run, %d only in the reference"
+                     % (_plural(len(c.only_in_run), "query", "queries"),
+                        len(c.only_in_reference)))
     return ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
             "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
             ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
@@ -9645,8 +9646,9 @@ def _slice_section(report, field):
     for name in names:
         for m, n in sorted(report.slices[name].get("n", {}).items()):
             if n < report.slices[name]["queries"]:
-                notes.append("%s: %s averages over %d of its %d scored queries"
-                             % (name, m, n, report.slices[name]["queries"]))
+                notes.append("%s: %s averages over %d of its %s"
+                             % (name, m, n, _plural(report.slices[name]["queries"],
+                                                    "scored query", "scored queries")))
     return ("by %s (means over each slice's scored queries)" % field,
             [field, "queries", "unscored"] + [_label(m) for m in report.measures], rows, notes)
 

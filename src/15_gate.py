@@ -492,10 +492,10 @@ def _slice_notes(report, baseline, subsets, mode):
                          "of the hold-out's queries: whether %s changed since the baseline "
                          "is not known" % ours.slice)
         elif theirs.members_sha256 != ours.members_sha256 or counts[0] != counts[1]:
-            notes.append("the hold-out %s changed since the baseline (%d -> %d queries; which "
+            notes.append("the hold-out %s changed since the baseline (%d -> %s; which "
                          "is not shown): its means are over other queries"
                          % (ours.slice, theirs.queries + theirs.unscored,
-                            ours.queries + ours.unscored))
+                            _plural(ours.queries + ours.unscored, "query", "queries")))
         if mode == "significant" and theirs.per_query is None:
             notes.append("the hold-out's baseline holds means only (its per-query values are "
                          "never saved): the tolerance rule gates %s" % ours.slice)

@@ -268,6 +268,12 @@ class HtmlReportTest(TempDir, unittest.TestCase):
                       "drop to the largest gain.", parsed.captions)
         self.assertIn("the paired bootstrap (1 resample)", page)
         self.assertNotRegex(page, r"\b1 (queries|resamples|rows|ids|measures)\b")
+        # the text sections the page holds: a comparison's note
+        wider = rag_eval.evaluate({"q1": {"d": 1}, "q2": {"d": 1}}, {"q1": ["d"], "q2": ["d"]},
+                                  k=2, measures="mrr")
+        page = rag_eval.render_html(wider, comparisons=[rag_eval.compare(wider, now)])
+        self.assertIn("not compared: 1 query only in the run, 0 only in the reference", page)
+        self.assertNotRegex(page, r"\b1 (queries|resamples|rows|ids|measures)\b")
 
     def test_the_interval_is_the_bootstrap_up_to_500_queries(self):
         for n, how in ((500, "paired bootstrap"), (501, "normal approximation")):
