@@ -2696,14 +2696,66 @@ def _json_loads(text, name, line=None):
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
     except json.JSONDecodeError as exc:
+        if _two_values(text, exc) and (line or "\n" not in text[:exc.pos].strip()):
+            raise EvalError("%s:%d: %s" % (name, line or exc.lineno, _TWO_VALUES["line"])) \
+                from None
         at = "%s:%d:%d" % (name, line or exc.lineno, exc.colno)
-        raise EvalError("%s: invalid JSON: %s" % (at, exc.msg)) from None
+        raise EvalError("%s: invalid JSON: %s" % (at, _json_error_text(text, exc))) from None
     except ValueError as exc:     # e.g. an integer longer than Python converts
         raise EvalError("%s: invalid JSON: %s" % (where, exc)) from None
     except RecursionError:
         raise EvalError("%s: JSON nested too deeply" % where) from None
     except MemoryError:
         raise EvalError("%s: too large to parse" % where) from None
+
+
+_TWO_VALUES = {"line": "two JSON values on one line", "cell": "two JSON values in one cell"}
+
+
+def _two_values(text, exc):
+    """True when a JSON error is a second value after the first (JSON's
+    "Extra data"), with or without a comma between them."""
+    if exc.msg != "Extra data":
+        return False
+    rest = text[exc.pos:]
+    if rest.startswith(","):
+        rest = rest[1:].lstrip()
+    try:
+        json.JSONDecoder().raw_decode(rest)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _json_error_text(text, exc):
+    """A JSON error in words: JSON's own, but for "Extra data".
+
+    >>> try:
+    ...     json.loads('{"a": 1} {"b": 2}')
+    ... except json.JSONDecodeError as exc:
+    ...     print(_json_error_text('{"a": 1} {"b": 2}', exc))
+    a second JSON value after the first
+    """
+    if exc.msg != "Extra data":
+        return exc.msg
+    if _two_values(text, exc):
+        return "a second JSON value after the first"
+    return "more text after the JSON value"
+
+
+_JSON_KINDS = {list: "a JSON array", str: "a JSON string", int: "a JSON number",
+               float: "a JSON number", bool: "true or false", type(None): "null"}
+
+
+def _not_an_object(where, value, needs):
+    """The error of a JSONL line holding another JSON value than an object:
+    what it holds, in words, then what a line ``needs``.
+
+    >>> print(_not_an_object("s.jsonl:2", [1, 2], 'a score line is {"query_id": ...}'))
+    s.jsonl:2: a JSON array, expected an object: a score line is {"query_id": ...}
+    """
+    return EvalError("%s: %s, expected an object: %s"
+                     % (where, _JSON_KINDS.get(type(value), "a JSON value"), needs))
 
 
 def _as_id(value, what):
@@ -2777,10 +2829,25 @@ def _span_fields(record, what):
     return start, end
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")     # a sha256 as hexdigest() writes it (also 08)
+
+
 def _sha_field(record, what):
+    """The doc_sha256 of a label or chunk record, or None: 64 lower-case hex
+    digits, as sha256sum and hashlib's hexdigest() write them (versions are
+    compared as written, so one form for all).
+
+    >>> _sha_field({"doc_sha256": "9f" * 32}, "x") == "9f" * 32
+    True
+    >>> _sha_field({"doc_sha256": "xyz"}, "l.jsonl:3")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: l.jsonl:3: doc_sha256 must be 64 lower-case hex digits (a sha256 as sha256sum writes it), got 'xyz'
+    """
     sha = record.get("doc_sha256")
-    if sha is not None and not isinstance(sha, str):
-        raise EvalError("%s: doc_sha256 must be a string, got %s" % (what, _short_repr(sha, 40)))
+    if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.match(sha)):
+        raise EvalError("%s: doc_sha256 must be 64 lower-case hex digits (a sha256 as "
+                        "sha256sum writes it), got %s" % (what, _short_repr(sha, 40)))
     return sha
 
 
@@ -2963,8 +3030,8 @@ def _jsonl_form_error(where, kind, record):
     """The error of a JSONL record that is no line of its kind: what each form
     of the kind needs, and what the record lacks or seems to be instead."""
     if not isinstance(record, dict):
-        return EvalError("%s: a JSONL %s line needs %s, got %s"
-                         % (where, kind, _JSONL_FORMS[kind], type(record).__name__))
+        return _not_an_object(where, record, "a JSONL %s line needs %s"
+                              % (kind, _JSONL_FORMS[kind]))
     keys = list(record)[:6]
     given = [key for key in _OWN_KEYS[kind] if key in record]
     if len(given) > 1:
@@ -3358,11 +3425,13 @@ def _read_queries(source):
         except EvalError as exc:
             raise (exc if queries else EvalError(
                 "%s (a queries file is JSONL: one object a line)" % exc)) from None
-        key = _query_key(record, True) if isinstance(record, dict) else None
-        if key is None:
-            raise EvalError('%s: a queries line needs {"query_id": ..., "slices": {field: '
-                            'value, ...}, "tags": [...], ...}, got %s'
-                            % (where, _short_repr(record, 60)))
+        needs = 'a queries line needs {"query_id": ..., "slices": {field: value, ...}, ' \
+                '"tags": [...], ...}'
+        if not isinstance(record, dict):
+            raise _not_an_object(where, record, needs)
+        if _query_key(record, True) is None:
+            raise EvalError("%s: %s, got %s" % (where, needs, _short_repr(record, 60)))
+        key = _query_key(record, True)
         qid = _as_id(record[key], "%s: %s" % (where, key))
         if qid in queries:
             raise EvalError("%s: query %r appears on more than one line" % (where, qid))
@@ -3546,7 +3615,28 @@ def _parse_qrels_line(parts, where):
     except ValueError:
         raise EvalError("%s: grade must be an integer, got %r"
                         % (where, parts[3].decode("utf-8", "replace"))) from None
-    return _decode(parts[0], where), _decode(parts[2], where), grade
+    return _id_text(parts[0], where, "query id"), _id_text(parts[2], where, "doc id"), grade
+
+
+def _id_text(raw, where, what):
+    """An id field of a TREC line (bytes) as text.  The rule for ids in every
+    reader: an id is text, so one that is not UTF-8 is refused where it is
+    read, naming the line (no report, JSON file or --to-label row could
+    write it); JSON, JSONL, BEIR, chunk maps and score files are decoded
+    whole and refuse such bytes the same way (see _decode).
+
+    >>> _id_text(b"caf\\xc3\\xa9", "r.trec:3", "doc id")
+    'café'
+    >>> _id_text(b"x\\xff", "r.trec:3", "doc id")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: r.trec:3: doc id b'x\\xff' is not UTF-8 text (byte 0xff)
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EvalError("%s: %s %s is not UTF-8 text (byte %#x)"
+                        % (where, what, _short_repr(raw, 60), raw[exc.start])) from None
 
 
 _NOT_READ = ("accepted formats are JSON, JSONL, TREC (white-space columns) and, for qrels, "
@@ -3654,8 +3744,9 @@ class _NotGrouped(Exception):
 
 
 def _parse_run_line(line, where):
-    """(qid, doc, score) from one TREC run line (bytes), or an EvalError.
-    Fields after the run tag are ignored, as trec_eval documents."""
+    """(qid, doc, score) from one TREC run line (bytes), or an EvalError:
+    the ids stay bytes, checked to be UTF-8 (see _id_text).  Fields after
+    the run tag are ignored, as trec_eval documents."""
     parts = line.split()
     if parts:
         _check_not_comment_like(parts[0], where)
@@ -3669,6 +3760,9 @@ def _parse_run_line(line, where):
     if not math.isfinite(score):
         raise EvalError("%s: score must be a finite number, got %r"
                         % (where, parts[4].decode("utf-8", "replace")))
+    if not line.isascii():      # the ids must be UTF-8 (see _id_text); they stay bytes here
+        _id_text(parts[0], where, "query id")
+        _id_text(parts[2], where, "doc id")
     return parts[0], parts[2], score
 
 
@@ -3700,7 +3794,7 @@ def _trec_run_queries_plain(inp, grouped=True):
         first = False
         if qid != current:
             if grouped and current is not None:
-                yield _decode_qid(current, inp.name), queries.pop(current)
+                yield _decode_qid(current), queries.pop(current)
                 queries[current] = None         # finished: it may not come back
             if grouped and qid in queries:
                 raise _NotGrouped()
@@ -3713,31 +3807,22 @@ def _trec_run_queries_plain(inp, grouped=True):
         raise EvalError("%s: no run lines found" % inp.name)
     for qid, scored in queries.items():
         if scored is not None:
-            yield _decode_qid(qid, inp.name), scored
+            yield _decode_qid(qid), scored
 
 
 _trec_run_queries = _trec_run_queries_plain     # hook: the accelerations install _trec_run_queries_fast
 
 
-def _doc_text(raw):
-    """A doc id of a TREC run (bytes) as text.  Bytes that are not UTF-8 are
-    kept as surrogates (os.fsdecode's way): such an id labels nothing, but
-    stays distinct and ties by its bytes (see _id_order)."""
-    return raw.decode("utf-8", "surrogateescape")
+def _doc_text(doc):
+    """A doc id of a TREC run as text: the fast reader keeps ids as bytes,
+    checked to be UTF-8 where they were read (see _id_text)."""
+    return doc if isinstance(doc, str) else doc.decode("utf-8")
 
 
-def _utf8_id(doc, name):
-    """A doc id of a TREC run as UTF-8 text, or the error _decode gives (a
-    loaded run holds text only); the accelerations' reader hands over bytes."""
-    raw = doc if isinstance(doc, bytes) else doc.encode("utf-8", "surrogateescape")
-    return _decode(raw, name)
-
-
-def _decode_qid(qid, name):
-    try:
-        return qid.decode("utf-8")
-    except UnicodeDecodeError:
-        raise EvalError("%s: query id %r is not UTF-8 text" % (name, qid)) from None
+def _decode_qid(qid):
+    """A query id of a TREC run (bytes, checked where it was read: see
+    _id_text) as text."""
+    return qid.decode("utf-8")
 
 
 def _run_queries(inp, fmt, grouped=True):
@@ -3831,6 +3916,8 @@ def _chunk_map(records, name):
     for number, record in records:
         what = "%s:%d" % (name, number) if number else "%s: chunk %s" % (name, _short_repr(
             record.get("id") if isinstance(record, dict) else record, 40))
+        if number and not isinstance(record, dict):
+            raise _not_an_object(what, record, "a chunk-map line is " + _CHUNK_FORM)
         if not isinstance(record, dict) or "id" not in record or "doc" not in record:
             raise EvalError("%s: a chunk-map line must look like %s, got %s"
                             % (what, _CHUNK_FORM, _short_repr(record, 60)))
@@ -3932,7 +4019,7 @@ def load_run(source, *, format=None):
         if isinstance(ranking, _Scored):
             best = {}
             for doc, score in zip(ranking.docs, map(float, ranking.scores)):
-                doc = _utf8_id(doc, inp.name)
+                doc = _doc_text(doc)
                 best[doc] = max(score, best.get(doc, score))
             ranking = best
         run[qid] = ranking
@@ -4024,9 +4111,10 @@ def _score_format(inp):
     return "jsonl" if first == b"{" else "csv"
 
 
-def _score_json(text, where):
-    """Parse JSON text of a score file.  NaN and Infinity are read (as the
-    floats) so that the check of the value can name its query and field."""
+def _score_json(text, where, unit="line"):
+    """Parse JSON text of a score file (a line, or a CSV cell: ``unit``).  NaN
+    and Infinity are read (as the floats) so that the check of the value can
+    name its query and field."""
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
         if _SURROGATE_ESCAPE.search(text):
@@ -4034,8 +4122,15 @@ def _score_json(text, where):
         return value
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
+    except json.JSONDecodeError as exc:
+        if _two_values(text, exc):
+            raise EvalError("%s: %s" % (where, _TWO_VALUES[unit])) from None
+        raise EvalError("%s: invalid JSON: %s" % (where, _json_error_text(text, exc))) from None
     except (ValueError, RecursionError) as exc:
-        raise EvalError("%s: invalid JSON: %s" % (where, getattr(exc, "msg", exc))) from None
+        raise EvalError("%s: invalid JSON: %s" % (where, exc)) from None
+
+
+_SCORE_LINE = 'a score line is {"query_id": ..., FIELD: score, ...}'
 
 
 def _jsonl_score_records(inp):
@@ -4045,8 +4140,7 @@ def _jsonl_score_records(inp):
             where = "%s:%d" % (inp.name, number)
             record = _score_json(_decode(line, where), where)
             if not isinstance(record, dict):
-                raise EvalError("%s: a score line must be a JSON object, got %s"
-                                % (where, type(record).__name__))
+                raise _not_an_object(where, record, _SCORE_LINE)
             yield where, record
 
 
@@ -4100,26 +4194,17 @@ def _csv_score_records(inp, text_columns=()):
         raise EvalError("%s:%d: bad CSV: %s" % (inp.name, reader.line_num, exc)) from None
 
 
-def _is_text_value(value, csv_cell=False):
+def _is_text_value(value):
     """True for a value that is text and not a number: a string that float()
     cannot read even without its spaces and control characters, an object,
     or a non-empty list of such values.  A key whose values are all text
     (nulls and empty lists aside) is not a score field (see _score_fields).
-    ``csv_cell``: a CSV cell opening with ``[`` is judged as the JSON array
-    it holds, and as text when it is not JSON (pandas' ``['a', 'b']``).
 
     >>> [_is_text_value(v) for v in ("why?", "0.8", "0.5\\x00", ["a", "b"], [0.5], None, [])]
     [True, False, False, True, False, False, False]
-    >>> _is_text_value("['a', 'b']", csv_cell=True), _is_text_value("[1, 0.5]", csv_cell=True)
-    (True, False)
     """
     import unicodedata
     if isinstance(value, str):
-        if csv_cell and value[:1] == "[":
-            try:
-                return _is_text_value(json.loads(value))
-            except (ValueError, RecursionError):
-                return True
         if len(value) > 64:         # a long text (a context, an answer): no number
             return True
         bare = "".join(ch for ch in value if not unicodedata.category(ch)[0] in "CZ")
@@ -4131,6 +4216,23 @@ def _is_text_value(value, csv_cell=False):
     if isinstance(value, list):
         return bool(value) and all(_is_text_value(v) for v in value)
     return isinstance(value, dict)
+
+
+def _cell_value(cell):
+    """What a CSV cell holds, as a JSONL value would: a cell opening with
+    ``[`` is the JSON array it holds (``[]`` an empty list, nothing retrieved;
+    ``[1, 0.5]`` repeated runs), and text when it is not JSON (pandas'
+    ``['ctx a', 'ctx b']``); any other cell is as _csv_cell read it.
+
+    >>> _cell_value("[]"), _cell_value("[1, 0.5]"), _cell_value("['a', 'b']"), _cell_value(0.5)
+    ([], [1, 0.5], "['a', 'b']", 0.5)
+    """
+    if isinstance(cell, str) and cell[:1] == "[":
+        try:
+            return json.loads(cell)
+        except (ValueError, RecursionError):
+            return cell
+    return cell
 
 
 def _is_empty_value(value):
@@ -4164,21 +4266,29 @@ def _checked_ranges(ranges):
 
 
 def _score_fields(records, id_column, fields, name, csv_cells=False):
-    """The score fields of a file's records: ``fields`` checked (each a key of
-    some record), else every key but the id column and input_sha256 unless
-    all its values are text that is not a number (see _is_text_value; nulls
-    and empty lists aside), in order of first sight.  So a field of nulls, of
-    quoted numbers or of a failed judge is a field, and its values are refused
-    by _query_runs naming the line, rather than dropped in silence.  A file
-    with no score field is refused."""
-    keys = {}
-    for _, record in records:
+    """(fields, mixed): the score fields of a file's records, and those of
+    them that hold numbers and text (see _refuse_numbers_and_text).
+
+    ``fields`` are checked (each a key of some record), else the fields are
+    every key but the id column and input_sha256 unless all its values are
+    text that is not a number (see _is_text_value; nulls and empty lists
+    aside; CSV cells as _cell_value reads them), in order of first sight.  So
+    a field of nulls, of quoted numbers or of a failed judge is a field, and
+    its values are refused by _query_runs naming the line, rather than dropped
+    in silence.  A file with no score field is refused.  ``mixed`` maps such a
+    field to the line of its first number (a CSV cell opening with ``[`` that
+    is not JSON is no text there: a broken array of runs, refused as such)."""
+    keys = {}       # key -> [first line with no text, with text, with a CSV "[" cell not JSON]
+    for where, record in records:
         for key, value in record.items():
             if key != id_column and key not in _RESERVED_SCORE_KEYS:
-                seen = keys.setdefault(key, [False, True])     # [any value, all text]
+                seen = keys.setdefault(key, [None, None, None])
+                if csv_cells:
+                    value = _cell_value(value)
                 if not _is_empty_value(value):
-                    seen[0] = True
-                    seen[1] = seen[1] and _is_text_value(value, csv_cells)
+                    kind = (0 if not _is_text_value(value) else
+                            2 if csv_cells and isinstance(value, str) and value[:1] == "[" else 1)
+                    seen[kind] = seen[kind] or where
     if fields is not None:
         for field in fields:
             if field == id_column or field in _RESERVED_SCORE_KEYS:
@@ -4187,15 +4297,32 @@ def _score_fields(records, id_column, fields, name, csv_cells=False):
             if field not in keys:
                 raise EvalError("%s: no field %r (fields: %s)"
                                 % (name, field, ", ".join(map(repr, keys)) or "none"))
-        return tuple(fields)
-    found = tuple(key for key, (any_value, all_text) in keys.items()
-                  if not (any_value and all_text))
+        return tuple(fields), {}
+    found = tuple(key for key, (number, text, cell) in keys.items()
+                  if number or not (text or cell))
     if not found:
         raise EvalError("%s: no score field: every column but the id is text (a score field "
                         "holds numbers or true/false)" % name)
     for field in found:
         _checked_field_name(field, "%s: the field" % name)
-    return found
+    return found, {field: keys[field][0] for field in found if keys[field][1]}
+
+
+def _refuse_numbers_and_text(where, qid, field, value, number):
+    """The error of a key that holds numbers on one line (``number`` names
+    the first) and text on another, at the text's: a text column with a
+    numeric answer, or a score field with a bad value; which one, only the
+    user knows.
+
+    >>> _refuse_numbers_and_text("s.csv:3", "q2", "reference", "fourteen", "s.csv:2")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: s.csv:3: query 'q2', field reference: 'fourteen' is not a score (a number, true/false, or a list of them), and line 2 holds a number: a key holds numbers or text, not both (a text column? name the score fields with --metrics)
+    """
+    raise EvalError("%s: query %r, field %s: %s is not a score (a number, true/false, or a "
+                    "list of them), and line %s holds a number: a key holds numbers or text, "
+                    "not both (a text column? name the score fields with --metrics)"
+                    % (where, qid, field, _short_repr(value, 40), number.rpartition(":")[2]))
 
 
 def _number_text(x):
@@ -4321,7 +4448,7 @@ def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
     if present_only and fields is not None:
         keys = set().union(*(record.keys() for _, record in records))
         fields = tuple(f for f in fields if f in keys)
-    found = _score_fields(records, id_column, fields, inp.name, fmt == "csv")
+    found, mixed = _score_fields(records, id_column, fields, inp.name, fmt == "csv")
     if fmt == "csv":
         _json_cells(records, found)
     for field in ranges:
@@ -4329,7 +4456,8 @@ def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
             raise EvalError("%s: a score range is given for %r, which is not a score field "
                             "of the file (fields: %s)"
                             % (inp.name, field, ", ".join(found) or "none"))
-    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt))
+    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt),
+                              mixed)
 
 
 def _json_cells(records, fields):
@@ -4339,11 +4467,14 @@ def _json_cells(records, fields):
         for field in fields:
             value = record.get(field)
             if isinstance(value, str) and value[:1] == "[":
-                record[field] = _score_json(value, where)
+                record[field] = _score_json(value, where, "cell")
 
 
-def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
-    """The Scores of a file's records (see load_scores)."""
+def _scores_of_records(records, id_column, fields, ranges, allow_missing, info, mixed=None):
+    """The Scores of a file's records (see load_scores); a ``mixed`` field
+    (see _score_fields) is refused at its first text, in file order, and its
+    numbers before it are not checked (the error is about the key)."""
+    mixed = mixed or {}
     runs = {field: {} for field in fields}
     unscored = {field: [] for field in fields}
     kinds = dict.fromkeys(fields, "boolean")
@@ -4364,6 +4495,10 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
         for field in fields:
             lo, hi = ranges.get(field, SCORE_RANGE)
             value = record.get(field)
+            if field in mixed:
+                if _is_text_value(value):
+                    _refuse_numbers_and_text(where, qid, field, value, mixed[field])
+                continue
             got = _query_runs(value, field, lo, hi, "%s: query %r" % (where, qid))
             if got:
                 is_bool = isinstance(value if not isinstance(value, list) else value[0], bool)
@@ -4676,7 +4811,6 @@ META_KEYS = ("dataset.version", "index.build", "chunker.name", "embedding.model"
 _META_KEY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\Z")
 _META_KEY_RULE = "letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
 _ABSENT = "(absent)"
 
 
@@ -5053,12 +5187,18 @@ _rank = _rank_plain     # hook: the accelerations install _rank_fast
 
 def _id_order(doc):
     """How two ids with equal scores compare: by their UTF-8 bytes, as
-    trec_eval's strcmp (for text, code point order); an id of a TREC run that
-    is not UTF-8 by its own bytes (see _doc_text)."""
-    try:
-        return doc.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:      # a lone surrogate handed to evaluate()
-        return doc.encode("utf-8", "surrogatepass")
+    trec_eval's strcmp.  UTF-8 keeps code point order, so that is the order
+    of the ids themselves, as text or as the fast TREC reader's bytes (UTF-8:
+    see _id_text), and a lone surrogate handed to evaluate() takes its code
+    point's place (its UTF-8 form, as surrogatepass writes it).  The fast
+    paths compare ids directly, which this makes the same rule.
+
+    >>> ids = ["\\udc80", "\\u0800", "\\ud800", "z", "\\U0001f600", "\\uffff"]
+    >>> utf8 = lambda doc: doc.encode("utf-8", "surrogatepass")
+    >>> sorted(ids, key=_id_order) == sorted(ids, key=utf8)
+    True
+    """
+    return doc
 
 
 def _straddling(scores, cutoffs, end):
@@ -5107,8 +5247,8 @@ def _doc_of(chunk_id, sep):
 
 def _unlabelled(ranking, labels):
     """For a non-empty ranking whose top K holds no labelled id: True when a
-    deeper id carries a label (grade >= 0), else its first id (an example for
-    the message that the run meets no label at all).
+    deeper id carries a label (grade >= 0), else its best id (an example for
+    the message that the run meets no label at all, see _best_id).
 
     >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
     (True, 'x')
@@ -5117,7 +5257,17 @@ def _unlabelled(ranking, labels):
     if not labels.keys().isdisjoint(docs) and any(
             labels[doc] >= 0 for doc in set(docs).intersection(labels)):
         return True
-    return next(iter(docs))
+    return _best_id(ranking)
+
+
+def _best_id(ranking):
+    """The id a non-empty ranking puts first (the tie rule's, see _rank_plain),
+    as text: the example a message shows, whatever the order of the lines.
+
+    >>> _best_id(_Scored(["x.1", "d19.2"], [1.0, 4.0])), _best_id({"a": 1.0, "b": 1.0})
+    ('d19.2', 'b')
+    """
+    return _top_chunks(ranking, 1)[1][0]
 
 
 def _labels_for(ranking, labels):
@@ -5877,7 +6027,7 @@ class _QueryScorer:
     def _unlabelled_docs(self, ranking, labels):
         """_unlabelled over the whole ranking, where a retrieved chunk is
         labelled through its document (and through its id, when a measure
-        counts ids); else the first document (or id) as an example."""
+        counts ids); else the best id (or its document) as an example."""
         found = _unlabelled(ranking, labels) if self.counts_ids else None
         if found is True:
             return True
@@ -5885,7 +6035,9 @@ class _QueryScorer:
         chunks = self.mapping.resolve(ranking, ids)
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
-        return found if found is not None else chunks[0].doc
+        if found is not None:
+            return found
+        return self.mapping.resolve(ranking, [_best_id(ranking)])[0].doc
 
     unanswerable = frozenset()      # the queries stated unanswerable (see _answerability)
     min_score = None                # ids scored below it are dropped first (see _cut)
@@ -6115,17 +6267,36 @@ def _split_qrels(qrels):
         raise EvalError("qrels: some queries give {id: grade} and others lists of labels; "
                         "write one form")
     grades, spans, versions = {}, {}, {}
+    first = {}      # doc -> (qid, doc_sha256) of its first versioned label
     for qid, labels in qrels.items():
         grades[qid], spans[qid] = {}, {}
         for label in labels:
             grades[qid][label.doc] = max(label.grade, grades[qid].get(label.doc, label.grade))
             spans[qid].setdefault(label.doc, []).append((label.start, label.end, label.grade))
             if label.doc_sha256 is not None:
-                seen = versions.setdefault(qid, {}).setdefault(label.doc, label.doc_sha256)
-                if seen != label.doc_sha256:
-                    raise EvalError("qrels: query %r: labels on %s give two doc_sha256"
-                                    % (qid, label.doc))
+                _check_one_version(first, qid, label)
+                versions.setdefault(qid, {})[label.doc] = label.doc_sha256
     return grades, spans, versions
+
+
+def _check_one_version(first, qid, label):
+    """A document is labelled against one version (doc_sha256) in every query:
+    spans of two versions do not point at the same characters, whatever the
+    chunk map says.  ``first`` maps each document to (qid, sha) of its first
+    versioned label.
+
+    >>> first = {}
+    >>> _check_one_version(first, "q1", Label("A", None, None, 1, "a" * 64))
+    >>> _check_one_version(first, "q2", Label("A", 0, 5, 1, "b" * 64))
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: qrels: document 'A' is labelled against two versions: doc_sha256 aaaaaaaaaaaa... in query 'q1' and bbbbbbbbbbbb... in query 'q2'; label one version
+    """
+    seen = first.setdefault(label.doc, (qid, label.doc_sha256))
+    if seen[1] != label.doc_sha256:
+        raise EvalError("qrels: document %r is labelled against two versions: doc_sha256 "
+                        "%s... in query %r and %s... in query %r; label one version"
+                        % (label.doc, seen[1][:12], seen[0], label.doc_sha256[:12], qid))
 
 
 def _cut(qid, ranking, min_score):
@@ -6306,7 +6477,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
-    labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
+    labelled_run, strays = False, []    # strays: (qid, best id) of rankings that meet no label
     cells = {}          # {qid: {set-level measure: cell}}, see _take_cells
 
     def add(qid, result, in_run=True):
@@ -6610,7 +6781,6 @@ def _no_label_reason(qrels, strays, extra, by_document=False):
             return ("no query of the run is in the qrels (run %s; qrels %s): the files do not "
                     "belong together" % (_preview(extra, 3), _preview(sorted(qrels), 3)))
         return "the run retrieved no id for any query in the qrels: every number would be 0"
-    strays = [(qid, _shown_id(doc)) for qid, doc in strays]
     graded = {doc for labels in qrels.values() for doc, grade in labels.items() if grade >= 0}
     retrieved = {doc for _, doc in strays}
     cause, pair = _no_label_cause(qrels, strays, graded, retrieved)
@@ -6636,20 +6806,6 @@ _BY_DOCUMENT_CAUSES = {
         "the qrels name chunk ids, and these measures count documents: label documents or "
         "spans, or score chunk ids (unit=id)",
 }
-
-
-def _shown_id(doc):
-    """An id as text to show: bytes from the accelerations' TREC reader, or text that
-    keeps undecodable bytes as surrogates (see _doc_text), decoded with
-    replacement characters."""
-    if isinstance(doc, bytes):
-        return doc.decode("utf-8", "replace")
-    if any("\udc80" <= ch <= "\udcff" for ch in doc):
-        try:
-            return doc.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:
-            pass
-    return doc
 
 
 def _no_label_cause(qrels, strays, graded, retrieved):
@@ -9242,9 +9398,9 @@ def _slice_notes(report, baseline):
         counts = (theirs.queries + theirs.unscored, ours.queries + ours.unscored)
         if (theirs.members_sha256 and ours.members_sha256
                 and theirs.members_sha256 != ours.members_sha256 or counts[0] != counts[1]):
-            notes.append("the hold-out %s changed since the baseline (%d -> %d queries; which "
-                         "is not shown): it is compared on the queries both sides scored"
-                         % (ours.slice, counts[0], counts[1]))
+            notes.append("the hold-out %s changed since the baseline (%d -> %s; which is not "
+                         "shown)" % (ours.slice, counts[0], _plural(counts[1], "query",
+                                                                    "queries")))
         now_held = len(set(baseline.per_query or ()) & _held_ids(report))
         if now_held:
             notes.append("%s of the baseline %s in the hold-out now (not named)"
@@ -9602,8 +9758,9 @@ def _comparison_section(c):
         ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
         for r in c.measures.values() if r.wins or r.losses]
     if c.only_in_run or c.only_in_reference:
-        notes.append("not compared: %d queries only in the run, %d only in the reference"
-                     % (len(c.only_in_run), len(c.only_in_reference)))
+        notes.append("not compared: %s only in the run, %d only in the reference"
+                     % (_plural(len(c.only_in_run), "query", "queries"),
+                        len(c.only_in_reference)))
     return ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
             "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
             ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
@@ -9746,8 +9903,9 @@ def _slice_section(report, field):
     for name in names:
         for m, n in sorted(report.slices[name].get("n", {}).items()):
             if n < report.slices[name]["queries"]:
-                notes.append("%s: %s averages over %d of its %d scored queries"
-                             % (name, m, n, report.slices[name]["queries"]))
+                notes.append("%s: %s averages over %d of its %s"
+                             % (name, m, n, _plural(report.slices[name]["queries"],
+                                                    "scored query", "scored queries")))
     return ("by %s (means over each slice's scored queries)" % field,
             [field, "queries", "unscored"] + [_label(m) for m in report.measures], rows, notes)
 
@@ -9949,19 +10107,50 @@ _MD_ESCAPES = str.maketrans({
     **{ch: "\\" + ch for ch in "\\`*_[]~|$"},
     "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "\\\\n", "\r": "\\\\r"})
 
+# What GitHub turns into a live mention or reference in a comment (it pings a
+# user, links an issue): @user (@org/team), #12, GH-12, owner/repo#12.  No
+# escape stops it, a code span does; the tokens hold no backtick, so one
+# backtick fences them, whatever the text around them holds.
+_MD_LIVE = re.compile(r"[0-9A-Za-z_.-]+/[0-9A-Za-z_.-]+#[0-9]+"
+                      r"|(?<![0-9A-Za-z_])(?:@[0-9A-Za-z][0-9A-Za-z-]*|#[0-9]+|[Gg][Hh]-[0-9]+)")
+
+
+def _without_live_tokens(text, escape, fence):
+    """``text`` escaped by ``escape``, each _MD_LIVE token put in ``fence``
+    (a code span, a <code> element) instead: shown as it is, never live."""
+    out, last = [], 0
+    for match in _MD_LIVE.finditer(text):
+        out += [escape(text[last:match.start()]), fence % match.group()]
+        last = match.end()
+    out.append(escape(text[last:]))
+    return "".join(out)
+
 
 def _md_text(text):
-    """Text (a table cell, a note) escaped for Markdown.
+    """Text (a table cell, a note) escaped for Markdown, mentions and issue
+    references in code spans (see _MD_LIVE): every Markdown output writes its
+    text through here (or _html_text).
 
     >>> print(_md_text("a|b `x` <script>&\\n*_"))
     a\\|b \\`x\\` &lt;script&gt;&amp;\\\\n\\*\\_
+    >>> print(_md_text("'@alice', #12, GH-3, octo/repo#4, a`@b`, x@example.com, doc#7"))
+    '`@alice`', `#12`, `GH-3`, `octo/repo#4`, a\\``@b`\\`, x@example.com, doc#7
     """
-    return str(text).translate(_MD_ESCAPES)
+    return _without_live_tokens(str(text), lambda part: part.translate(_MD_ESCAPES), "`%s`")
 
 
 def _html_text(text):
-    """Text for an HTML element (a <summary>), where Markdown is not read."""
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text for an HTML element (a <summary>), where Markdown is not read;
+    mentions and issue references in <code> (see _MD_LIVE).
+
+    >>> print(_html_text("by <tag> @alice"))
+    by &lt;tag&gt; <code>@alice</code>
+    """
+    return _without_live_tokens(str(text), _html_plain, "<code>%s</code>")
+
+
+def _html_plain(text):
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace("\n", "\\n").replace("\r", "\\r"))
 
 
@@ -10766,10 +10955,11 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
         _forest_chart("paired deltas with 95%% intervals (%s)" % " and ".join(sorted(hows)),
                       rows),
         "Each row: the mean of the per-query deltas (current - baseline) over the queries "
-        "both hold (dot) and its 95%% interval (line): the paired bootstrap (%d resamples), "
+        "both hold (dot) and its 95%% interval (line): the paired bootstrap (%s), "
         "or over more than %d queries the normal approximation (mean -/+ 1.96 sd/sqrt(n)); "
         "dashed tick: the tolerated drop; red: the gate calls it a regression.%s"
-        % (resamples, _BOOTSTRAP_QUERIES, "" if not left_out else
+        % (_plural(resamples, "resample", "resamples"), _BOOTSTRAP_QUERIES,
+           "" if not left_out else
            " %s not drawn: unchanged or within the tolerance, or beyond the %d that moved "
            "most (the tables hold every row)." % (
                _plural(left_out, "slice row", "slice rows"), _FOREST_SLICE_ROWS)))]
@@ -10779,10 +10969,11 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
         fell = sum(1 for _, d in moves if d < -_TIE_SLACK)
         rose = sum(1 for _, d in moves if d > _TIE_SLACK)
         beyond = sum(1 for _, d in moves if -d > allowed + FLOAT_SLACK)
-        caption = ("%s: %d queries fell, %d rose, %d unchanged (of the %d both hold); %s "
-                   "by more than the tolerated %s. Sorted from the largest drop to the largest "
-                   "gain." % (measure, fell, rose, len(moves) - fell - rose, len(moves),
-                              _plural(beyond, "query fell", "queries fell"), _fmt(allowed)))
+        caption = ("%s: %s, %d rose, %d unchanged (of the %s both hold); %s by more than "
+                   "the tolerated %s. Sorted from the largest drop to the largest gain."
+                   % (measure, _plural(fell, "query fell", "queries fell"), rose,
+                      len(moves) - fell - rose, _plural(len(moves), "query", "queries"),
+                      _plural(beyond, "query fell", "queries fell"), _fmt(allowed)))
         if len(moves) > _WATERFALL_QUERIES:
             size, extra = divmod(len(moves), _WATERFALL_BINS)
             caption += (" %d queries drawn as %d bars, each the mean delta of %s consecutive "
@@ -12011,7 +12202,8 @@ def _with_sweep(text, sweep, fmt):
 # the grouping key, and it also proves the layout: when every key holds exactly
 # one newline, every line has exactly six fields.  Scores go through
 # map(float).  A block that is not plain single-space TREC (tabs, blank lines,
-# a bad line) takes the per-line path, which names the line of any error.
+# a bad line, bytes that are not UTF-8) takes the per-line path, which names
+# the line of any error.
 # Lines of one query are expected to be contiguous, as every tool writes them;
 # when they are not, _NotGrouped makes the caller gather whole queries instead.
 
@@ -12029,7 +12221,7 @@ def _block_segments(block, name, number, lines, opening=None):
     """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a
     block (none when it holds only comments).  ``opening``: no run line came
     before this block (default: the block starts the file)."""
-    if _has_comments(block):
+    if _has_comments(block) or not _is_utf8(block):
         return _block_segments_checked(block, name, number, opening)
     first_end = block.find(b"\n")
     tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
@@ -12041,6 +12233,18 @@ def _block_segments(block, name, number, lines, opening=None):
             if segments is not None:
                 return segments
     return _block_segments_checked(block, name, number, opening)
+
+
+def _is_utf8(block):
+    """True when a block is UTF-8 text: its ids then are (see _id_text); any
+    other block takes the per-line path, which names the line of a bad id."""
+    if block.isascii():
+        return True
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 _TWO_SPACES = re.compile(rb"  ")    # the regex engine finds it faster than bytes.find
@@ -12202,17 +12406,17 @@ def _trec_run_queries_fast(inp, grouped=True):
             if not segments:
                 continue
         if current is not None:
-            yield _decode_qid(current, inp.name), _joined(parts)
+            yield _decode_qid(current), _joined(parts)
         known = len(finished)
         finished.update([qid for qid, _, _ in segments])
         if len(finished) != known + len(segments):
             raise _NotGrouped()             # a query met before, or twice in this block
         for qid, docs, scores in segments[:-1]:
-            yield _decode_qid(qid, inp.name), _Scored(docs, scores)
+            yield _decode_qid(qid), _Scored(docs, scores)
         current, parts = segments[-1][0], [segments[-1][1:]]
     if current is None:
         raise EvalError("%s: no run lines found" % inp.name)
-    yield _decode_qid(current, inp.name), _joined(parts)
+    yield _decode_qid(current), _joined(parts)
 
 
 def _merge_neighbours(segments):
@@ -12238,7 +12442,7 @@ def _gathered_queries(inp):
     if not gathered:
         raise EvalError("%s: no run lines found" % inp.name)
     for qid, parts in gathered.items():
-        yield _decode_qid(qid, inp.name), _joined(parts)
+        yield _decode_qid(qid), _joined(parts)
 
 
 def _bytes_labels(labels):
@@ -12335,7 +12539,7 @@ def _top_chunks_fast(ranking, depth):
         return _top_chunks_plain(ranking, depth)
     docs = ranking.docs
     if isinstance(docs[0], bytes):
-        text = b"\n".join(docs).decode("utf-8", "surrogateescape").split("\n")
+        text = b"\n".join(docs).decode("utf-8").split("\n")    # (UTF-8: see _id_text)
         if len(text) != len(docs):
             return _top_chunks_plain(ranking, depth)
         docs = text
@@ -12430,7 +12634,8 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
 
 def _rank_among_ties(window, scores, i):
     """The rank of window[i] once each group of equal scores is put in doc id
-    descending order (trec_eval's tie rule); the window ends with a whole group.
+    descending order (trec_eval's tie rule; ids compare as _id_order says, by
+    themselves); the window ends with a whole group.
 
     >>> [_rank_among_ties(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 1.0], i) for i in range(4)]
     [1, 3, 2, 4]

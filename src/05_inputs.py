@@ -426,14 +426,66 @@ def _json_loads(text, name, line=None):
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
     except json.JSONDecodeError as exc:
+        if _two_values(text, exc) and (line or "\n" not in text[:exc.pos].strip()):
+            raise EvalError("%s:%d: %s" % (name, line or exc.lineno, _TWO_VALUES["line"])) \
+                from None
         at = "%s:%d:%d" % (name, line or exc.lineno, exc.colno)
-        raise EvalError("%s: invalid JSON: %s" % (at, exc.msg)) from None
+        raise EvalError("%s: invalid JSON: %s" % (at, _json_error_text(text, exc))) from None
     except ValueError as exc:     # e.g. an integer longer than Python converts
         raise EvalError("%s: invalid JSON: %s" % (where, exc)) from None
     except RecursionError:
         raise EvalError("%s: JSON nested too deeply" % where) from None
     except MemoryError:
         raise EvalError("%s: too large to parse" % where) from None
+
+
+_TWO_VALUES = {"line": "two JSON values on one line", "cell": "two JSON values in one cell"}
+
+
+def _two_values(text, exc):
+    """True when a JSON error is a second value after the first (JSON's
+    "Extra data"), with or without a comma between them."""
+    if exc.msg != "Extra data":
+        return False
+    rest = text[exc.pos:]
+    if rest.startswith(","):
+        rest = rest[1:].lstrip()
+    try:
+        json.JSONDecoder().raw_decode(rest)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _json_error_text(text, exc):
+    """A JSON error in words: JSON's own, but for "Extra data".
+
+    >>> try:
+    ...     json.loads('{"a": 1} {"b": 2}')
+    ... except json.JSONDecodeError as exc:
+    ...     print(_json_error_text('{"a": 1} {"b": 2}', exc))
+    a second JSON value after the first
+    """
+    if exc.msg != "Extra data":
+        return exc.msg
+    if _two_values(text, exc):
+        return "a second JSON value after the first"
+    return "more text after the JSON value"
+
+
+_JSON_KINDS = {list: "a JSON array", str: "a JSON string", int: "a JSON number",
+               float: "a JSON number", bool: "true or false", type(None): "null"}
+
+
+def _not_an_object(where, value, needs):
+    """The error of a JSONL line holding another JSON value than an object:
+    what it holds, in words, then what a line ``needs``.
+
+    >>> print(_not_an_object("s.jsonl:2", [1, 2], 'a score line is {"query_id": ...}'))
+    s.jsonl:2: a JSON array, expected an object: a score line is {"query_id": ...}
+    """
+    return EvalError("%s: %s, expected an object: %s"
+                     % (where, _JSON_KINDS.get(type(value), "a JSON value"), needs))
 
 
 def _as_id(value, what):
@@ -507,10 +559,25 @@ def _span_fields(record, what):
     return start, end
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")     # a sha256 as hexdigest() writes it (also 08)
+
+
 def _sha_field(record, what):
+    """The doc_sha256 of a label or chunk record, or None: 64 lower-case hex
+    digits, as sha256sum and hashlib's hexdigest() write them (versions are
+    compared as written, so one form for all).
+
+    >>> _sha_field({"doc_sha256": "9f" * 32}, "x") == "9f" * 32
+    True
+    >>> _sha_field({"doc_sha256": "xyz"}, "l.jsonl:3")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: l.jsonl:3: doc_sha256 must be 64 lower-case hex digits (a sha256 as sha256sum writes it), got 'xyz'
+    """
     sha = record.get("doc_sha256")
-    if sha is not None and not isinstance(sha, str):
-        raise EvalError("%s: doc_sha256 must be a string, got %s" % (what, _short_repr(sha, 40)))
+    if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.match(sha)):
+        raise EvalError("%s: doc_sha256 must be 64 lower-case hex digits (a sha256 as "
+                        "sha256sum writes it), got %s" % (what, _short_repr(sha, 40)))
     return sha
 
 
@@ -693,8 +760,8 @@ def _jsonl_form_error(where, kind, record):
     """The error of a JSONL record that is no line of its kind: what each form
     of the kind needs, and what the record lacks or seems to be instead."""
     if not isinstance(record, dict):
-        return EvalError("%s: a JSONL %s line needs %s, got %s"
-                         % (where, kind, _JSONL_FORMS[kind], type(record).__name__))
+        return _not_an_object(where, record, "a JSONL %s line needs %s"
+                              % (kind, _JSONL_FORMS[kind]))
     keys = list(record)[:6]
     given = [key for key in _OWN_KEYS[kind] if key in record]
     if len(given) > 1:
@@ -1088,11 +1155,13 @@ def _read_queries(source):
         except EvalError as exc:
             raise (exc if queries else EvalError(
                 "%s (a queries file is JSONL: one object a line)" % exc)) from None
-        key = _query_key(record, True) if isinstance(record, dict) else None
-        if key is None:
-            raise EvalError('%s: a queries line needs {"query_id": ..., "slices": {field: '
-                            'value, ...}, "tags": [...], ...}, got %s'
-                            % (where, _short_repr(record, 60)))
+        needs = 'a queries line needs {"query_id": ..., "slices": {field: value, ...}, ' \
+                '"tags": [...], ...}'
+        if not isinstance(record, dict):
+            raise _not_an_object(where, record, needs)
+        if _query_key(record, True) is None:
+            raise EvalError("%s: %s, got %s" % (where, needs, _short_repr(record, 60)))
+        key = _query_key(record, True)
         qid = _as_id(record[key], "%s: %s" % (where, key))
         if qid in queries:
             raise EvalError("%s: query %r appears on more than one line" % (where, qid))

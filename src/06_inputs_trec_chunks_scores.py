@@ -50,7 +50,28 @@ def _parse_qrels_line(parts, where):
     except ValueError:
         raise EvalError("%s: grade must be an integer, got %r"
                         % (where, parts[3].decode("utf-8", "replace"))) from None
-    return _decode(parts[0], where), _decode(parts[2], where), grade
+    return _id_text(parts[0], where, "query id"), _id_text(parts[2], where, "doc id"), grade
+
+
+def _id_text(raw, where, what):
+    """An id field of a TREC line (bytes) as text.  The rule for ids in every
+    reader: an id is text, so one that is not UTF-8 is refused where it is
+    read, naming the line (no report, JSON file or --to-label row could
+    write it); JSON, JSONL, BEIR, chunk maps and score files are decoded
+    whole and refuse such bytes the same way (see _decode).
+
+    >>> _id_text(b"caf\\xc3\\xa9", "r.trec:3", "doc id")
+    'café'
+    >>> _id_text(b"x\\xff", "r.trec:3", "doc id")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: r.trec:3: doc id b'x\\xff' is not UTF-8 text (byte 0xff)
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EvalError("%s: %s %s is not UTF-8 text (byte %#x)"
+                        % (where, what, _short_repr(raw, 60), raw[exc.start])) from None
 
 
 _NOT_READ = ("accepted formats are JSON, JSONL, TREC (white-space columns) and, for qrels, "
@@ -158,8 +179,9 @@ class _NotGrouped(Exception):
 
 
 def _parse_run_line(line, where):
-    """(qid, doc, score) from one TREC run line (bytes), or an EvalError.
-    Fields after the run tag are ignored, as trec_eval documents."""
+    """(qid, doc, score) from one TREC run line (bytes), or an EvalError:
+    the ids stay bytes, checked to be UTF-8 (see _id_text).  Fields after
+    the run tag are ignored, as trec_eval documents."""
     parts = line.split()
     if parts:
         _check_not_comment_like(parts[0], where)
@@ -173,6 +195,9 @@ def _parse_run_line(line, where):
     if not math.isfinite(score):
         raise EvalError("%s: score must be a finite number, got %r"
                         % (where, parts[4].decode("utf-8", "replace")))
+    if not line.isascii():      # the ids must be UTF-8 (see _id_text); they stay bytes here
+        _id_text(parts[0], where, "query id")
+        _id_text(parts[2], where, "doc id")
     return parts[0], parts[2], score
 
 
@@ -204,7 +229,7 @@ def _trec_run_queries_plain(inp, grouped=True):
         first = False
         if qid != current:
             if grouped and current is not None:
-                yield _decode_qid(current, inp.name), queries.pop(current)
+                yield _decode_qid(current), queries.pop(current)
                 queries[current] = None         # finished: it may not come back
             if grouped and qid in queries:
                 raise _NotGrouped()
@@ -217,31 +242,22 @@ def _trec_run_queries_plain(inp, grouped=True):
         raise EvalError("%s: no run lines found" % inp.name)
     for qid, scored in queries.items():
         if scored is not None:
-            yield _decode_qid(qid, inp.name), scored
+            yield _decode_qid(qid), scored
 
 
 _trec_run_queries = _trec_run_queries_plain     # hook: the accelerations install _trec_run_queries_fast
 
 
-def _doc_text(raw):
-    """A doc id of a TREC run (bytes) as text.  Bytes that are not UTF-8 are
-    kept as surrogates (os.fsdecode's way): such an id labels nothing, but
-    stays distinct and ties by its bytes (see _id_order)."""
-    return raw.decode("utf-8", "surrogateescape")
+def _doc_text(doc):
+    """A doc id of a TREC run as text: the fast reader keeps ids as bytes,
+    checked to be UTF-8 where they were read (see _id_text)."""
+    return doc if isinstance(doc, str) else doc.decode("utf-8")
 
 
-def _utf8_id(doc, name):
-    """A doc id of a TREC run as UTF-8 text, or the error _decode gives (a
-    loaded run holds text only); the accelerations' reader hands over bytes."""
-    raw = doc if isinstance(doc, bytes) else doc.encode("utf-8", "surrogateescape")
-    return _decode(raw, name)
-
-
-def _decode_qid(qid, name):
-    try:
-        return qid.decode("utf-8")
-    except UnicodeDecodeError:
-        raise EvalError("%s: query id %r is not UTF-8 text" % (name, qid)) from None
+def _decode_qid(qid):
+    """A query id of a TREC run (bytes, checked where it was read: see
+    _id_text) as text."""
+    return qid.decode("utf-8")
 
 
 def _run_queries(inp, fmt, grouped=True):
@@ -335,6 +351,8 @@ def _chunk_map(records, name):
     for number, record in records:
         what = "%s:%d" % (name, number) if number else "%s: chunk %s" % (name, _short_repr(
             record.get("id") if isinstance(record, dict) else record, 40))
+        if number and not isinstance(record, dict):
+            raise _not_an_object(what, record, "a chunk-map line is " + _CHUNK_FORM)
         if not isinstance(record, dict) or "id" not in record or "doc" not in record:
             raise EvalError("%s: a chunk-map line must look like %s, got %s"
                             % (what, _CHUNK_FORM, _short_repr(record, 60)))
@@ -436,7 +454,7 @@ def load_run(source, *, format=None):
         if isinstance(ranking, _Scored):
             best = {}
             for doc, score in zip(ranking.docs, map(float, ranking.scores)):
-                doc = _utf8_id(doc, inp.name)
+                doc = _doc_text(doc)
                 best[doc] = max(score, best.get(doc, score))
             ranking = best
         run[qid] = ranking
@@ -528,9 +546,10 @@ def _score_format(inp):
     return "jsonl" if first == b"{" else "csv"
 
 
-def _score_json(text, where):
-    """Parse JSON text of a score file.  NaN and Infinity are read (as the
-    floats) so that the check of the value can name its query and field."""
+def _score_json(text, where, unit="line"):
+    """Parse JSON text of a score file (a line, or a CSV cell: ``unit``).  NaN
+    and Infinity are read (as the floats) so that the check of the value can
+    name its query and field."""
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
         if _SURROGATE_ESCAPE.search(text):
@@ -538,8 +557,15 @@ def _score_json(text, where):
         return value
     except EvalError as exc:
         raise EvalError("%s: %s" % (where, exc)) from None
+    except json.JSONDecodeError as exc:
+        if _two_values(text, exc):
+            raise EvalError("%s: %s" % (where, _TWO_VALUES[unit])) from None
+        raise EvalError("%s: invalid JSON: %s" % (where, _json_error_text(text, exc))) from None
     except (ValueError, RecursionError) as exc:
-        raise EvalError("%s: invalid JSON: %s" % (where, getattr(exc, "msg", exc))) from None
+        raise EvalError("%s: invalid JSON: %s" % (where, exc)) from None
+
+
+_SCORE_LINE = 'a score line is {"query_id": ..., FIELD: score, ...}'
 
 
 def _jsonl_score_records(inp):
@@ -549,8 +575,7 @@ def _jsonl_score_records(inp):
             where = "%s:%d" % (inp.name, number)
             record = _score_json(_decode(line, where), where)
             if not isinstance(record, dict):
-                raise EvalError("%s: a score line must be a JSON object, got %s"
-                                % (where, type(record).__name__))
+                raise _not_an_object(where, record, _SCORE_LINE)
             yield where, record
 
 
@@ -604,26 +629,17 @@ def _csv_score_records(inp, text_columns=()):
         raise EvalError("%s:%d: bad CSV: %s" % (inp.name, reader.line_num, exc)) from None
 
 
-def _is_text_value(value, csv_cell=False):
+def _is_text_value(value):
     """True for a value that is text and not a number: a string that float()
     cannot read even without its spaces and control characters, an object,
     or a non-empty list of such values.  A key whose values are all text
     (nulls and empty lists aside) is not a score field (see _score_fields).
-    ``csv_cell``: a CSV cell opening with ``[`` is judged as the JSON array
-    it holds, and as text when it is not JSON (pandas' ``['a', 'b']``).
 
     >>> [_is_text_value(v) for v in ("why?", "0.8", "0.5\\x00", ["a", "b"], [0.5], None, [])]
     [True, False, False, True, False, False, False]
-    >>> _is_text_value("['a', 'b']", csv_cell=True), _is_text_value("[1, 0.5]", csv_cell=True)
-    (True, False)
     """
     import unicodedata
     if isinstance(value, str):
-        if csv_cell and value[:1] == "[":
-            try:
-                return _is_text_value(json.loads(value))
-            except (ValueError, RecursionError):
-                return True
         if len(value) > 64:         # a long text (a context, an answer): no number
             return True
         bare = "".join(ch for ch in value if not unicodedata.category(ch)[0] in "CZ")
@@ -635,6 +651,23 @@ def _is_text_value(value, csv_cell=False):
     if isinstance(value, list):
         return bool(value) and all(_is_text_value(v) for v in value)
     return isinstance(value, dict)
+
+
+def _cell_value(cell):
+    """What a CSV cell holds, as a JSONL value would: a cell opening with
+    ``[`` is the JSON array it holds (``[]`` an empty list, nothing retrieved;
+    ``[1, 0.5]`` repeated runs), and text when it is not JSON (pandas'
+    ``['ctx a', 'ctx b']``); any other cell is as _csv_cell read it.
+
+    >>> _cell_value("[]"), _cell_value("[1, 0.5]"), _cell_value("['a', 'b']"), _cell_value(0.5)
+    ([], [1, 0.5], "['a', 'b']", 0.5)
+    """
+    if isinstance(cell, str) and cell[:1] == "[":
+        try:
+            return json.loads(cell)
+        except (ValueError, RecursionError):
+            return cell
+    return cell
 
 
 def _is_empty_value(value):
@@ -668,21 +701,29 @@ def _checked_ranges(ranges):
 
 
 def _score_fields(records, id_column, fields, name, csv_cells=False):
-    """The score fields of a file's records: ``fields`` checked (each a key of
-    some record), else every key but the id column and input_sha256 unless
-    all its values are text that is not a number (see _is_text_value; nulls
-    and empty lists aside), in order of first sight.  So a field of nulls, of
-    quoted numbers or of a failed judge is a field, and its values are refused
-    by _query_runs naming the line, rather than dropped in silence.  A file
-    with no score field is refused."""
-    keys = {}
-    for _, record in records:
+    """(fields, mixed): the score fields of a file's records, and those of
+    them that hold numbers and text (see _refuse_numbers_and_text).
+
+    ``fields`` are checked (each a key of some record), else the fields are
+    every key but the id column and input_sha256 unless all its values are
+    text that is not a number (see _is_text_value; nulls and empty lists
+    aside; CSV cells as _cell_value reads them), in order of first sight.  So
+    a field of nulls, of quoted numbers or of a failed judge is a field, and
+    its values are refused by _query_runs naming the line, rather than dropped
+    in silence.  A file with no score field is refused.  ``mixed`` maps such a
+    field to the line of its first number (a CSV cell opening with ``[`` that
+    is not JSON is no text there: a broken array of runs, refused as such)."""
+    keys = {}       # key -> [first line with no text, with text, with a CSV "[" cell not JSON]
+    for where, record in records:
         for key, value in record.items():
             if key != id_column and key not in _RESERVED_SCORE_KEYS:
-                seen = keys.setdefault(key, [False, True])     # [any value, all text]
+                seen = keys.setdefault(key, [None, None, None])
+                if csv_cells:
+                    value = _cell_value(value)
                 if not _is_empty_value(value):
-                    seen[0] = True
-                    seen[1] = seen[1] and _is_text_value(value, csv_cells)
+                    kind = (0 if not _is_text_value(value) else
+                            2 if csv_cells and isinstance(value, str) and value[:1] == "[" else 1)
+                    seen[kind] = seen[kind] or where
     if fields is not None:
         for field in fields:
             if field == id_column or field in _RESERVED_SCORE_KEYS:
@@ -691,15 +732,32 @@ def _score_fields(records, id_column, fields, name, csv_cells=False):
             if field not in keys:
                 raise EvalError("%s: no field %r (fields: %s)"
                                 % (name, field, ", ".join(map(repr, keys)) or "none"))
-        return tuple(fields)
-    found = tuple(key for key, (any_value, all_text) in keys.items()
-                  if not (any_value and all_text))
+        return tuple(fields), {}
+    found = tuple(key for key, (number, text, cell) in keys.items()
+                  if number or not (text or cell))
     if not found:
         raise EvalError("%s: no score field: every column but the id is text (a score field "
                         "holds numbers or true/false)" % name)
     for field in found:
         _checked_field_name(field, "%s: the field" % name)
-    return found
+    return found, {field: keys[field][0] for field in found if keys[field][1]}
+
+
+def _refuse_numbers_and_text(where, qid, field, value, number):
+    """The error of a key that holds numbers on one line (``number`` names
+    the first) and text on another, at the text's: a text column with a
+    numeric answer, or a score field with a bad value; which one, only the
+    user knows.
+
+    >>> _refuse_numbers_and_text("s.csv:3", "q2", "reference", "fourteen", "s.csv:2")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: s.csv:3: query 'q2', field reference: 'fourteen' is not a score (a number, true/false, or a list of them), and line 2 holds a number: a key holds numbers or text, not both (a text column? name the score fields with --metrics)
+    """
+    raise EvalError("%s: query %r, field %s: %s is not a score (a number, true/false, or a "
+                    "list of them), and line %s holds a number: a key holds numbers or text, "
+                    "not both (a text column? name the score fields with --metrics)"
+                    % (where, qid, field, _short_repr(value, 40), number.rpartition(":")[2]))
 
 
 def _number_text(x):
@@ -825,7 +883,7 @@ def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
     if present_only and fields is not None:
         keys = set().union(*(record.keys() for _, record in records))
         fields = tuple(f for f in fields if f in keys)
-    found = _score_fields(records, id_column, fields, inp.name, fmt == "csv")
+    found, mixed = _score_fields(records, id_column, fields, inp.name, fmt == "csv")
     if fmt == "csv":
         _json_cells(records, found)
     for field in ranges:
@@ -833,7 +891,8 @@ def _read_scores(source, id_column=SCORE_ID_COLUMN, fields=None, ranges=None,
             raise EvalError("%s: a score range is given for %r, which is not a score field "
                             "of the file (fields: %s)"
                             % (inp.name, field, ", ".join(found) or "none"))
-    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt))
+    return _scores_of_records(records, id_column, found, ranges, allow_missing, inp.info(fmt),
+                              mixed)
 
 
 def _json_cells(records, fields):
@@ -843,11 +902,14 @@ def _json_cells(records, fields):
         for field in fields:
             value = record.get(field)
             if isinstance(value, str) and value[:1] == "[":
-                record[field] = _score_json(value, where)
+                record[field] = _score_json(value, where, "cell")
 
 
-def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
-    """The Scores of a file's records (see load_scores)."""
+def _scores_of_records(records, id_column, fields, ranges, allow_missing, info, mixed=None):
+    """The Scores of a file's records (see load_scores); a ``mixed`` field
+    (see _score_fields) is refused at its first text, in file order, and its
+    numbers before it are not checked (the error is about the key)."""
+    mixed = mixed or {}
     runs = {field: {} for field in fields}
     unscored = {field: [] for field in fields}
     kinds = dict.fromkeys(fields, "boolean")
@@ -868,6 +930,10 @@ def _scores_of_records(records, id_column, fields, ranges, allow_missing, info):
         for field in fields:
             lo, hi = ranges.get(field, SCORE_RANGE)
             value = record.get(field)
+            if field in mixed:
+                if _is_text_value(value):
+                    _refuse_numbers_and_text(where, qid, field, value, mixed[field])
+                continue
             got = _query_runs(value, field, lo, hi, "%s: query %r" % (where, qid))
             if got:
                 is_bool = isinstance(value if not isinstance(value, list) else value[0], bool)

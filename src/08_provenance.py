@@ -19,7 +19,6 @@ META_KEYS = ("dataset.version", "index.build", "chunker.name", "embedding.model"
 _META_KEY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\Z")
 _META_KEY_RULE = "letters, digits, '_' and '-', in parts joined by '.' (e.g. embedding.model)"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
 _ABSENT = "(absent)"
 
 

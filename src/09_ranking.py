@@ -77,12 +77,18 @@ _rank = _rank_plain     # hook: the accelerations install _rank_fast
 
 def _id_order(doc):
     """How two ids with equal scores compare: by their UTF-8 bytes, as
-    trec_eval's strcmp (for text, code point order); an id of a TREC run that
-    is not UTF-8 by its own bytes (see _doc_text)."""
-    try:
-        return doc.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:      # a lone surrogate handed to evaluate()
-        return doc.encode("utf-8", "surrogatepass")
+    trec_eval's strcmp.  UTF-8 keeps code point order, so that is the order
+    of the ids themselves, as text or as the fast TREC reader's bytes (UTF-8:
+    see _id_text), and a lone surrogate handed to evaluate() takes its code
+    point's place (its UTF-8 form, as surrogatepass writes it).  The fast
+    paths compare ids directly, which this makes the same rule.
+
+    >>> ids = ["\\udc80", "\\u0800", "\\ud800", "z", "\\U0001f600", "\\uffff"]
+    >>> utf8 = lambda doc: doc.encode("utf-8", "surrogatepass")
+    >>> sorted(ids, key=_id_order) == sorted(ids, key=utf8)
+    True
+    """
+    return doc
 
 
 def _straddling(scores, cutoffs, end):
@@ -131,8 +137,8 @@ def _doc_of(chunk_id, sep):
 
 def _unlabelled(ranking, labels):
     """For a non-empty ranking whose top K holds no labelled id: True when a
-    deeper id carries a label (grade >= 0), else its first id (an example for
-    the message that the run meets no label at all).
+    deeper id carries a label (grade >= 0), else its best id (an example for
+    the message that the run meets no label at all, see _best_id).
 
     >>> _unlabelled(["x", "y", "a"], {"a": 0}), _unlabelled(["x"], {"a": 1, "x": -1})
     (True, 'x')
@@ -141,7 +147,17 @@ def _unlabelled(ranking, labels):
     if not labels.keys().isdisjoint(docs) and any(
             labels[doc] >= 0 for doc in set(docs).intersection(labels)):
         return True
-    return next(iter(docs))
+    return _best_id(ranking)
+
+
+def _best_id(ranking):
+    """The id a non-empty ranking puts first (the tie rule's, see _rank_plain),
+    as text: the example a message shows, whatever the order of the lines.
+
+    >>> _best_id(_Scored(["x.1", "d19.2"], [1.0, 4.0])), _best_id({"a": 1.0, "b": 1.0})
+    ('d19.2', 'b')
+    """
+    return _top_chunks(ranking, 1)[1][0]
 
 
 def _labels_for(ranking, labels):

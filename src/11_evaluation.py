@@ -392,7 +392,7 @@ class _QueryScorer:
     def _unlabelled_docs(self, ranking, labels):
         """_unlabelled over the whole ranking, where a retrieved chunk is
         labelled through its document (and through its id, when a measure
-        counts ids); else the first document (or id) as an example."""
+        counts ids); else the best id (or its document) as an example."""
         found = _unlabelled(ranking, labels) if self.counts_ids else None
         if found is True:
             return True
@@ -400,7 +400,9 @@ class _QueryScorer:
         chunks = self.mapping.resolve(ranking, ids)
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
-        return found if found is not None else chunks[0].doc
+        if found is not None:
+            return found
+        return self.mapping.resolve(ranking, [_best_id(ranking)])[0].doc
 
     unanswerable = frozenset()      # the queries stated unanswerable (see _answerability)
     min_score = None                # ids scored below it are dropped first (see _cut)
@@ -630,17 +632,36 @@ def _split_qrels(qrels):
         raise EvalError("qrels: some queries give {id: grade} and others lists of labels; "
                         "write one form")
     grades, spans, versions = {}, {}, {}
+    first = {}      # doc -> (qid, doc_sha256) of its first versioned label
     for qid, labels in qrels.items():
         grades[qid], spans[qid] = {}, {}
         for label in labels:
             grades[qid][label.doc] = max(label.grade, grades[qid].get(label.doc, label.grade))
             spans[qid].setdefault(label.doc, []).append((label.start, label.end, label.grade))
             if label.doc_sha256 is not None:
-                seen = versions.setdefault(qid, {}).setdefault(label.doc, label.doc_sha256)
-                if seen != label.doc_sha256:
-                    raise EvalError("qrels: query %r: labels on %s give two doc_sha256"
-                                    % (qid, label.doc))
+                _check_one_version(first, qid, label)
+                versions.setdefault(qid, {})[label.doc] = label.doc_sha256
     return grades, spans, versions
+
+
+def _check_one_version(first, qid, label):
+    """A document is labelled against one version (doc_sha256) in every query:
+    spans of two versions do not point at the same characters, whatever the
+    chunk map says.  ``first`` maps each document to (qid, sha) of its first
+    versioned label.
+
+    >>> first = {}
+    >>> _check_one_version(first, "q1", Label("A", None, None, 1, "a" * 64))
+    >>> _check_one_version(first, "q2", Label("A", 0, 5, 1, "b" * 64))
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: qrels: document 'A' is labelled against two versions: doc_sha256 aaaaaaaaaaaa... in query 'q1' and bbbbbbbbbbbb... in query 'q2'; label one version
+    """
+    seen = first.setdefault(label.doc, (qid, label.doc_sha256))
+    if seen[1] != label.doc_sha256:
+        raise EvalError("qrels: document %r is labelled against two versions: doc_sha256 "
+                        "%s... in query %r and %s... in query %r; label one version"
+                        % (label.doc, seen[1][:12], seen[0], label.doc_sha256[:12], qid))
 
 
 def _cut(qid, ranking, min_score):
@@ -821,7 +842,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
-    labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
+    labelled_run, strays = False, []    # strays: (qid, best id) of rankings that meet no label
     cells = {}          # {qid: {set-level measure: cell}}, see _take_cells
 
     def add(qid, result, in_run=True):
@@ -1125,7 +1146,6 @@ def _no_label_reason(qrels, strays, extra, by_document=False):
             return ("no query of the run is in the qrels (run %s; qrels %s): the files do not "
                     "belong together" % (_preview(extra, 3), _preview(sorted(qrels), 3)))
         return "the run retrieved no id for any query in the qrels: every number would be 0"
-    strays = [(qid, _shown_id(doc)) for qid, doc in strays]
     graded = {doc for labels in qrels.values() for doc, grade in labels.items() if grade >= 0}
     retrieved = {doc for _, doc in strays}
     cause, pair = _no_label_cause(qrels, strays, graded, retrieved)
@@ -1151,20 +1171,6 @@ _BY_DOCUMENT_CAUSES = {
         "the qrels name chunk ids, and these measures count documents: label documents or "
         "spans, or score chunk ids (unit=id)",
 }
-
-
-def _shown_id(doc):
-    """An id as text to show: bytes from the accelerations' TREC reader, or text that
-    keeps undecodable bytes as surrogates (see _doc_text), decoded with
-    replacement characters."""
-    if isinstance(doc, bytes):
-        return doc.decode("utf-8", "replace")
-    if any("\udc80" <= ch <= "\udcff" for ch in doc):
-        try:
-            return doc.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:
-            pass
-    return doc
 
 
 def _no_label_cause(qrels, strays, graded, retrieved):

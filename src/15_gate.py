@@ -541,9 +541,9 @@ def _slice_notes(report, baseline):
         counts = (theirs.queries + theirs.unscored, ours.queries + ours.unscored)
         if (theirs.members_sha256 and ours.members_sha256
                 and theirs.members_sha256 != ours.members_sha256 or counts[0] != counts[1]):
-            notes.append("the hold-out %s changed since the baseline (%d -> %d queries; which "
-                         "is not shown): it is compared on the queries both sides scored"
-                         % (ours.slice, counts[0], counts[1]))
+            notes.append("the hold-out %s changed since the baseline (%d -> %s; which is not "
+                         "shown)" % (ours.slice, counts[0], _plural(counts[1], "query",
+                                                                    "queries")))
         now_held = len(set(baseline.per_query or ()) & _held_ids(report))
         if now_held:
             notes.append("%s of the baseline %s in the hold-out now (not named)"

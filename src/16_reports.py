@@ -238,8 +238,9 @@ def _comparison_section(c):
         ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
         for r in c.measures.values() if r.wins or r.losses]
     if c.only_in_run or c.only_in_reference:
-        notes.append("not compared: %d queries only in the run, %d only in the reference"
-                     % (len(c.only_in_run), len(c.only_in_reference)))
+        notes.append("not compared: %s only in the run, %d only in the reference"
+                     % (_plural(len(c.only_in_run), "query", "queries"),
+                        len(c.only_in_reference)))
     return ("run vs %s, paired over %s (95%% bootstrap CI; p: randomization, t-test, "
             "Holm-adjusted)" % (c.reference, _plural(any_row.n, "query", "queries")),
             ["measure", "run", "reference", "delta", "95% CI", "p rand", "p t", "p Holm",
@@ -382,8 +383,9 @@ def _slice_section(report, field):
     for name in names:
         for m, n in sorted(report.slices[name].get("n", {}).items()):
             if n < report.slices[name]["queries"]:
-                notes.append("%s: %s averages over %d of its %d scored queries"
-                             % (name, m, n, report.slices[name]["queries"]))
+                notes.append("%s: %s averages over %d of its %s"
+                             % (name, m, n, _plural(report.slices[name]["queries"],
+                                                    "scored query", "scored queries")))
     return ("by %s (means over each slice's scored queries)" % field,
             [field, "queries", "unscored"] + [_label(m) for m in report.measures], rows, notes)
 
@@ -585,19 +587,50 @@ _MD_ESCAPES = str.maketrans({
     **{ch: "\\" + ch for ch in "\\`*_[]~|$"},
     "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "\\\\n", "\r": "\\\\r"})
 
+# What GitHub turns into a live mention or reference in a comment (it pings a
+# user, links an issue): @user (@org/team), #12, GH-12, owner/repo#12.  No
+# escape stops it, a code span does; the tokens hold no backtick, so one
+# backtick fences them, whatever the text around them holds.
+_MD_LIVE = re.compile(r"[0-9A-Za-z_.-]+/[0-9A-Za-z_.-]+#[0-9]+"
+                      r"|(?<![0-9A-Za-z_])(?:@[0-9A-Za-z][0-9A-Za-z-]*|#[0-9]+|[Gg][Hh]-[0-9]+)")
+
+
+def _without_live_tokens(text, escape, fence):
+    """``text`` escaped by ``escape``, each _MD_LIVE token put in ``fence``
+    (a code span, a <code> element) instead: shown as it is, never live."""
+    out, last = [], 0
+    for match in _MD_LIVE.finditer(text):
+        out += [escape(text[last:match.start()]), fence % match.group()]
+        last = match.end()
+    out.append(escape(text[last:]))
+    return "".join(out)
+
 
 def _md_text(text):
-    """Text (a table cell, a note) escaped for Markdown.
+    """Text (a table cell, a note) escaped for Markdown, mentions and issue
+    references in code spans (see _MD_LIVE): every Markdown output writes its
+    text through here (or _html_text).
 
     >>> print(_md_text("a|b `x` <script>&\\n*_"))
     a\\|b \\`x\\` &lt;script&gt;&amp;\\\\n\\*\\_
+    >>> print(_md_text("'@alice', #12, GH-3, octo/repo#4, a`@b`, x@example.com, doc#7"))
+    '`@alice`', `#12`, `GH-3`, `octo/repo#4`, a\\``@b`\\`, x@example.com, doc#7
     """
-    return str(text).translate(_MD_ESCAPES)
+    return _without_live_tokens(str(text), lambda part: part.translate(_MD_ESCAPES), "`%s`")
 
 
 def _html_text(text):
-    """Text for an HTML element (a <summary>), where Markdown is not read."""
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text for an HTML element (a <summary>), where Markdown is not read;
+    mentions and issue references in <code> (see _MD_LIVE).
+
+    >>> print(_html_text("by <tag> @alice"))
+    by &lt;tag&gt; <code>@alice</code>
+    """
+    return _without_live_tokens(str(text), _html_plain, "<code>%s</code>")
+
+
+def _html_plain(text):
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace("\n", "\\n").replace("\r", "\\r"))
 
 

@@ -404,10 +404,11 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
         _forest_chart("paired deltas with 95%% intervals (%s)" % " and ".join(sorted(hows)),
                       rows),
         "Each row: the mean of the per-query deltas (current - baseline) over the queries "
-        "both hold (dot) and its 95%% interval (line): the paired bootstrap (%d resamples), "
+        "both hold (dot) and its 95%% interval (line): the paired bootstrap (%s), "
         "or over more than %d queries the normal approximation (mean -/+ 1.96 sd/sqrt(n)); "
         "dashed tick: the tolerated drop; red: the gate calls it a regression.%s"
-        % (resamples, _BOOTSTRAP_QUERIES, "" if not left_out else
+        % (_plural(resamples, "resample", "resamples"), _BOOTSTRAP_QUERIES,
+           "" if not left_out else
            " %s not drawn: unchanged or within the tolerance, or beyond the %d that moved "
            "most (the tables hold every row)." % (
                _plural(left_out, "slice row", "slice rows"), _FOREST_SLICE_ROWS)))]
@@ -417,10 +418,11 @@ def _gate_charts(report, gate_result, baseline, resamples, seed):
         fell = sum(1 for _, d in moves if d < -_TIE_SLACK)
         rose = sum(1 for _, d in moves if d > _TIE_SLACK)
         beyond = sum(1 for _, d in moves if -d > allowed + FLOAT_SLACK)
-        caption = ("%s: %d queries fell, %d rose, %d unchanged (of the %d both hold); %s "
-                   "by more than the tolerated %s. Sorted from the largest drop to the largest "
-                   "gain." % (measure, fell, rose, len(moves) - fell - rose, len(moves),
-                              _plural(beyond, "query fell", "queries fell"), _fmt(allowed)))
+        caption = ("%s: %s, %d rose, %d unchanged (of the %s both hold); %s by more than "
+                   "the tolerated %s. Sorted from the largest drop to the largest gain."
+                   % (measure, _plural(fell, "query fell", "queries fell"), rose,
+                      len(moves) - fell - rose, _plural(len(moves), "query", "queries"),
+                      _plural(beyond, "query fell", "queries fell"), _fmt(allowed)))
         if len(moves) > _WATERFALL_QUERIES:
             size, extra = divmod(len(moves), _WATERFALL_BINS)
             caption += (" %d queries drawn as %d bars, each the mean delta of %s consecutive "

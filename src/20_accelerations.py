@@ -58,7 +58,8 @@ Uses: 01_head, 03, 05, 06 (readers), 09_ranking, 11_evaluation,
 # the grouping key, and it also proves the layout: when every key holds exactly
 # one newline, every line has exactly six fields.  Scores go through
 # map(float).  A block that is not plain single-space TREC (tabs, blank lines,
-# a bad line) takes the per-line path, which names the line of any error.
+# a bad line, bytes that are not UTF-8) takes the per-line path, which names
+# the line of any error.
 # Lines of one query are expected to be contiguous, as every tool writes them;
 # when they are not, _NotGrouped makes the caller gather whole queries instead.
 
@@ -76,7 +77,7 @@ def _block_segments(block, name, number, lines, opening=None):
     """[(qid, docs, scores)] for each run of one query's ``lines`` lines in a
     block (none when it holds only comments).  ``opening``: no run line came
     before this block (default: the block starts the file)."""
-    if _has_comments(block):
+    if _has_comments(block) or not _is_utf8(block):
         return _block_segments_checked(block, name, number, opening)
     first_end = block.find(b"\n")
     tag = block[block.rfind(b" ", 0, first_end) + 1:first_end]
@@ -88,6 +89,18 @@ def _block_segments(block, name, number, lines, opening=None):
             if segments is not None:
                 return segments
     return _block_segments_checked(block, name, number, opening)
+
+
+def _is_utf8(block):
+    """True when a block is UTF-8 text: its ids then are (see _id_text); any
+    other block takes the per-line path, which names the line of a bad id."""
+    if block.isascii():
+        return True
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 _TWO_SPACES = re.compile(rb"  ")    # the regex engine finds it faster than bytes.find
@@ -249,17 +262,17 @@ def _trec_run_queries_fast(inp, grouped=True):
             if not segments:
                 continue
         if current is not None:
-            yield _decode_qid(current, inp.name), _joined(parts)
+            yield _decode_qid(current), _joined(parts)
         known = len(finished)
         finished.update([qid for qid, _, _ in segments])
         if len(finished) != known + len(segments):
             raise _NotGrouped()             # a query met before, or twice in this block
         for qid, docs, scores in segments[:-1]:
-            yield _decode_qid(qid, inp.name), _Scored(docs, scores)
+            yield _decode_qid(qid), _Scored(docs, scores)
         current, parts = segments[-1][0], [segments[-1][1:]]
     if current is None:
         raise EvalError("%s: no run lines found" % inp.name)
-    yield _decode_qid(current, inp.name), _joined(parts)
+    yield _decode_qid(current), _joined(parts)
 
 
 def _merge_neighbours(segments):
@@ -285,7 +298,7 @@ def _gathered_queries(inp):
     if not gathered:
         raise EvalError("%s: no run lines found" % inp.name)
     for qid, parts in gathered.items():
-        yield _decode_qid(qid, inp.name), _joined(parts)
+        yield _decode_qid(qid), _joined(parts)
 
 
 def _bytes_labels(labels):
@@ -382,7 +395,7 @@ def _top_chunks_fast(ranking, depth):
         return _top_chunks_plain(ranking, depth)
     docs = ranking.docs
     if isinstance(docs[0], bytes):
-        text = b"\n".join(docs).decode("utf-8", "surrogateescape").split("\n")
+        text = b"\n".join(docs).decode("utf-8").split("\n")    # (UTF-8: see _id_text)
         if len(text) != len(docs):
             return _top_chunks_plain(ranking, depth)
         docs = text
@@ -477,7 +490,8 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
 
 def _rank_among_ties(window, scores, i):
     """The rank of window[i] once each group of equal scores is put in doc id
-    descending order (trec_eval's tie rule); the window ends with a whole group.
+    descending order (trec_eval's tie rule; ids compare as _id_order says, by
+    themselves); the window ends with a whole group.
 
     >>> [_rank_among_ties(["a", "b", "c", "d"], [3.0, 2.0, 2.0, 1.0], i) for i in range(4)]
     [1, 3, 2, 4]

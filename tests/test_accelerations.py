@@ -154,7 +154,11 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
     def test_trec_run_readers(self):
         # Valid and mutated runs, every block size from one line to the whole
         # file, grouped and gathered: the same queries, ids, scores and errors.
-        for data in (b"# c\n\nq1,Q0,d1,1,2.0,t\n", b"#\n" * 9 + b"q1 0 d1 1\n"):
+        # Ids that are not UTF-8 are refused naming their line, bytes in the tag
+        # (not read) are not (see _id_text).
+        for data in (b"# c\n\nq1,Q0,d1,1,2.0,t\n", b"#\n" * 9 + b"q1 0 d1 1\n",
+                     b"q1 Q0 a 1 2 t\nq1 Q0 b\xff 2 1 t\n", b"q1 Q0 a 1 2 t\xff\nq2 Q0 b 1 1 t\n",
+                     b"q1 Q0 a 1 2 t\n\xc3q Q0 b 1 1 t\n"):
             for size in (1, 3, 1 << 17):       # the hint follows the first run line
                 rag_eval._BLOCK_SIZE = size
                 self.assertEqual(read_outcome(rag_eval._trec_run_queries_fast, data, True),
@@ -227,7 +231,7 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
         two = ('{"id": "a", "doc": "d", "start": 0, "end": 5}\n'
                '{"id": "b", "doc": "d", "start": 5, "end": 9}, {"id": "c", "doc": "d"}\n')
         for reader in (rag_eval._chunk_map_bulk, rag_eval._chunk_map_plain):
-            self.assertEqual(outcome(reader, two), "m.jsonl:2:46: invalid JSON: Extra data")
+            self.assertEqual(outcome(reader, two), "m.jsonl:2: two JSON values on one line")
         # Found by review: a line break inside a string, two objects on the second
         # line: joined with commas it read as one id "a,b".  Line 1 is bad JSON.
         broken = ('{"id": "a\nb", "doc": "d", "start": 0, "end": 1}, '
@@ -238,14 +242,19 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
     # -- _rank: _rank_fast == _rank_plain -------------------------------------
     def test_rankers(self):
         # Ranked lists, score maps and _Scored (in order or not; text or the fast
-        # reader's bytes and decimal tokens), ties, repeats, any depth.
+        # reader's bytes and decimal tokens), ties, repeats, any depth.  Ids
+        # include lone surrogates (evaluate() takes them; issue 22: the fast
+        # ranker ordered "\udc80" and "\u0800" unlike _id_order), never in the
+        # fast reader's bytes, which are UTF-8.
         rng = random.Random(21)
         forms = {"list": 0, "dict": 0, "scored": 0, "tokens": 0}
+        odd = ["\u00e9", "\U0001f600", "\ue000", "Z", "\udc80", "\ud800", "\udfff", "\u0800"]
         for case in range(6000):
             n = rng.randint(0, 14)
             ids = ["d%d" % rng.randrange(max(1, n + rng.randint(-3, 3))) for _ in range(n)]
-            ids = [rng.choice(["\u00e9", "\U0001f600", "\ue000", "Z"]) if rng.random() < 0.1
-                   else doc for doc in ids]
+            ids = [rng.choice(odd) if rng.random() < 0.15 else doc for doc in ids]
+            if rng.random() < 0.1:      # a tie of odd ids only, at the top
+                ids = [rng.choice(odd) for _ in range(n)]
             scores = [float(rng.choice([rng.randint(0, 3), round(rng.uniform(0, 3), 1)]))
                       for _ in range(n)]
             if rng.random() < 0.6:
@@ -255,6 +264,8 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             cutoffs = tuple(sorted({rng.randint(1, 15) for _ in range(rng.randint(1, 3))}))
             depth, exact = cutoffs[-1], rng.random() < 0.5
             form = rng.choice(list(forms))
+            if form == "tokens" and any("\ud800" <= ch <= "\udfff" for d in ids for ch in d):
+                form = "scored"
             plain_ranking = {"list": ids, "dict": dict(zip(ids, scores)),
                              "scored": rag_eval._Scored(ids, scores),
                              "tokens": rag_eval._Scored(ids, scores)}[form]
@@ -270,7 +281,7 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                     plain._replace(returned=plain.returned > 0)
             self.assertEqual(fast, plain, (form, plain_ranking, labels, cutoffs, exact))
             forms[form] += 1
-        self.assertGreater(min(forms.values()), 1000, forms)
+        self.assertGreater(min(forms.values()), 800, forms)
 
     # -- _jsonl_qrels_of: _jsonl_labels_bulk == _jsonl_qrels ------------------------
     def test_jsonl_label_readers(self):
@@ -326,11 +337,11 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
 
     # -- _top_chunks: _top_chunks_fast == _top_chunks_plain -----------------------
     def test_top_chunks(self):
-        # _Scored with text or the fast reader's bytes ids (some not UTF-8, cut
-        # mid-character) and decimal tokens, in order or not; ties, repeats
+        # _Scored with text or the fast reader's bytes ids (UTF-8, as it checks
+        # them: see _id_text) and decimal tokens, in order or not; ties, repeats
         # near the top and below it; score maps and ranked lists; any depth.
         rng = random.Random(22)
-        odd = [b"\xff", b"\xe2\x82", b"\xc3\xa9", b"\xf0\x9f\x98\x80", b"Z", b"\xed\xa0\x80"]
+        odd = [b"\xe2\x82\xac", b"\xc3\xa9", b"\xf0\x9f\x98\x80", b"Z", b"\xee\x80\x80"]
         seen = {"list": 0, "dict": 0, "text": 0, "bytes": 0, "tokens": 0, "in order": 0,
                 "tie": 0, "repeat": 0}
         for case in range(6000):
@@ -348,7 +359,10 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                 scores.sort(reverse=True)
             given = [layout % score for score in scores] if layout else scores
             form = rng.choice(["list", "dict", "text", "bytes", "bytes"])
-            text = [doc.decode("utf-8", "surrogateescape") for doc in ids]
+            text = [doc.decode("utf-8") for doc in ids]
+            if form != "bytes" and rng.random() < 0.3:     # lone surrogates: text only
+                text = [rng.choice(["\udc80", "\ud800", "\u0800"]) + doc
+                        if rng.random() < 0.3 else doc for doc in text]
             ranking = {"list": text, "dict": dict(zip(text, scores)),
                        "text": rag_eval._Scored(text, scores),
                        "bytes": rag_eval._Scored(ids, given)}[form]

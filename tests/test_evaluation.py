@@ -30,6 +30,22 @@ class TiesTest(TempDir, unittest.TestCase):
                                    metrics="success")
         self.assertEqual(report.mean["success@1"], 1.0)
 
+    def test_ties_by_utf8_bytes_lone_surrogates_by_their_code_point(self):
+        # Issue 22: 1.0 with the accelerations, 0.0 plain.  UTF-8 bytes: '\u0800'
+        # is E0 A0 80, a lone '\udc80' ED B2 80 (its code point's UTF-8 form),
+        # so '\udc80' (grade 1) ranks first: mrr@1 = 1/1; without it, 1/2 at k=2.
+        qrels = {"q1": {"\udc80": 1, "\u0800": 0}}
+        run = {"q1": {"\udc80": 1.0, "\u0800": 1.0}}
+        self.assertEqual(rag_eval.evaluate(qrels, run, k=1, measures=["mrr"]).mean,
+                         {"mrr@1": 1.0})
+        qrels = {"q1": {"\udc80": 0, "\u0800": 1}}
+        self.assertEqual(rag_eval.evaluate(qrels, run, k=2, measures=["mrr"]).mean,
+                         {"mrr@2": 0.5})
+        # beside text above U+FFFF: '\U0001f600' is F0 9F 98 80, above ED B2 80
+        run = {"q1": {"\udc80": 1.0, "\U0001f600": 1.0}}
+        self.assertEqual(rag_eval.evaluate({"q1": {"\udc80": 1, "\U0001f600": 0}}, run, k=1,
+                                           measures=["mrr"]).mean, {"mrr@1": 0.0})
+
     def test_ranked_list_keeps_its_order(self):
         report = rag_eval.evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=1, metrics="success")
         self.assertEqual(report.mean["success@1"], 0.0)
@@ -283,6 +299,35 @@ class UnlabelledRunTest(TempDir, unittest.TestCase):
                 code, out, err = self.cli(run, qrels=qrels)
                 self.assertEqual(code, 2)
                 self.assertIn(cause, err)
+
+    def test_the_example_follows_the_ranking_not_the_lines(self):
+        # Issue 22: the example id (and so the cause) was a query's first line.
+        # d19.2 (score 4) ranks first whatever the order of the lines; tied, x.1
+        # ranks first (doc id descending) and shows the chunk cause.
+        qrels = self.write("q.trec", "q0 0 x 1\nq0 0 d19.20 0\n")
+        other = ("(e.g. run 'd19.2', qrels 'x'): the files name ids differently")
+        chunks = "(e.g. run 'x.1', qrels 'x'): the run names chunks"
+        lines = {"d": "q0 Q0 d19.2 1 %s run\n", "x": "q0 Q0 x.1 2 %s run\n"}
+        for scores, cause in ((("4", "1"), other), (("1", "1"), chunks)):
+            for order in ("dx", "xd"):
+                with self.subTest(scores=scores, order=order):
+                    text = "".join(lines[k] % s for k, s in zip(order, scores if order == "dx"
+                                                                 else scores[::-1]))
+                    code, out, err = run_cli(qrels, self.write("r.trec", text))
+                    self.assertEqual(code, 2)
+                    self.assertIn(cause, err)
+        for run in ({"q0": {"x.1": 1.0, "d19.2": 4.0}}, {"q0": {"d19.2": 4.0, "x.1": 1.0}}):
+            with self.subTest(run=run):
+                report = rag_eval.evaluate({"q0": {"x": 1}}, run)
+                self.assertIn(other, report.unlabelled_run)
+        # documents: the best chunk's document, B, which shows no cause
+        for run in ("q1 Q0 A#a1 1 1 t\nq1 Q0 B#b1 2 2 t\n", "q1 Q0 B#b1 1 2 t\nq1 Q0 A#a1 2 1 t\n"):
+            with self.subTest(run=run):
+                code, out, err = run_cli(self.input_file({"q1": {"A#a1": 1}}, "ids.json"),
+                                         self.write("r.trec", run), "--unit", "doc",
+                                         "--metrics", "recall", "--doc-sep", "#")
+                self.assertEqual(code, 2)
+                self.assertIn("(e.g. run document 'B', qrels 'A#a1'): the files name ids", err)
 
     def test_judged_asks_to_score_an_unlabelled_run(self):
         code, out, err = self.cli({"q1": ["x"], "q2": ["y"]}, "--metrics", "judged@5,recall@5",

@@ -167,7 +167,7 @@ class HtmlReportTest(TempDir, unittest.TestCase):
                       "run minus %s with 95%% bootstrap intervals" % before,
                       "judged@k below 1"):
             self.assertIn(title, parsed.titles)
-        self.assertIn("recall@1: 2 queries fell, 2 rose, 2 unchanged (of the 6 both hold); "
+        self.assertIn("recall@1: 2 queries fell, 2 rose, 2 unchanged (of the 6 queries both hold); "
                       "2 queries fell by more than the tolerated 0.0200. Sorted from the "
                       "largest drop to the largest gain.", parsed.captions)
         # One forest row per measure and per slice: the tooltips hold the library's
@@ -254,6 +254,27 @@ class HtmlReportTest(TempDir, unittest.TestCase):
         self.assertNotEqual((lo, hi), rag_eval.bootstrap_ci(
             diffs, resamples=500, rng=random.Random("0|mrr@10")))
 
+    def test_counts_of_one_are_singular(self):
+        # Issue 22: "1 queries fell"; every count in the page takes its noun's number.
+        qrels = {"q1": {"d": 1}}
+        before = rag_eval.evaluate(qrels, {"q1": ["d"]}, k=2, measures="mrr")
+        now = rag_eval.evaluate(qrels, {"q1": ["x", "d"]}, k=2, measures="mrr")
+        baseline = rag_eval.Baseline(before.mean, before.per_query)
+        page = rag_eval.render_html(now, rag_eval.gate(now, baseline), baseline=baseline,
+                                    resamples=1)
+        parsed = self.assertPage(page)
+        self.assertIn("mrr@2: 1 query fell, 0 rose, 0 unchanged (of the 1 query both hold); "
+                      "1 query fell by more than the tolerated 0.0200. Sorted from the largest "
+                      "drop to the largest gain.", parsed.captions)
+        self.assertIn("the paired bootstrap (1 resample)", page)
+        self.assertNotRegex(page, r"\b1 (queries|resamples|rows|ids|measures)\b")
+        # the text sections the page holds: a comparison's note
+        wider = rag_eval.evaluate({"q1": {"d": 1}, "q2": {"d": 1}}, {"q1": ["d"], "q2": ["d"]},
+                                  k=2, measures="mrr")
+        page = rag_eval.render_html(wider, comparisons=[rag_eval.compare(wider, now)])
+        self.assertIn("not compared: 1 query only in the run, 0 only in the reference", page)
+        self.assertNotRegex(page, r"\b1 (queries|resamples|rows|ids|measures)\b")
+
     def test_the_interval_is_the_bootstrap_up_to_500_queries(self):
         for n, how in ((500, "paired bootstrap"), (501, "normal approximation")):
             qrels = {"q%03d" % i: {"d": 1} for i in range(n)}
@@ -315,9 +336,9 @@ class HtmlReportTest(TempDir, unittest.TestCase):
                       "5000 queries" % (-0.125 - half, -0.125 + half), page)
         # Found by review: the chart called these bootstrap intervals.
         self.assertIn("paired deltas with 95% intervals (normal approximation)", parsed.titles)
-        self.assertIn("mrr@2: 1250 queries fell, 0 rose, 3750 unchanged (of the 5000 both "
-                      "hold); 1250 queries fell by more than the tolerated 0.0200. Sorted from "
-                      "the largest drop to the largest gain. 5000 queries drawn as 400 bars, "
+        self.assertIn("mrr@2: 1250 queries fell, 0 rose, 3750 unchanged (of the 5000 queries "
+                      "both hold); 1250 queries fell by more than the tolerated 0.0200. Sorted "
+                      "from the largest drop to the largest gain. 5000 queries drawn as 400 bars, "
                       "each the mean delta of 12 or 13 consecutive queries.", parsed.captions)
         # 5000 = 200 bins of 13 and 200 of 12: the 1250 falls of -1/2 fill 96 bins
         # of 13 (1248 queries); the 97th holds the last 2 and 11 unchanged queries.

@@ -151,6 +151,27 @@ class InputSourcesTest(TempDir, unittest.TestCase):
         self.assertBad(qrels=b'{"q1": {"\xff": 1}}', expect="not UTF-8")
         self.assertBad(qrels=b"\x1f\x8bnot really gzip", expect="gzip")
 
+    def test_an_id_that_is_not_utf8_is_refused_naming_the_line(self):
+        # Issue 22: the gate naming such an id exited 2 as an internal error (it
+        # should have been 1) and the JSON held the raw byte; --to-label crashed.
+        # One rule for every reader: an id is text, refused at read otherwise.
+        baseline = '{"mrr@5": 1.0}'
+        run = ("r.trec", b"q1 Q0 x\xff 1 2.0 r\nq1 Q0 a 2 1.0 r\n")
+        expect = "r.trec:1: doc id b'x\\xff' is not UTF-8 text (byte 0xff)"
+        qrels = ("q.trec", "q1 0 a 1\n")
+        for extra in (("--metrics", "mrr"), ("--to-label", os.path.join(self.tmp, "t.jsonl"))):
+            with self.subTest(extra=extra):
+                self.assertBad(qrels=qrels, run=run, extra=extra, expect=expect,
+                               baseline=baseline)
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, "t.jsonl")))
+        self.assertBad(qrels=("q.trec", b"q1 0 a 1\nq1 0 b\xff 1\n"),
+                       expect="q.trec:2: doc id b'b\\xff' is not UTF-8 text (byte 0xff)")
+        self.assertBad(qrels=("q.trec", b"q\xc3 0 a 1\n"),
+                       expect="q.trec:1: query id b'q\\xc3' is not UTF-8 text (byte 0xc3)")
+        # UTF-8 that encodes a surrogate is not UTF-8 either
+        self.assertBad(qrels=qrels, run=("r.trec", b"q1 Q0 \xed\xb2\x80 1 2.0 r\n"),
+                       expect="r.trec:1: doc id b'\\xed\\xb2\\x80' is not UTF-8 text")
+
     def test_swapped_files_say_the_order(self):
         swapped = "the files look swapped: give them in the order QRELS RUN"
         trec_run, trec_qrels = "q1 Q0 a 1 2.0 t\n", "q1 0 a 1\n"
@@ -311,10 +332,35 @@ class JsonInputTest(TempDir, unittest.TestCase):
                                  "'ranked']\n" % (self.tmp, run_form))
                 self.assertNotIn("Extra data", err)
         err = self.assertBad(run='{"query_id": "q1", "docs": ["a"]}\n[1]\n')
-        self.assertIn("r.json:2: %s, got list" % run_form, err)
+        self.assertIn("r.json:2: a JSON array, expected an object: %s\n" % run_form, err)
         err = self.assertBad(qrels='\n{"q": "q1", "grades": {"a": 1}}\n{"q": "q2"}\n')
         self.assertIn('q.json:2: a JSONL qrels line needs a query id ("query_id", "qid" or '
                       "\"id\"), got keys ['q', 'grades']", err)
+
+    def test_a_jsonl_line_that_is_no_object_says_what_it_is(self):
+        # Issue 22: an array line, or two objects on one line, said "invalid JSON:
+        # Extra data"; say it in words, on the first line as on a later one.
+        run_form = "a JSONL run line needs " + rag_eval._JSONL_FORMS["run"]
+        first = '{"query_id": "q1", "docs": ["a"]}'
+        for text, expect in (
+                (first + "\n" + first.replace("q1", "q2") + " " + first.replace("q1", "q3"),
+                 "r.json:2: two JSON values on one line\n"),
+                (first + ", " + first.replace("q1", "q2") + "\n", "r.json:1: two JSON values on "
+                                                                  "one line\n"),
+                (first + "\n" + '"q2"\n', "r.json:2: a JSON string, expected an object: %s\n"
+                 % run_form),
+                (first + "\n" + first[:-1] + "}}\n",
+                 "r.json:2:34: invalid JSON: more text after the JSON value\n")):
+            with self.subTest(text=text):
+                err = self.assertBad(run=text)
+                self.assertTrue(err.endswith(expect), err)
+                self.assertNotIn("Extra data", err)
+        err = self.assertBad(qrels='{"query_id": "q1", "grades": {"a": 1}}\n[1]\n')
+        self.assertIn("q.json:2: a JSON array, expected an object: a JSONL qrels line needs", err)
+        chunks = self.write("c.jsonl", '{"id": "a", "doc": "d"}\n[1]\n')
+        with self.assertRaisesRegex(rag_eval.EvalError, "c.jsonl:2: a JSON array, expected an "
+                                                        "object: a chunk-map line is"):
+            rag_eval.load_chunks(chunks)
 
     def test_long_first_jsonl_line_and_empty_jsonl(self):
         qrels = self.write("q.json", '{"q1": {"d1": 1}}')
@@ -587,7 +633,10 @@ class TestSetFormatsTest(TempDir, unittest.TestCase):
         cases = [('{"query_id": "q1"}\n{"query_id": "q1"}\n',
                   "q.jsonl:2: query 'q1' appears on more than one line"),
                  ('{"slices": {"a": "b"}}\n', 'q.jsonl:1: a queries line needs {"query_id": ...'),
-                 ('["q1"]\n', "q.jsonl:1: a queries line needs"),
+                 ('["q1"]\n', "q.jsonl:1: a JSON array, expected an object: a queries line "
+                              "needs"),
+                 ('{"query_id": "q1"}\n{"query_id": "q2"}, {"query_id": "q3"}\n',
+                  "q.jsonl:2: two JSON values on one line"),
                  ('{"q1": {"slices": {}},\n "q2": {"slices": {}}}\n',
                   "(a queries file is JSONL: one object a line)"),
                  ("\n\n", "q.jsonl: no queries found")]
@@ -1053,8 +1102,32 @@ class StreamingTest(TempDir, unittest.TestCase):
     def test_non_utf8_query_id_is_named(self):
         qrels = self.write("q.json", json.dumps(self.QRELS))
         run = self.write("r.trec", b"q1 Q0 a 1 1.0 t\n\xffq Q0 b 1 1.0 t\n")
-        with self.assertRaisesRegex(rag_eval.EvalError, r"r.trec: query id b'\\xffq' is not UTF-8"):
+        with self.assertRaisesRegex(rag_eval.EvalError,
+                                    r"r.trec:2: query id b'\\xffq' is not UTF-8 text"):
             rag_eval.evaluate_files(qrels, run)
+
+    def test_non_utf8_ids_are_refused_at_read_at_any_block_size(self):
+        # Issue 22: a doc id that is not UTF-8 was kept (as surrogates) and broke
+        # the gate and --to-label when they named it.  Refused where it is read,
+        # naming the line, by the line reader and the block reader alike (every
+        # block size); the tag, which is not read, may hold any bytes.
+        qrels = self.write("q.json", json.dumps(self.QRELS))
+        lines = [line.encode() for line in self.LINES]
+        bad = lines[:4] + [b"q2 Q0 y\xe2\x82 2 2 t"] + lines[5:]
+        run = self.write("r.trec", b"\n".join(bad) + b"\n")
+        for size in (1, 7, 40, 1 << 17):
+            with self.subTest(block=size):
+                rag_eval._BLOCK_SIZE = size
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    rag_eval.evaluate_files(qrels, run)
+                self.assertEqual(str(caught.exception).replace(self.tmp + "/", ""),
+                                 "r.trec:5: doc id b'y\\xe2\\x82' is not UTF-8 text (byte 0xe2)")
+                with self.assertRaisesRegex(rag_eval.EvalError, "r.trec:5: doc id"):
+                    rag_eval.load_run(run)
+        tagged = self.write("t.trec", b"\n".join(line + b"\xff" for line in lines) + b"\n")
+        self.assertEqual(rag_eval.evaluate_files(qrels, tagged, k="1,2,3",
+                                                 metrics="recall,mrr,ndcg,judged").per_query,
+                         self.report(self.LINES).per_query)
 
     def test_scattered_lines_fall_back_to_the_exact_path(self):
         scattered = self.LINES[3:5] + self.LINES[:2] + self.LINES[5:] + self.LINES[2:3]
@@ -1104,7 +1177,7 @@ class StreamingTest(TempDir, unittest.TestCase):
         trec = self.write("r.trec", "\n".join(self.LINES[:5]) + "\n" + "x" * 500 + "\n")
         stream = rag_eval._run_queries(rag_eval._Input(trec), "trec")
         qid, first = next(stream)
-        self.assertEqual((qid, [rag_eval._utf8_id(doc, "r") for doc in first.docs]),
+        self.assertEqual((qid, [rag_eval._doc_text(doc) for doc in first.docs]),
                          ("q1", ["x", "b", "a"]))
         with self.assertRaises(rag_eval.EvalError):
             list(stream)

@@ -149,7 +149,11 @@ class ScoreFileTest(TempDir, unittest.TestCase):
                 ('{"query_id": null, "f": 0.5}', "s.jsonl:2: no 'query_id'"),
                 ('{"query_id": "q2", "f": 0.5, "f": 0.6}', "s.jsonl:2: duplicate key 'f'"),
                 ('{"query_id": "q2", "f": 0.5', "s.jsonl:2: invalid JSON"),
-                ('["q2", 0.5]', "s.jsonl:2: a score line must be a JSON object, got list")]:
+                ('["q2", 0.5]', "s.jsonl:2: a JSON array, expected an object: a score line is "
+                                '{"query_id": ..., FIELD: score, ...}'),
+                ('{"query_id": "q2"} {"f": 1}', "s.jsonl:2: two JSON values on one line"),
+                ('{"query_id": "q2", "f": 1}}', "s.jsonl:2: invalid JSON: more text after the "
+                                                "JSON value")]:
             with self.subTest(line=line):
                 self.assertRefused(good + line + "\n", expect)
 
@@ -162,6 +166,7 @@ class ScoreFileTest(TempDir, unittest.TestCase):
                 ("q2,n/a,x", "s.csv:3: query 'q2', field f: 'n/a' is not a score"),
                 ("q2,1_0,x", "s.csv:3: query 'q2', field f: '1_0' is not a score"),
                 ("q2,[0.5,x", "s.csv:3: invalid JSON"),
+                ('q2,"[0.5], [1]",x', "s.csv:3: two JSON values in one cell"),
                 ("q2,0.5", "s.csv:3: 2 cells, but the header has 3 columns"),
                 ("q1,0.5,x", "s.csv:3: query 'q1' again (first on line 2)"),
                 (",0.5,x", "s.csv:3: no 'query_id'")]:
@@ -267,6 +272,47 @@ class ScoreFileTest(TempDir, unittest.TestCase):
         self.assertEqual(s.runs["f"], {"q1": (0.5,), "q2": (1.0, 0.5)})
         # a score field's cell is still JSON, and a bad one is still refused
         self.assertRefused("query_id,f\nq1,0.5\nq2,\"[1, 0.5\"\n", "s.csv:3: invalid JSON",
+                           name="s.csv")
+
+    def test_a_key_with_numbers_and_text_says_so(self):
+        # Issue 22: reference 14 then fourteen said "outside the range [0, 1]" (the
+        # number was checked as a score first); the README promises an error that
+        # names the line of a key holding numbers and text, in either order.
+        both = ("is not a score (a number, true/false, or a list of them), and line %s holds "
+                "a number: a key holds numbers or text, not both (a text column? name the "
+                "score fields with --metrics)")
+        cases = [("q1,14,0.9\nq2,fourteen,0.8\n", "s.csv:3: query 'q2', field reference: "
+                  "'fourteen' " + both % 2),
+                 ("q1,fourteen,0.9\nq2,14,0.8\n", "s.csv:2: query 'q1', field reference: "
+                  "'fourteen' " + both % 3)]
+        for rows, expect in cases:
+            with self.subTest(rows=rows):
+                text = "query_id,reference,faithfulness\n" + rows
+                self.assertRefused(text, expect, "s.csv")
+                self.assertEqual(self.scores(text, "s.csv", fields=["faithfulness"]).fields,
+                                 ("faithfulness",))
+        self.assertRefused(jsonl({"query_id": "q1", "reference": 14, "f": 1},
+                                 {"query_id": "q2", "reference": "fourteen", "f": 1}),
+                           "s.jsonl:2: query 'q2', field reference: 'fourteen' " + both % 1)
+        # a named field keeps the plain message
+        self.assertRefused(jsonl({"query_id": "q1", "f": 1}, {"query_id": "q2", "f": "x"}),
+                           "s.jsonl:2: query 'q2', field f: 'x' is not a score (a number, "
+                           "true/false, or a list of them)", fields=["f"])
+
+    def test_an_empty_list_cell_decides_nothing_about_its_column(self):
+        # Issue 22: retrieved_contexts [] (nothing retrieved) made the text column a
+        # score field, refused as invalid JSON.  In CSV as in JSONL, [] is an empty
+        # list: it decides nothing, so the column is text; in a score field it is a
+        # missing score.
+        text = ("query_id,retrieved_contexts,faithfulness\nq1,\"['a']\",0.9\nq2,[],0.8\n"
+                "q3, [ ] ,0.7\n")
+        s = self.scores(text, "s.csv")
+        self.assertEqual((s.fields, s.values("faithfulness")),
+                         (("faithfulness",), {"q1": 0.9, "q2": 0.8, "q3": 0.7}))
+        self.assertEqual(self.scores(jsonl({"query_id": "q1", "retrieved_contexts": ["a"], "f": 1},
+                                           {"query_id": "q2", "retrieved_contexts": [], "f": 0})
+                                     ).fields, ("f",))
+        self.assertRefused("query_id,f\nq1,0.5\nq2,[]\n", "s.csv:3: query 'q2' has no f score",
                            name="s.csv")
 
     def test_booleans_and_numbers_do_not_mix_in_a_field(self):

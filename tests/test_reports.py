@@ -193,7 +193,8 @@ rag\\_eval %s: 3 queries scored
             cells = re.split(r"(?<!\\) \| ", line[2:-2])
             columns = columns or len(cells)
             self.assertEqual(len(cells), columns, line)
-            for cell in cells:
+            for cell in cells:      # (our code spans of mentions and references aside)
+                cell = re.sub("`(?:%s)`" % rag_eval._MD_LIVE.pattern, "", cell)
                 self.assertNotRegex(cell, r"[<>]|(?<!\\)`", line)
 
     def test_hostile_ids_and_values_are_escaped(self):
@@ -214,6 +215,48 @@ rag\\_eval %s: 3 queries scored
         self.assertIn("| back\\\\\\|slash | 0.5000 |", out)
         self.assertIn("| who | &lt;b&gt;\\|\\`me\\` |", out)
         self.assertEqual(out.count("<details>"), out.count("</details>"))
+
+    def test_mentions_and_issue_references_are_never_live(self):
+        # Issue 22: an id @user or #12 pinged a user or linked an issue in a PR
+        # comment.  Every such token is in a code span (in <summary>, <code>), in
+        # cells, notes, warnings, slice rows and the step summary's error line;
+        # a code span survives backticks around it; e-mail addresses and ids
+        # like doc#3 are no mention or reference and stay as they are.
+        ids = ["@alice", "#12", "GH-7", "octo/repo#3", "a`@b`", "x@example.com", "doc#3",
+               "(@carol)"]
+        qrels = {q: {"d%d" % i: 1} for i, q in enumerate(ids)}
+        run = {q: ["n%d" % i] if q == "(@carol)" else ["d%d" % i] for i, q in enumerate(ids)}
+        queries = self.write("queries.jsonl", "".join(
+            json.dumps({"query_id": q, "slices": {"@team": "@bob" if i % 2 else "#5"}}) + "\n"
+            for i, q in enumerate(ids)))
+        code, out, err = self.report_of("--format", "markdown", "--per-query", "--k", "1",
+                                        "--metrics", "mrr", "--queries", queries, "--by",
+                                        "@team", qrels=qrels, run=run)
+        self.assertEqual(code, 0, err)
+        self.assertCellsIntact(out)
+        for cell in ("`@alice`", "`#12`", "`GH-7`", "`octo/repo#3`", "a\\``@b`\\`",
+                     "x@example.com", "doc#3", "(`@carol`)", "`@bob`", "`#5`"):
+            self.assertIn("| %s |" % cell, out)
+        self.assertIn("'(`@carol`)'", out)      # the warning naming the unlabelled query
+        self.assertIn("<summary>by <code>@team</code> (means", out)
+        self.assertNoLiveTokens(out)
+        summary = self.write("summary.md", "")
+        with unittest.mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY": summary}):
+            code, out, err = self.report_of("--step-summary", "--qrels-format", "jsonl",
+                                            qrels=self.write("q.jsonl", '{"query_id": "@dan"}\n'
+                                                             '{"query_id": "@dan"}\n'), run=run)
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertIn("'@dan' appears on more than one line", err)   # stderr is no Markdown
+        written = read_text(summary)
+        self.assertIn("query '`@dan`' appears on more than one line", written)
+        self.assertNoLiveTokens(written)
+
+    def assertNoLiveTokens(self, markdown):
+        """No mention or issue reference outside code spans and <code> elements."""
+        bare = re.sub(r"<code>[^<]*</code>", "", markdown.replace("\\`", ""))
+        bare = re.sub(r"`[^`\n]*`", "", bare)
+        live = re.findall(r"(?<!\w)@\w|(?<!\w)#\d|(?<!\w)GH-\d|\w/[\w.-]+#\d", bare)
+        self.assertEqual(live, [], markdown)
 
     def test_the_first_line_is_the_verdict(self):
         cases = [(("--baseline", example("baseline.json")), 1,

@@ -3,6 +3,7 @@ maps, unit=doc against trec_eval, and the bundled chunked corpus (examples/rechu
 """
 
 import copy
+import io
 import json
 import os
 import random
@@ -200,6 +201,41 @@ class UnitsTest(TempDir, unittest.TestCase):
                  chunks=chunks)
         same = [dict(c, doc_sha256="9f" * 32) if c["doc"] == "A" else c for c in self.CHUNKS]
         self.assertEqual(self.cli("--metrics", self.MEASURES, labels=labels, chunks=same)[0], 0)
+
+    def test_doc_sha256_must_be_a_sha256_as_sha256sum_writes_it(self):
+        # Issue 22: "xyz" was accepted (and compared as written: "9F..." was another
+        # version than "9f...").  64 lower-case hex digits, in labels and chunk maps.
+        expect = "doc_sha256 must be 64 lower-case hex digits (a sha256 as sha256sum writes it)"
+        for sha in ("xyz", "9F" * 32, "9f" * 31 + "9", "9f" * 33, " " + "9f" * 32, 12, ["9f"]):
+            with self.subTest(sha=sha, file="labels"):
+                labels = [dict(self.LABELS[0], doc_sha256=sha)] + self.LABELS[1:]
+                err = self.bad(expect, "--metrics", self.MEASURES, labels=labels)
+                self.assertIn("labels.jsonl:1: ", err)
+            with self.subTest(sha=sha, file="chunks"):
+                chunks = [dict(self.CHUNKS[0], doc_sha256=sha)] + self.CHUNKS[1:]
+                err = self.bad(expect, "--metrics", self.MEASURES, chunks=chunks)
+                self.assertIn("chunks.jsonl:1: ", err)
+        with self.assertRaisesRegex(rag_eval.EvalError, re.escape(expect)):
+            rag_eval.evaluate({"q1": [rag_eval.Label("A", None, None, 1, "xyz")]},
+                              {"q1": ["a1"]}, chunks=self.CHUNKS, measures="recall(unit=doc)")
+        self.assertEqual(rag_eval.load_chunks(io.StringIO(jsonl(dict(self.CHUNKS[0],
+                                                                     doc_sha256="09af" * 16))))
+                         ["a1"].doc_sha256, "09af" * 16)
+
+    def test_one_document_one_version_across_queries(self):
+        # Issue 22: B labelled against two versions in q1 and q2 was accepted when
+        # the chunk map gives no version (nothing to compare either with).
+        labels = [dict(self.LABELS[0]), dict(self.LABELS[1], doc_sha256="9f" * 32),
+                  dict(self.LABELS[2], doc_sha256="3a" * 32)]
+        self.bad("qrels: document 'B' is labelled against two versions: doc_sha256 "
+                 "9f9f9f9f9f9f... in query 'q1' and 3a3a3a3a3a3a... in query 'q2'; label one "
+                 "version", "--metrics", self.MEASURES, labels=labels)
+        twice = [dict(self.LABELS[1], doc_sha256="9f" * 32), dict(self.LABELS[1], start=0,
+                                                                   end=4, doc_sha256="3a" * 32)]
+        self.bad("in query 'q1' and 3a3a3a3a3a3a... in query 'q1'", "--metrics", self.MEASURES,
+                 labels=[self.LABELS[0]] + twice)
+        labels[2]["doc_sha256"] = "9f" * 32     # one version in both: fine
+        self.assertEqual(self.cli("--metrics", self.MEASURES, labels=labels)[0], 0)
 
     def test_names_refused_with_a_reason(self):
         for name, expect in (("ndcg(unit=evidence)@5", "unit=evidence is refused: one chunk can "
