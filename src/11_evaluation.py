@@ -605,10 +605,7 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
 def _checked_min_score(min_score):
     if min_score is None:
         return None
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or \
-            not math.isfinite(min_score):
-        raise EvalError("min_score must be a finite number, got %s" % _short_repr(min_score))
-    return float(min_score)
+    return _finite(min_score, "min_score")
 
 
 def _split_qrels(qrels):
