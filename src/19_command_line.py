@@ -593,8 +593,10 @@ def _run_cli(args, stdout, stderr):
     # only when it fails (below).
     first = args.unjudged_bounds or (baseline is not None and "judged")
     report = scored(first)
-    references = [(path, score(path)) for path in args.compare]
-    references += [(path, _cli_reference_scores(path, args, judged, ranges, testset))
+    # A reference is named as its input is (see _source_name): "<stdin>" for "-".
+    references = [(_source_name(path), score(path)) for path in args.compare]
+    references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
+                                                              testset))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
@@ -611,7 +613,8 @@ def _cli_score_report(args, names, ranges, thresholds, meta):
     report = _with_meta(_evaluate_scores(loaded, names, testset, args.allow_missing_scores,
                                          thresholds), meta)
     report = _with_drift(report, args, loaded, ranges)
-    return report, [(path, _cli_reference_scores(path, args, report, ranges, testset))
+    return report, [(_source_name(path), _cli_reference_scores(path, args, report, ranges,
+                                                               testset))
                     for path in args.compare]
 
 
