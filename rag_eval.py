@@ -269,7 +269,10 @@ class Report(NamedTuple):
     run whose top K (the deepest cutoff) holds no labelled id (grade >= 0);
     ``unlabelled_run`` says why, when not one id the run retrieved carries a
     label (or it retrieved nothing), else it is None: every number would be 0
-    for a reason that has nothing to do with retrieval.  ``average`` is
+    for a reason that has nothing to do with retrieval.  The check runs per
+    kind of measure, on what each counts: the ids, or their documents; when
+    only some measures meet no label, it names them ("recall@5: not one
+    retrieved id ...").  ``average`` is
     ``"scored"``, or ``"trec_eval"`` when ``per_query`` and ``mean`` are over
     the queries the run and the qrels share, as trec_eval averages (see
     :func:`evaluate`); such a report is never gated, compared or saved as a
@@ -837,6 +840,7 @@ class _Spec(NamedTuple):
     view: str                       # what func reads: "ranked" (a _Ranked) or "spans"
     refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
     aggregate: object = None        # set-level measure: the mean is aggregate(cells)
+    labels: bool = True             # False: no label decides its value (diversity)
 
     @property
     def accepts(self):
@@ -854,7 +858,8 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
-            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None):
+            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None,
+            labels=True):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -878,6 +883,9 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     the measure's value over a set of queries is
                     ``aggregate(cells)`` (None: no value); it has no per-query
                     values, so it is gated on the tolerance rule only.
+    ``labels``      False for a measure whose value no label decides (diversity,
+                    the abstention measures): the check that a run meets a
+                    label (see _label_checks) leaves it out.
 
     A function may return None for a query outside its population.
     """
@@ -903,7 +911,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
-                     view, dict(refused or {}), aggregate)
+                     view, dict(refused or {}), aggregate, labels)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:
@@ -1291,7 +1299,7 @@ def complete(ranked, grades, k, rel=1):
     return 1.0 if relevant and _relevant_in_top(ranked, k, rel) == relevant else 0.0
 
 
-@measure("diversity", units=("doc",), unjudged=False,
+@measure("diversity", units=("doc",), unjudged=False, labels=False,
          summary="distinct documents in the top k / min(k, distinct ids returned)")
 def diversity(ranked, grades, k):
     """How many different documents fill the context: distinct documents
@@ -1315,7 +1323,7 @@ def diversity(ranked, grades, k):
 # from.  A query abstained when its ranking is empty once --min-score has
 # cut it (a JSONL run line's "abstained": true is read as an empty ranking).
 
-@measure("abstained", unjudged=False, cutoff=False, population="unanswerable",
+@measure("abstained", unjudged=False, cutoff=False, population="unanswerable", labels=False,
          summary="1 if the system abstained (returned nothing) on an unanswerable query")
 def abstained(ranked, grades):
     """1.0 when the ranking is empty (after --min-score), else 0.0.
@@ -1326,7 +1334,7 @@ def abstained(ranked, grades):
     return 0.0 if ranked.length else 1.0
 
 
-@measure("answered", unjudged=False, cutoff=False, population="answerable",
+@measure("answered", unjudged=False, cutoff=False, population="answerable", labels=False,
          summary="1 if the system did not abstain on an answerable query (1 - false abstention)")
 def answered(ranked, grades):
     """1.0 when the ranking holds an id (after --min-score), else 0.0.
@@ -1337,7 +1345,7 @@ def answered(ranked, grades):
     return 1.0 if ranked.length else 0.0
 
 
-@measure("clean", unjudged=False, population="unanswerable",
+@measure("clean", unjudged=False, population="unanswerable", labels=False,
          summary="1 - ids returned in the top k / k on an unanswerable query (junk exposure)")
 def clean(ranked, grades, k):
     """1 - (ids in the top k) / k: how little of the context an unanswerable
@@ -1379,7 +1387,8 @@ def _abstention_f1(cells):
     return _mean(scores) if scores else None
 
 
-@measure("abstention_f1", unjudged=False, cutoff=False, population="stated", aggregate=_abstention_f1,
+@measure("abstention_f1", unjudged=False, cutoff=False, population="stated", labels=False,
+         aggregate=_abstention_f1,
          summary="mean F1 of the abstain and answer classes over the stated queries (a "
                  "set-level value: no per-query values, gated on the tolerance rule only)")
 def abstention_f1(ranked, grades):
@@ -1952,6 +1961,12 @@ def _complete(name, k, overrides):
     for key, value in overrides.items():
         if key in spec.accepts and key not in params:
             params[key] = _param_value(spec, key, value, "measure %r: %s" % (name.text, key))
+    if "unit" in overrides and "unit" not in spec.accepts and _ranks_labelled_ids(spec):
+        # Counting ids under a name asked for in documents is another number: refused.
+        raise EvalError("measure %r counts retrieved ids and has no unit, so unit=%s (--unit "
+                        "%s) cannot apply to it; give the unit per measure instead, e.g. "
+                        "recall(unit=%s),%s" % (name.text, overrides["unit"], overrides["unit"],
+                                                overrides["unit"], name.text))
     _check_options(spec, params, name.text)
     cutoff = None
     if spec.cutoff and "budget" not in params:
@@ -1963,6 +1978,12 @@ def _complete(name, k, overrides):
             cutoff = _cutoff_int(cutoff, "measure %r: the cutoff k" % name.text)
     kept = tuple(sorted((key, v) for key, v in params.items() if v != spec.accepts[key].default))
     return Measure(name.measure, cutoff, kept)
+
+
+def _ranks_labelled_ids(spec):
+    """True for a measure whose value the labels of the retrieved ids decide
+    (recall, rprec, judged, ...), not spans, abstention or diversity."""
+    return spec.view == "ranked" and spec.labels and spec.population == "scored"
 
 
 def _check_options(spec, params, text):
@@ -2108,7 +2129,9 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
     whole ranking; a measure without a cutoff, or cut at a budget, is taken
     once); the order is the order of the names, then of the cutoffs;
     duplicates are dropped.  ``unit`` is the unit of the names that give none
-    and count units (``recall``, not ``judged``).
+    and count units (``recall``); a name that counts ids and has no unit
+    (``judged``, ``rprec``, ``bpref``, ``context_precision``) is refused with
+    a unit other than ``id``, since it would count ids under that unit.
 
     >>> [str(m) for m in resolve_measures("recall,ndcg@3,map@all,rprec", k="1,5")]
     ['recall@1', 'recall@5', 'ndcg@3', 'map@all', 'rprec']
@@ -5678,8 +5701,10 @@ class _QueryScorer:
     """Scores one query at a time, in this process or in a worker.  A query
     scored is a plain tuple (values, duplicates, straddling, returned,
     unlabelled): its values (None when unscored), what ranking saw (see
-    _Ranked), and whether its ids carry labels (see _unlabelled); plain tuples
-    are cheap to make and to pickle."""
+    _Ranked), and whether its ids carry labels: None when the top K meets a
+    label of every kind the measures look labels up by (see _label_checks),
+    or nothing was retrieved; else one flag a kind (see _label_flags).  Plain
+    tuples are cheap to make and to pickle."""
 
     def __init__(self, qrels, measures, rel, average="scored", labels=None, mapping=None):
         self.qrels, self.rel, self.average = qrels, rel, average
@@ -5695,14 +5720,15 @@ class _QueryScorer:
         if (self.unanswerable_calls or self.aggregates) and self.every_query:
             raise EvalError("abstention measures are not for trec_eval's average, which "
                             "knows no unanswerable query: drop them or the average")
-        self.met_label = False      # once a ranking met a label, the run is not unlabelled
         self.bounds = None          # see _ask_bounds: unjudged bounds and judged@k per query
         self.labels, self.mapping = labels, mapping or _Mapping()
         self.lost = None            # see _uncoverable
         self.units = [_UnitCall.of(m) for m in measures]
         self.mapped = any(call.view != "id" or call.budget for call in self.units)
-        self.counts_ids = any(call.view == "id" for call in self.units)
         self.counts_docs = any(call.view == "doc" for call in self.units)
+        # Once a ranking met a label of a kind, the run meets that kind's labels.
+        self.checks = _label_checks(measures, self.units)
+        self.met = [False] * len(self.checks)
         self.forkable = not self.mapped or self.mapping.external
         if self.mapped:
             self.mapping.index()
@@ -5733,14 +5759,11 @@ class _QueryScorer:
                 raise EvalError("qrels: query %r: %s" % (qid, exc)) from None
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
-        if ranked.labelled or not ranked.length:
+        if ranked.labelled or not ranked.length:   # (measures over ids only: one check)
             unlabelled = None
-        elif self.met_label:
-            unlabelled = True       # the whole-ranking look is needed only until a label is met
+            self.met[0] = self.met[0] or bool(ranked.labelled)
         else:
-            unlabelled = _unlabelled(ranking, labels)
-        if ranked.labelled or unlabelled is True:
-            self.met_label = True
+            unlabelled = self._label_flags({"id": False}, ranking, labels)
         if self.bounds is not None and (scored or self.every_query):
             return (values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled,
                     _query_unjudged(self, ranked, grades, ranking,
@@ -5787,18 +5810,11 @@ class _QueryScorer:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
-        # A run meets a label when what its measures count carries one.
-        labelled = (ranked.labelled if self.counts_ids else None) or (
-            doc_units.labelled if doc_units is not None else
-            any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks))
-        if labelled or not ids:
-            unlabelled = None
-        elif self.met_label:
-            unlabelled = True
-        else:
-            unlabelled = self._unlabelled_docs(ranking, labels)
-        if labelled or unlabelled is True:
-            self.met_label = True
+        # A measure meets a label when what it counts (ids, or their documents) carries one.
+        unlabelled = None if not ids else self._label_flags({
+            "id": bool(ranked.labelled),
+            "doc": bool(doc_units.labelled) if doc_units is not None else
+            any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks)}, ranking, labels)
         if self.bounds is not None and (scored or self.every_query):   # of measures over ids
             return (values, read - len(ids), straddling, returned, unlabelled,
                     _query_unjudged(self, ranked, grades, ranking, labels))
@@ -5815,18 +5831,38 @@ class _QueryScorer:
         return (_evidence_units(units, ids, chunks, cover, returned),
                 tuple(sorted((unit[3] for unit in units), reverse=True)))
 
+    def _label_flags(self, top, ranking, labels):
+        """None when the top K meets a label of every kind checked (``top``:
+        kind -> True when it does); else a flag per kind of self.checks:
+        None (the top K meets one), True (a deeper id does, or an earlier
+        query's ranking did) or an example (an id, or a document) showing
+        that the whole ranking meets none."""
+        if all(top[kind] for kind, _ in self.checks):
+            for i in range(len(self.met)):
+                self.met[i] = True
+            return None
+        flags = []
+        for i, (kind, _) in enumerate(self.checks):
+            if top[kind]:
+                flag = None
+            elif self.met[i]:
+                flag = True     # the whole-ranking look is needed only until a label is met
+            elif kind == "id":
+                flag = _unlabelled(ranking, labels)
+            else:
+                flag = self._unlabelled_docs(ranking, labels)
+            self.met[i] = self.met[i] or flag is None or flag is True
+            flags.append(flag)
+        return tuple(flags)
+
     def _unlabelled_docs(self, ranking, labels):
         """_unlabelled over the whole ranking, where a retrieved chunk is
-        labelled through its document (and through its id, when a measure
-        counts ids); else the first document (or id) as an example."""
-        found = _unlabelled(ranking, labels) if self.counts_ids else None
-        if found is True:
-            return True
-        ids = list(_ids_of(ranking))
-        chunks = self.mapping.resolve(ranking, ids)
+        labelled through its document: True, else the first document as an
+        example."""
+        chunks = self.mapping.resolve(ranking, list(_ids_of(ranking)))
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
-        return found if found is not None else chunks[0].doc
+        return chunks[0].doc
 
     unanswerable = frozenset()      # the queries stated unanswerable (see _answerability)
     min_score = None                # ids scored below it are dropped first (see _cut)
@@ -6244,11 +6280,13 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
-    labelled_run, strays = False, []    # strays: (qid, first id) of rankings that meet no label
+    # Per label check (see _label_checks): whether the run met a label of its kind, and
+    # strays, (qid, example id or document) of the rankings that meet none.
+    met = [False] * len(scorer.checks)
+    strays = [[] for _ in scorer.checks]
     cells = {}          # {qid: {set-level measure: cell}}, see _take_cells
 
     def add(qid, result, in_run=True):
-        nonlocal labelled_run
         values, duplicates, straddling, returned, no_label = result[:5]
         if len(result) > 5:
             unjudged_rows[qid] = result[5]
@@ -6270,11 +6308,14 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
         if duplicates:
             repeated.append(qid)
         if no_label is None:
-            labelled_run = labelled_run or returned > 0
-        elif no_label is True:
-            labelled_run = True
-        elif len(strays) < _STRAYS_KEPT:
-            strays.append((qid, no_label))
+            if returned > 0:
+                met[:] = [True] * len(met)
+        else:
+            for i, flag in enumerate(no_label):
+                if flag is None or flag is True:
+                    met[i] = True
+                elif len(strays[i]) < _STRAYS_KEPT:
+                    strays[i].append((qid, flag))
         return values is not None and returned == 0 and qid not in scorer.unanswerable
 
     try:
@@ -6299,7 +6340,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                 [q for q in ids if q not in hidden] for ids in (missing, empty, unlabelled,
                                                                  repeated))
             ties = {q: n for q, n in ties.items() if q not in hidden}
-            strays = [stray for stray in strays if stray[0] not in hidden]
+            strays = [[stray for stray in kept if stray[0] not in hidden] for kept in strays]
             qrels = {q: labels for q, labels in qrels.items() if q not in hidden}
     extra.sort()
     if extra and not skip_extra:
@@ -6344,11 +6385,10 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
     unlabelled_run = None
     # A run that abstained everywhere is an answer when abstention is measured.
-    abstaining = not strays and any(_REGISTRY[parse_measure(m).name].population in (
+    abstaining = not any(strays) and any(_REGISTRY[parse_measure(m).name].population in (
         "answerable", "unanswerable", "stated") for m in names)
-    if not labelled_run and not abstaining:
-        unlabelled_run = _no_label_reason(qrels, strays, extra,
-                                          by_document=scorer.mapped and not scorer.counts_ids)
+    if not all(met) and not abstaining:
+        unlabelled_run = _unlabelled_run(qrels, scorer.checks, met, strays, extra)
         warnings.append("%s: %s" % (run_name, unlabelled_run))
     elif unlabelled:
         unlabelled.sort()
@@ -6533,6 +6573,38 @@ def _population_notes(per_query, names, counts):
                          % (name, counts[name], _plural(len(per_query), "query", "queries"),
                             _plural(len(left), "query has", "queries have"), _preview(left)))
     return notes
+
+
+def _label_checks(measures, units):
+    """((kind, names), ...): the measures grouped by what the run must meet a
+    label through for their numbers to mean anything: "id" (the retrieved
+    ids themselves) or "doc" (their documents: unit=doc and evidence, and
+    the character measures), in the order the measures first name a kind.
+    Measures no label decides (abstention, diversity) are left out, unless
+    no measure reads a label: then every measure is checked on what it reads.
+
+    >>> ms = resolve_measures("recall,recall(unit=doc),answered", 5)
+    >>> _label_checks(ms, [_UnitCall.of(m) for m in ms])
+    (('id', ('recall@5',)), ('doc', ('recall(unit=doc)@5',)))
+    """
+    pairs = list(zip(measures, units))
+    reading = [(m, call) for m, call in pairs if _REGISTRY[m.name].labels] or pairs
+    groups = {}
+    for m, call in reading:
+        groups.setdefault("id" if call.view == "id" else "doc", []).append(str(m))
+    return tuple((kind, tuple(names)) for kind, names in groups.items())
+
+
+def _unlabelled_run(qrels, checks, met, strays, extra):
+    """Why the run meets no label, for the checks (see _label_checks) it
+    failed, as one line: with one check the reason alone, with more each
+    failed check's measures and reason (the others meet labels)."""
+    failed = [i for i, done in enumerate(met) if not done]
+    if len(checks) == 1 or not any(strays):     # (nothing retrieved: one reason for all)
+        kind = checks[failed[0]][0]
+        return _no_label_reason(qrels, strays[failed[0]], extra, by_document=kind == "doc")
+    return "; ".join("%s: %s" % (", ".join(checks[i][1]), _no_label_reason(
+        qrels, strays[i], extra, by_document=checks[i][0] == "doc")) for i in failed)
 
 
 def _no_label_reason(qrels, strays, extra, by_document=False):
@@ -10793,7 +10865,8 @@ def build_parser():
                         "(refund-policy#3 -> refund-policy); instead of --chunks")
     parser.add_argument("--unit", choices=UNITS, default="id",
                         help="what bare measure names count: the retrieved id (default), its "
-                        "document, or labelled evidence spans; k always counts chunks")
+                        "document, or labelled evidence spans; k always counts chunks; a "
+                        "name that counts ids and has no unit (rprec, judged) is refused")
     _add_unjudged_options(parser)
     parser.add_argument("--qrels-format", choices=QRELS_FORMATS, default=None,
                         help="override detection")
@@ -10815,7 +10888,8 @@ def build_parser():
     parser.add_argument("--skip-extra-queries", action="store_true",
                         help="skip run queries absent from the qrels (default: error)")
     parser.add_argument("--allow-unlabelled-run", action="store_true",
-                        help="score a run none of whose ids carries a label (default: error)")
+                        help="score a run that meets no label, for some measures or all: "
+                        "none of its ids (or their documents) carries one (default: error)")
     parser.add_argument("--baseline", nargs="?", const=DEFAULT_BASELINE, default=None,
                         metavar="FILE", help="gate against FILE (default %s); exit 1 on a regression"
                         % DEFAULT_BASELINE)

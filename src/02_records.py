@@ -52,7 +52,10 @@ class Report(NamedTuple):
     run whose top K (the deepest cutoff) holds no labelled id (grade >= 0);
     ``unlabelled_run`` says why, when not one id the run retrieved carries a
     label (or it retrieved nothing), else it is None: every number would be 0
-    for a reason that has nothing to do with retrieval.  ``average`` is
+    for a reason that has nothing to do with retrieval.  The check runs per
+    kind of measure, on what each counts: the ids, or their documents; when
+    only some measures meet no label, it names them ("recall@5: not one
+    retrieved id ...").  ``average`` is
     ``"scored"``, or ``"trec_eval"`` when ``per_query`` and ``mean`` are over
     the queries the run and the qrels share, as trec_eval averages (see
     :func:`evaluate`); such a report is never gated, compared or saved as a

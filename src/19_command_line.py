@@ -71,7 +71,8 @@ def build_parser():
                         "(refund-policy#3 -> refund-policy); instead of --chunks")
     parser.add_argument("--unit", choices=UNITS, default="id",
                         help="what bare measure names count: the retrieved id (default), its "
-                        "document, or labelled evidence spans; k always counts chunks")
+                        "document, or labelled evidence spans; k always counts chunks; a "
+                        "name that counts ids and has no unit (rprec, judged) is refused")
     _add_unjudged_options(parser)
     parser.add_argument("--qrels-format", choices=QRELS_FORMATS, default=None,
                         help="override detection")
@@ -93,7 +94,8 @@ def build_parser():
     parser.add_argument("--skip-extra-queries", action="store_true",
                         help="skip run queries absent from the qrels (default: error)")
     parser.add_argument("--allow-unlabelled-run", action="store_true",
-                        help="score a run none of whose ids carries a label (default: error)")
+                        help="score a run that meets no label, for some measures or all: "
+                        "none of its ids (or their documents) carries one (default: error)")
     parser.add_argument("--baseline", nargs="?", const=DEFAULT_BASELINE, default=None,
                         metavar="FILE", help="gate against FILE (default %s); exit 1 on a regression"
                         % DEFAULT_BASELINE)
