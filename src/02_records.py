@@ -212,6 +212,18 @@ def _gated_average(report):
                         "the run lacks" % report.average)
 
 
+def _check_labelled_run(report):
+    """Refuse to make a baseline of a report whose run meets no label (for
+    some measures or all, see Report.unlabelled_run): those numbers are 0
+    for a reason retrieval has no part in, and a baseline of them could never
+    fail again.  judged@k and --allow-unlabelled-run score such a run; neither
+    makes it a baseline."""
+    if report.unlabelled_run:
+        run = ((report.inputs or {}).get("run") or {}).get("path", "run")
+        raise EvalError("%s: a run that meets no label is never saved as a baseline (no later "
+                        "run could fall below its zeros): %s" % (run, report.unlabelled_run))
+
+
 def _slice_field(name):
     """The field of a slice name: fields hold no '=', values may."""
     return name.partition("=")[0]
