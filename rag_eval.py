@@ -7786,7 +7786,8 @@ def field_drift(field, stored, current, *, labels=None, resamples=10000, seed=0)
                         confusion=tuple(map(tuple, counts)))
 
 
-def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0):
+def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0,
+                held_out=()):
     """Did the judge move?  ``frozen`` is the :class:`Scores` of a frozen
     sample (scores stored then), ``current`` a list of :class:`Scores` with
     the same items scored now; returns the ``"drift"`` block of a report.
@@ -7799,7 +7800,10 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
     items, categorical when its values are booleans or integers on an integer
     range with one judge run each (labels on the field's own scale; repeated
     runs make fractions, compared as numbers).  ``passed`` is False when the
-    mean absolute difference of a field exceeds ``max_drift``.
+    mean absolute difference of a field exceeds ``max_drift``.  ``held_out``
+    are the ids of a hold-out (see evaluate): those items are checked as
+    inputs but left out of every statistic, never named, only counted in a
+    note, as the hold-out is left out of every other mean.
 
     >>> then = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
     ...                                '{"query_id": "f2", "input_sha256": "cd", "ok": true}\\n'))
@@ -7825,9 +7829,17 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
                             "question, context and answer judged): a drift check needs it"
                             % (name, qid))
     fields, notes = {}, []
+    held_out = frozenset(held_out)
+    items = [q for q in frozen.queries if q not in held_out]
+    if not items:
+        raise EvalError("%s: every item of the frozen sample is in the hold-out, which no "
+                        "output names: nothing to check for drift" % name)
+    if len(items) < len(frozen.queries):
+        notes.append("%s of the hold-out left out of the drift check (never shown)"
+                     % _plural(len(frozen.queries) - len(items), "item", "items"))
     for field in frozen.fields:
         now = _drift_current(frozen, current, field)
-        stored = frozen.values(field)
+        stored = {q: v for q, v in frozen.values(field).items() if q not in held_out}
         values = now.values(field)
         labels = _drift_labels(field, frozen, now, notes)
         fields[field] = field_drift(field, stored, {q: values[q] for q in stored},
@@ -7838,7 +7850,7 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
         del fields[field]["field"]
     return {"passed": not any(f["drifted"] for f in fields.values()), "max_drift": max_drift,
             "frozen": {"path": name, "sha256": frozen.info.get("sha256")},
-            "items": len(frozen.queries), "fields": fields, "notes": notes}
+            "items": len(items), "fields": fields, "notes": notes}
 
 
 def _drift_current(frozen, current, field):
@@ -11376,7 +11388,7 @@ def _run_cli(args, stdout, stderr):
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
                                               args.allow_missing_scores, thresholds, qrels),
-                             args, loaded, ranges)
+                             args, loaded, ranges, testset)
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
     # from stdin or a pipe is held in memory from here on.
@@ -11421,14 +11433,15 @@ def _cli_score_report(args, names, ranges, thresholds, meta):
     loaded = _cli_scores(args.scores, args, _named_fields(names), ranges)
     report = _with_meta(_evaluate_scores(loaded, names, testset, args.allow_missing_scores,
                                          thresholds), meta)
-    report = _with_drift(report, args, loaded, ranges)
+    report = _with_drift(report, args, loaded, ranges, testset)
     return report, [(_source_name(path), _cli_reference_scores(path, args, report, ranges,
                                                                testset))
                     for path in args.compare]
 
 
-def _with_drift(report, args, loaded, ranges):
-    """The report with its --drift check (the report unchanged without)."""
+def _with_drift(report, args, loaded, ranges, testset=None):
+    """The report with its --drift check (the report unchanged without); the
+    hold-out of ``testset`` (a _TestSet) stays out of it."""
     if args.drift is None:
         if args.max_drift is not None:
             raise EvalError("--max-drift applies with --drift FROZEN (the frozen sample)")
@@ -11439,7 +11452,8 @@ def _with_drift(report, args, loaded, ranges):
     return report._replace(drift=judge_drift(
         _read_scores(args.drift, args.id_column, fields,
                      {f: r for f, r in ranges.items() if f in fields}, present_only=True),
-        loaded, max_drift=max_drift, **options))
+        loaded, max_drift=max_drift, held_out=testset.hidden if testset is not None else (),
+        **options))
 
 
 def _max_drift_option(text):

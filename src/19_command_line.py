@@ -569,7 +569,7 @@ def _run_cli(args, stdout, stderr):
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
                                               args.allow_missing_scores, thresholds, qrels),
-                             args, loaded, ranges)
+                             args, loaded, ranges, testset)
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
     # from stdin or a pipe is held in memory from here on.
@@ -614,14 +614,15 @@ def _cli_score_report(args, names, ranges, thresholds, meta):
     loaded = _cli_scores(args.scores, args, _named_fields(names), ranges)
     report = _with_meta(_evaluate_scores(loaded, names, testset, args.allow_missing_scores,
                                          thresholds), meta)
-    report = _with_drift(report, args, loaded, ranges)
+    report = _with_drift(report, args, loaded, ranges, testset)
     return report, [(_source_name(path), _cli_reference_scores(path, args, report, ranges,
                                                                testset))
                     for path in args.compare]
 
 
-def _with_drift(report, args, loaded, ranges):
-    """The report with its --drift check (the report unchanged without)."""
+def _with_drift(report, args, loaded, ranges, testset=None):
+    """The report with its --drift check (the report unchanged without); the
+    hold-out of ``testset`` (a _TestSet) stays out of it."""
     if args.drift is None:
         if args.max_drift is not None:
             raise EvalError("--max-drift applies with --drift FROZEN (the frozen sample)")
@@ -632,7 +633,8 @@ def _with_drift(report, args, loaded, ranges):
     return report._replace(drift=judge_drift(
         _read_scores(args.drift, args.id_column, fields,
                      {f: r for f, r in ranges.items() if f in fields}, present_only=True),
-        loaded, max_drift=max_drift, **options))
+        loaded, max_drift=max_drift, held_out=testset.hidden if testset is not None else (),
+        **options))
 
 
 def _max_drift_option(text):

@@ -1134,6 +1134,67 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         now[9] = ("i09", "h9", {"s": 0.55})      # 1.05 / 50 = 0.021 > 0.02
         self.assertEqual(self.drift(then=then, now=now)[0], rag_eval.EXIT_REGRESSION)
 
+    def test_the_hold_out_stays_out_of_the_drift_check(self):
+        # Issue 22, item 4: "largest change h1 0.1000 -> 0.5000" and "item": "h1"
+        # named a held-out item, and held-out items counted in the drift means.
+        # The hold-out here is f3 (renamed hq3: no hex digest holds a q), the item
+        # of the largest changes.  Left out: faithfulness differences -0.05 0 -0.10
+        # 0 -0.05 over f1 f2 f4 f5 f6: mean -0.20 / 5 = -0.04, mean absolute 0.04
+        # > 0.02 (still drifted); largest f4 0.6 -> 0.5; means 3.5 / 5 = 0.70 then,
+        # 3.3 / 5 = 0.66 now.  grounded agrees on all 5: agreement 1, mean absolute
+        # 0, no largest change; rows (false, true) 2, 3: kappa (25 - 13) / (25 - 13) = 1.
+        held = lambda rows: [("hq3",) + row[1:] if row[0] == "f3" else row for row in rows]
+        then, now = held(self.THEN), held(self.NOW)
+        items = [row[0] for row in then]
+        queries = self.write("m.jsonl", jsonl(*(
+            {"query_id": q, "slices": {"split": "holdout" if q == "hq3" else "dev"}}
+            for q in items)))
+        options = ("--queries", queries, "--holdout", "split=holdout")
+        code, out, err = self.drift(*options, "--format", "json", then=then, now=now)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertNotIn("hq3", out + err)
+        drift = json.loads(out)["drift"]
+        self.assertEqual((drift["items"], drift["passed"]), (5, False))
+        self.assertEqual(drift["notes"], ["1 item of the hold-out left out of the drift check "
+                                          "(never shown)"])
+        f, g = drift["fields"]["faithfulness"], drift["fields"]["grounded"]
+        self.assertEqual((f["n"], f["drifted"]), (5, True))
+        self.assertAlmostEqual(f["mean_difference"], -0.04, places=15)
+        self.assertAlmostEqual(f["mean_absolute_difference"], 0.04, places=15)
+        self.assertAlmostEqual(f["stored_mean"], 0.70, places=15)
+        self.assertAlmostEqual(f["current_mean"], 0.66, places=15)
+        self.assertEqual(f["largest_change"], {"item": "f4", "stored": 0.6, "current": 0.5})
+        self.assertEqual((g["agreement"], g["kappa"], g["mean_absolute_difference"],
+                          g["largest_change"], g["confusion"], g["drifted"]),
+                         (1.0, 1.0, 0.0, None, [[2, 0], [0, 3]], False))
+        for fmt in ("text", "markdown", "html"):
+            code, out, err = self.drift(*options, "--format", fmt, then=then, now=now)
+            self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+            self.assertNotIn("hq3", out + err, fmt)
+            self.assertIn("f4", out, fmt)
+        # Both tiers in one report: the same drift block.
+        qrels = self.write("q.json", json.dumps({q: {"d": 1} for q in items}))
+        run = self.write("r.json", json.dumps({q: ["d"] for q in items}))
+        frozen = self.write("frozen.jsonl", drift_rows(then))
+        current = self.write("now.jsonl", drift_rows(now))
+        code, out, err = run_cli(qrels, run, "--scores", current, "--drift", frozen, *options,
+                                 "--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertNotIn("hq3", out + err)
+        self.assertEqual(json.loads(out)["drift"], drift)
+        # Every item of the frozen sample held out (f9, scored, is not in it): nothing
+        # to check, exit 2.
+        queries = self.write("m.jsonl", jsonl(*(
+            [{"query_id": q, "slices": {"split": "holdout"}} for q in items]
+            + [{"query_id": "f9", "slices": {"split": "dev"}}])))
+        self.assertRefused("every item of the frozen sample is in the hold-out", *options,
+                           then=then, now=now + [("f9", "a9", {"faithfulness": 0.5,
+                                                                 "grounded": True})])
+        # The library: held_out= does the same.
+        d = rag_eval.judge_drift(rag_eval.load_scores(frozen), [rag_eval.load_scores(current)],
+                                 held_out={"hq3"})
+        self.assertEqual(d["fields"]["faithfulness"]["largest_change"]["item"], "f4")
+
     def test_not_a_drift_check(self):
         now = [row if row[0] != "f3" else ("f3", "changed", row[2]) for row in self.NOW]
         err = self.assertRefused("answer changed for f3: not a drift check", now=now)
