@@ -7645,14 +7645,19 @@ def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None,
                                        pass_threshold), meta)
 
 
-def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=()):
-    """evaluate_scores() with the _TestSet made (None: no query metadata);
-    ``queries`` are more members of the test set (the qrels' queries, when
-    both tiers are in one report): each needs a score too."""
+def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=None,
+                     skip_extra=False):
+    """evaluate_scores() with the _TestSet made (None: no query metadata).
+    ``queries`` are the qrels' queries when both tiers are in one report:
+    each needs a score too, and they (with the query metadata) are the test
+    set, so a score line of another query is an error naming it, as a run's
+    is, unless ``skip_extra`` (--skip-extra-queries): then it is left out,
+    with a warning.  Without qrels the score files are part of the test set."""
     files = _files_by_field(scores)
     measures = _score_measures(measures, files)
     report = _scores_report(files, measures, testset, allow_missing,
-                            _checked_thresholds(thresholds, measures, files), queries)
+                            _checked_thresholds(thresholds, measures, files), queries,
+                            skip_extra)
     inputs = {("scores" if i == 0 else "scores.%d" % (i + 1)): {
         key: value for key, value in s.info.items() if key != "fields"}     # as a run's
         for i, s in enumerate(scores)}
@@ -7911,6 +7916,7 @@ def _with_scores(report, scored):
         measures=names, per_query=per_query, mean=dict(report.mean, **scored.mean),
         n=None if same else counts, scores=scored.scores, drift=scored.drift,
         unscored=tuple(sorted((set(report.unscored) | set(scored.unscored)) - set(per_query))),
+        skipped=tuple(sorted(set(report.skipped) | set(scored.skipped))),
         inputs=dict(report.inputs or {}, **(scored.inputs or {})),
         warnings=report.warnings + tuple(w for w in scored.warnings if w not in report.warnings))
     if report.membership is None:
@@ -7987,14 +7993,17 @@ def _checked_thresholds(thresholds, measures, files):
     return out
 
 
-def _scores_report(files, measures, testset, allow_missing, thresholds, queries=()):
+def _scores_report(files, measures, testset, allow_missing, thresholds, queries=None,
+                   skip_extra=False):
     """The Report of the score measures (see evaluate_scores)."""
     names = tuple(str(m) for m in measures)
     fields = {str(m): dict(m.params)["field"] for m in measures}
-    members = dict.fromkeys(queries)    # the test set: the score files, metadata, qrels
+    members = dict.fromkeys(queries or ())  # the test set: the score files, metadata, qrels
     used = _files_of(files, fields.values())
+    extra = _extra_score_queries(used, queries, testset, skip_extra)
+    skipped = {q for _, ids in extra for q in ids}
     for s in used:
-        members.update(dict.fromkeys(s.queries))
+        members.update(dict.fromkeys(q for q in s.queries if q not in skipped))
     if testset is not None:
         members.update(dict.fromkeys(q for q in testset.queries))
         members = {q: None for q in members if q not in testset.expired}
@@ -8026,12 +8035,33 @@ def _scores_report(files, measures, testset, allow_missing, thresholds, queries=
              "borderline": {n: _borderline({q: r for q, r in runs[n].items()
                                             if q in per_query}, *thresholds[n])
                             for n in names if n in thresholds}}
-    warnings = ["%s: %s without a score, listed as unscored: %s"
-                % (n, _plural(len(ids), "query", "queries"), _preview(ids))
-                for n, ids in block["unscored"].items() if ids]
-    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), (), {}, {},
-                    tuple(warnings), n=counts, scores=block)
+    warnings = ["%s: skipped %s not in the qrels: %s"
+                % (s.info["path"], _plural(len(ids), "score-file query", "score-file queries"),
+                   _preview(ids)) for s, ids in extra if ids]
+    warnings += ["%s: %s without a score, listed as unscored: %s"
+                 % (n, _plural(len(ids), "query", "queries"), _preview(ids))
+                 for n, ids in block["unscored"].items() if ids]
+    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), tuple(sorted(skipped)),
+                    {}, {}, tuple(warnings), n=counts, scores=block)
     return report if testset is None else testset.report(report, held)
+
+
+def _extra_score_queries(used, queries, testset, skip_extra):
+    """The queries of the score files ``used`` that the test set (the qrels'
+    ``queries`` and the query metadata) does not hold, when qrels are given
+    (``queries`` not None): an error naming them, as for a run, unless
+    ``skip_extra``; then [(Scores, sorted ids)], the ids to leave out."""
+    if queries is None:
+        return []
+    known = set(queries) | set(testset.queries if testset is not None else ())
+    by_file = [(s, sorted(q for q in s.queries if q not in known)) for s in used]
+    for s, extra in by_file:
+        if extra and not skip_extra:
+            raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
+                            "with --skip-extra-queries)"
+                            % (s.info["path"], _plural(len(extra), "query is", "queries are"),
+                               _preview(extra)))
+    return by_file
 
 
 def _files_of(files, fields):
@@ -10911,7 +10941,8 @@ def build_parser():
                         help="leave out queries whose valid_until is before this date "
                         "(no default: the clock is never read)")
     parser.add_argument("--skip-extra-queries", action="store_true",
-                        help="skip run queries absent from the qrels (default: error)")
+                        help="skip run queries (and, beside QRELS RUN, score-file queries) "
+                        "absent from the qrels (default: error)")
     parser.add_argument("--allow-unlabelled-run", action="store_true",
                         help="score a run that meets no label, for some measures or all: "
                         "none of its ids (or their documents) carries one (default: error)")
@@ -11387,7 +11418,8 @@ def _run_cli(args, stdout, stderr):
     if tiers == "both":
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
-                                              args.allow_missing_scores, thresholds, qrels),
+                                              args.allow_missing_scores, thresholds, qrels,
+                                              args.skip_extra_queries),
                              args, loaded, ranges, testset)
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
@@ -11417,7 +11449,7 @@ def _run_cli(args, stdout, stderr):
     # A reference is named as its input is (see _source_name): "<stdin>" for "-".
     references = [(_source_name(path), score(path)) for path in args.compare]
     references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
-                                                              testset))
+                                                              testset, qrels))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
@@ -11469,15 +11501,17 @@ def _max_drift_option(text):
     return value
 
 
-def _cli_reference_scores(path, args, report, ranges, testset):
+def _cli_reference_scores(path, args, report, ranges, testset, qrels=None):
     """The report of a reference score file (--compare, --compare-scores):
-    the fields and ranges of the report's score measures."""
+    the fields and ranges of the report's score measures; beside QRELS RUN
+    (``qrels``) held to the test set as the current score files are."""
     fields = [_field_of(m) for m in report.measures if _field_of(m)]
     loaded = _read_scores(path, args.id_column, fields,
                           {f: r for f, r in ranges.items() if f in fields},
                           args.allow_missing_scores)
     return _evaluate_scores([loaded], ["score(field=%s)" % f for f in fields], testset,
-                            args.allow_missing_scores)
+                            args.allow_missing_scores, queries=qrels,
+                            skip_extra=args.skip_extra_queries)
 
 
 def _cli_output(args, stdout, stderr, report, scored, references, options, slice_max_drop,

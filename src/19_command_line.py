@@ -92,7 +92,8 @@ def build_parser():
                         help="leave out queries whose valid_until is before this date "
                         "(no default: the clock is never read)")
     parser.add_argument("--skip-extra-queries", action="store_true",
-                        help="skip run queries absent from the qrels (default: error)")
+                        help="skip run queries (and, beside QRELS RUN, score-file queries) "
+                        "absent from the qrels (default: error)")
     parser.add_argument("--allow-unlabelled-run", action="store_true",
                         help="score a run that meets no label, for some measures or all: "
                         "none of its ids (or their documents) carries one (default: error)")
@@ -568,7 +569,8 @@ def _run_cli(args, stdout, stderr):
     if tiers == "both":
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
-                                              args.allow_missing_scores, thresholds, qrels),
+                                              args.allow_missing_scores, thresholds, qrels,
+                                              args.skip_extra_queries),
                              args, loaded, ranges, testset)
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
@@ -598,7 +600,7 @@ def _run_cli(args, stdout, stderr):
     # A reference is named as its input is (see _source_name): "<stdin>" for "-".
     references = [(_source_name(path), score(path)) for path in args.compare]
     references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
-                                                              testset))
+                                                              testset, qrels))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
@@ -650,15 +652,17 @@ def _max_drift_option(text):
     return value
 
 
-def _cli_reference_scores(path, args, report, ranges, testset):
+def _cli_reference_scores(path, args, report, ranges, testset, qrels=None):
     """The report of a reference score file (--compare, --compare-scores):
-    the fields and ranges of the report's score measures."""
+    the fields and ranges of the report's score measures; beside QRELS RUN
+    (``qrels``) held to the test set as the current score files are."""
     fields = [_field_of(m) for m in report.measures if _field_of(m)]
     loaded = _read_scores(path, args.id_column, fields,
                           {f: r for f, r in ranges.items() if f in fields},
                           args.allow_missing_scores)
     return _evaluate_scores([loaded], ["score(field=%s)" % f for f in fields], testset,
-                            args.allow_missing_scores)
+                            args.allow_missing_scores, queries=qrels,
+                            skip_extra=args.skip_extra_queries)
 
 
 def _cli_output(args, stdout, stderr, report, scored, references, options, slice_max_drop,

@@ -683,8 +683,10 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertNotIn("tolerance is inside judge noise", out)
 
     def test_both_tiers_in_one_report(self):
-        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q9": {"c": 0}}')
-        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q9": ["c"]}')
+        # q3 (a judge score, no relevant id) and q9 (no judge score) are in the qrels.
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"d": 0}, '
+                                     '"q9": {"c": 0}}')
+        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q3": ["d"], "q9": ["c"]}')
         scores = self.write("s.jsonl", self.SCORES)
         argv = (qrels, run, "--scores", scores, "--metrics", "mrr@2,score(field=faithfulness)")
         code, out, err = run_cli(*argv)     # q9 of the qrels has no judge score
@@ -714,6 +716,47 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 1, err)
         self.assertIn("FAILED, 1 regression: score(field=faithfulness)", out)
         self.assertEqual(run_cli(qrels, run, "--scores", scores, "--metrics", "mrr@2")[0], 2)
+
+    def test_score_lines_of_queries_the_qrels_lack_are_extra_queries(self):
+        # Issue 22, item 5: beside QRELS RUN, a score line of a query the qrels do not
+        # hold ({"query_id": "zz", "f": 0}) joined the judge mean (0.9 -> 0.45), exit
+        # 0, while the same id in a run is exit 2.  One rule for both.
+        qrels = self.write("q.json", '{"q1": {"a": 1}}')
+        run = self.write("r.json", '{"q1": ["a"]}')
+        scores = self.write("s.jsonl", jsonl({"query_id": "q1", "f": 0.9},
+                                             {"query_id": "zz", "f": 0}))
+        out_path = os.path.join(self.tmp, "out.json")
+        argv = (qrels, run, "--scores", scores, "-o", out_path)
+        code, out, err = run_cli(*argv)
+        self.assertEqual((code, out), (2, ""), err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("s.jsonl: 1 query is not in the qrels: 'zz' (check the files match, or "
+                      "skip them with --skip-extra-queries)", err)
+        self.assertFalse(os.path.exists(out_path))
+        code, out, err = run_cli(*argv[:-2], "--skip-extra-queries", "--format", "json",
+                                 "--per-query")
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        # f over q1 alone: 0.9; zz is skipped and said so, in no count or table.
+        self.assertEqual(report["mean"], {"recall@5": 1.0, "success@5": 1.0, "mrr@5": 1.0,
+                                          "ndcg@5": 1.0, "score(field=f)": 0.9})
+        self.assertEqual((report["queries"], report["skipped"]), (1, ["zz"]))
+        self.assertEqual(list(report["per_query"]), ["q1"])
+        self.assertIn("s.jsonl: skipped 1 score-file query not in the qrels: 'zz'", err)
+        # A query of the query metadata is a member of the test set: not extra.
+        queries = self.write("m.jsonl", jsonl({"query_id": "q1"}, {"query_id": "zz"}))
+        code, out, err = run_cli(*argv[:-2], "--queries", queries, "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertAlmostEqual(json.loads(out)["mean"]["score(field=f)"], 0.45, places=15)
+        # A reference score file (--compare-scores) is held to the same rule.
+        good = self.write("good.jsonl", jsonl({"query_id": "q1", "f": 0.8}))
+        code, out, err = run_cli(qrels, run, "--scores", good, "--compare-scores", scores)
+        self.assertEqual(code, 2, err)
+        self.assertIn("s.jsonl: 1 query is not in the qrels: 'zz'", err)
+        # --scores alone: the score files are the test set (nothing to be extra to).
+        code, out, err = run_cli("--scores", scores, "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertAlmostEqual(json.loads(out)["mean"]["score(field=f)"], 0.45, places=15)
 
     def test_compare_with_a_score_file(self):
         other = self.write("other.jsonl", self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]")
