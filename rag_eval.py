@@ -183,10 +183,12 @@ def _finite(value, what, *, plural=False, bools=False, infinite=False):
     """``value`` as a float: a number (not text, not a bool unless ``bools``),
     finite unless ``infinite``; else an EvalError saying what ``what`` must be.
 
-    >>> _finite(10 ** 400, "tolerance")
+    >>> _finite(2, "sd"), _finite(-math.inf, "t", infinite=True)
+    (2.0, -inf)
+    >>> _finite("0.5", "tolerance")     # as 10 ** 400 (no float holds it), NaN, True
     Traceback (most recent call last):
     ...
-    rag_eval.EvalError: tolerance must be a finite number, got 10000000000000000000000000000000000000000000000000000000 ...
+    rag_eval.EvalError: tolerance must be a finite number, got '0.5'
     """
     try:
         if (isinstance(value, bool) and not bools) or isinstance(value, (str, bytes)) \
