@@ -12,8 +12,8 @@
 # The module docstring (what rag_eval is, its measures, a quick start),
 # __all__, the imports, the version, the exit codes and the defaults, the one
 # exception type (EvalError), and the few small helpers every file uses
-# (_mean, _plural, _preview, _short_repr, _fmt, _dumps, and the hashes of
-# sets of query ids: _query_set, _members_sha256).
+# (_mean, _plural, _preview, _short_repr, _finite, _fmt, _dumps, and the hashes
+# of sets of query ids: _query_set, _members_sha256).
 #
 # Uses: nothing.  Used by: every later file.
 # ===========================================================================
@@ -181,6 +181,31 @@ def _short_repr(value, limit=60):
     return text if len(text) <= limit else text[:limit - 4] + " ..."
 
 
+def _finite(value, what, *, plural=False, bools=False, infinite=False):
+    """``value`` as a float: a number (not text, not a bool unless ``bools``),
+    finite unless ``infinite``; else an EvalError saying what ``what`` must be.
+
+    >>> _finite(2, "sd"), _finite(-math.inf, "t", infinite=True)
+    (2.0, -inf)
+    >>> _finite("0.5", "tolerance")     # as 10 ** 400 (no float holds it), NaN, True
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: tolerance must be a finite number, got '0.5'
+    """
+    try:
+        if (isinstance(value, bool) and not bools) or isinstance(value, (str, bytes)) \
+                or not hasattr(value, "__float__"):
+            raise TypeError(value)
+        out = float(value)
+        if math.isnan(out) or not (infinite or math.isfinite(out)):
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
+        raise EvalError("%s must be %s, got %s" % (
+            what, "finite numbers" if plural else "a number" if infinite else
+            "a finite number", _short_repr(value))) from None
+    return out
+
+
 def _dumps(obj):
     """The JSON text of every file we write: sorted keys, no NaN, UTF-8 as is."""
     return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
@@ -269,7 +294,10 @@ class Report(NamedTuple):
     run whose top K (the deepest cutoff) holds no labelled id (grade >= 0);
     ``unlabelled_run`` says why, when not one id the run retrieved carries a
     label (or it retrieved nothing), else it is None: every number would be 0
-    for a reason that has nothing to do with retrieval.  ``average`` is
+    for a reason that has nothing to do with retrieval.  The check runs per
+    kind of measure, on what each counts: the ids, or their documents; when
+    only some measures meet no label, it names them ("recall@5: not one
+    retrieved id ...").  ``average`` is
     ``"scored"``, or ``"trec_eval"`` when ``per_query`` and ``mean`` are over
     the queries the run and the qrels share, as trec_eval averages (see
     :func:`evaluate`); such a report is never gated, compared or saved as a
@@ -478,6 +506,18 @@ def _gated_average(report):
         raise EvalError("a report averaged as trec_eval does (average=%r) is never gated, "
                         "compared or saved as a baseline: its mean leaves out the queries "
                         "the run lacks" % report.average)
+
+
+def _check_labelled_run(report):
+    """Refuse to make a baseline of a report whose run meets no label (for
+    some measures or all, see Report.unlabelled_run): those numbers are 0
+    for a reason retrieval has no part in, and a baseline of them could never
+    fail again.  judged@k and --allow-unlabelled-run score such a run; neither
+    makes it a baseline."""
+    if report.unlabelled_run:
+        run = ((report.inputs or {}).get("run") or {}).get("path", "run")
+        raise EvalError("%s: a run that meets no label is never saved as a baseline (no later "
+                        "run could fall below its zeros): %s" % (run, report.unlabelled_run))
 
 
 def _slice_field(name):
@@ -914,6 +954,7 @@ class _Spec(NamedTuple):
     view: str                       # what func reads: "ranked" (a _Ranked) or "spans"
     refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
     aggregate: object = None        # set-level measure: the mean is aggregate(cells)
+    labels: bool = True             # False: no label decides its value (diversity)
 
     @property
     def accepts(self):
@@ -931,7 +972,8 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
-            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None):
+            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None,
+            labels=True):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -955,6 +997,9 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     the measure's value over a set of queries is
                     ``aggregate(cells)`` (None: no value); it has no per-query
                     values, so it is gated on the tolerance rule only.
+    ``labels``      False for a measure whose value no label decides (diversity,
+                    the abstention measures): the check that a run meets a
+                    label (see _label_checks) leaves it out.
 
     A function may return None for a query outside its population.
     """
@@ -980,7 +1025,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
-                     view, dict(refused or {}), aggregate)
+                     view, dict(refused or {}), aggregate, labels)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:
@@ -1368,7 +1413,7 @@ def complete(ranked, grades, k, rel=1):
     return 1.0 if relevant and _relevant_in_top(ranked, k, rel) == relevant else 0.0
 
 
-@measure("diversity", units=("doc",), unjudged=False,
+@measure("diversity", units=("doc",), unjudged=False, labels=False,
          summary="distinct documents in the top k / min(k, distinct ids returned)")
 def diversity(ranked, grades, k):
     """How many different documents fill the context: distinct documents
@@ -1392,7 +1437,7 @@ def diversity(ranked, grades, k):
 # from.  A query abstained when its ranking is empty once --min-score has
 # cut it (a JSONL run line's "abstained": true is read as an empty ranking).
 
-@measure("abstained", unjudged=False, cutoff=False, population="unanswerable",
+@measure("abstained", unjudged=False, cutoff=False, population="unanswerable", labels=False,
          summary="1 if the system abstained (returned nothing) on an unanswerable query")
 def abstained(ranked, grades):
     """1.0 when the ranking is empty (after --min-score), else 0.0.
@@ -1403,7 +1448,7 @@ def abstained(ranked, grades):
     return 0.0 if ranked.length else 1.0
 
 
-@measure("answered", unjudged=False, cutoff=False, population="answerable",
+@measure("answered", unjudged=False, cutoff=False, population="answerable", labels=False,
          summary="1 if the system did not abstain on an answerable query (1 - false abstention)")
 def answered(ranked, grades):
     """1.0 when the ranking holds an id (after --min-score), else 0.0.
@@ -1414,7 +1459,7 @@ def answered(ranked, grades):
     return 1.0 if ranked.length else 0.0
 
 
-@measure("clean", unjudged=False, population="unanswerable",
+@measure("clean", unjudged=False, population="unanswerable", labels=False,
          summary="1 - ids returned in the top k / k on an unanswerable query (junk exposure)")
 def clean(ranked, grades, k):
     """1 - (ids in the top k) / k: how little of the context an unanswerable
@@ -1456,7 +1501,8 @@ def _abstention_f1(cells):
     return _mean(scores) if scores else None
 
 
-@measure("abstention_f1", unjudged=False, cutoff=False, population="stated", aggregate=_abstention_f1,
+@measure("abstention_f1", unjudged=False, cutoff=False, population="stated", labels=False,
+         aggregate=_abstention_f1,
          summary="mean F1 of the abstain and answer classes over the stated queries (a "
                  "set-level value: no per-query values, gated on the tolerance rule only)")
 def abstention_f1(ranked, grades):
@@ -2029,6 +2075,12 @@ def _complete(name, k, overrides):
     for key, value in overrides.items():
         if key in spec.accepts and key not in params:
             params[key] = _param_value(spec, key, value, "measure %r: %s" % (name.text, key))
+    if "unit" in overrides and "unit" not in spec.accepts and _ranks_labelled_ids(spec):
+        # Counting ids under a name asked for in documents is another number: refused.
+        raise EvalError("measure %r counts retrieved ids and has no unit, so unit=%s (--unit "
+                        "%s) cannot apply to it; give the unit per measure instead, e.g. "
+                        "recall(unit=%s),%s" % (name.text, overrides["unit"], overrides["unit"],
+                                                overrides["unit"], name.text))
     _check_options(spec, params, name.text)
     cutoff = None
     if spec.cutoff and "budget" not in params:
@@ -2040,6 +2092,12 @@ def _complete(name, k, overrides):
             cutoff = _cutoff_int(cutoff, "measure %r: the cutoff k" % name.text)
     kept = tuple(sorted((key, v) for key, v in params.items() if v != spec.accepts[key].default))
     return Measure(name.measure, cutoff, kept)
+
+
+def _ranks_labelled_ids(spec):
+    """True for a measure whose value the labels of the retrieved ids decide
+    (recall, rprec, judged, ...), not spans, abstention or diversity."""
+    return spec.view == "ranked" and spec.labels and spec.population == "scored"
 
 
 def _check_options(spec, params, text):
@@ -2185,7 +2243,9 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
     whole ranking; a measure without a cutoff, or cut at a budget, is taken
     once); the order is the order of the names, then of the cutoffs;
     duplicates are dropped.  ``unit`` is the unit of the names that give none
-    and count units (``recall``, not ``judged``).
+    and count units (``recall``); a name that counts ids and has no unit
+    (``judged``, ``rprec``, ``bpref``, ``context_precision``) is refused with
+    a unit other than ``id``, since it would count ids under that unit.
 
     >>> [str(m) for m in resolve_measures("recall,ndcg@3,map@all,rprec", k="1,5")]
     ['recall@1', 'recall@5', 'ndcg@3', 'map@all', 'rprec']
@@ -4935,8 +4995,17 @@ def _meta_notes(report, changes, baseline):
 
 
 def _same_keys(same, where="same"):
-    """``same=`` as a tuple of meta keys (one key may be given as a string)."""
-    keys = (same,) if isinstance(same, str) else tuple(same or ())
+    """``same=`` as a tuple of meta keys (one key may be given as a string, a
+    set of them is taken in sorted order, so that notes keep one order)."""
+    if same is None or isinstance(same, str):
+        keys = () if same is None else (same,)
+    elif isinstance(same, (list, tuple)):
+        keys = tuple(same)
+    elif isinstance(same, (set, frozenset)):
+        keys = tuple(sorted(same, key=repr))
+    else:
+        raise EvalError("%s must be a meta key or a list of them, got %s"
+                        % (where, _short_repr(same)))
     return tuple(dict.fromkeys(_meta_key(key, "%s %s" % (where, _short_repr(key)))
                                for key in keys))
 
@@ -5887,8 +5956,10 @@ class _QueryScorer:
     """Scores one query at a time, in this process or in a worker.  A query
     scored is a plain tuple (values, duplicates, straddling, returned,
     unlabelled): its values (None when unscored), what ranking saw (see
-    _Ranked), and whether its ids carry labels (see _unlabelled); plain tuples
-    are cheap to make and to pickle."""
+    _Ranked), and whether its ids carry labels: None when the top K meets a
+    label of every kind the measures look labels up by (see _label_checks),
+    or nothing was retrieved; else one flag a kind (see _label_flags).  Plain
+    tuples are cheap to make and to pickle."""
 
     def __init__(self, qrels, measures, rel, average="scored", labels=None, mapping=None):
         self.qrels, self.rel, self.average = qrels, rel, average
@@ -5904,14 +5975,15 @@ class _QueryScorer:
         if (self.unanswerable_calls or self.aggregates) and self.every_query:
             raise EvalError("abstention measures are not for trec_eval's average, which "
                             "knows no unanswerable query: drop them or the average")
-        self.met_label = False      # once a ranking met a label, the run is not unlabelled
         self.bounds = None          # see _ask_bounds: unjudged bounds and judged@k per query
         self.labels, self.mapping = labels, mapping or _Mapping()
         self.lost = None            # see _uncoverable
         self.units = [_UnitCall.of(m) for m in measures]
         self.mapped = any(call.view != "id" or call.budget for call in self.units)
-        self.counts_ids = any(call.view == "id" for call in self.units)
         self.counts_docs = any(call.view == "doc" for call in self.units)
+        # Once a ranking met a label of a kind, the run meets that kind's labels.
+        self.checks = _label_checks(measures, self.units)
+        self.met = [False] * len(self.checks)
         self.forkable = not self.mapped or self.mapping.external
         if self.mapped:
             self.mapping.index()
@@ -5942,14 +6014,11 @@ class _QueryScorer:
                 raise EvalError("qrels: query %r: %s" % (qid, exc)) from None
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
-        if ranked.labelled or not ranked.length:
+        if ranked.labelled or not ranked.length:   # (measures over ids only: one check)
             unlabelled = None
-        elif self.met_label:
-            unlabelled = True       # the whole-ranking look is needed only until a label is met
+            self.met[0] = self.met[0] or bool(ranked.labelled)
         else:
-            unlabelled = _unlabelled(ranking, labels)
-        if ranked.labelled or unlabelled is True:
-            self.met_label = True
+            unlabelled = self._label_flags({"id": False}, ranking, labels)
         if self.bounds is not None and (scored or self.every_query):
             return (values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled,
                     _query_unjudged(self, ranked, grades, ranking,
@@ -5996,18 +6065,11 @@ class _QueryScorer:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
-        # A run meets a label when what its measures count carries one.
-        labelled = (ranked.labelled if self.counts_ids else None) or (
-            doc_units.labelled if doc_units is not None else
-            any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks))
-        if labelled or not ids:
-            unlabelled = None
-        elif self.met_label:
-            unlabelled = True
-        else:
-            unlabelled = self._unlabelled_docs(ranking, labels)
-        if labelled or unlabelled is True:
-            self.met_label = True
+        # A measure meets a label when what it counts (ids, or their documents) carries one.
+        unlabelled = None if not ids else self._label_flags({
+            "id": bool(ranked.labelled),
+            "doc": bool(doc_units.labelled) if doc_units is not None else
+            any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks)}, ranking, labels)
         if self.bounds is not None and (scored or self.every_query):   # of measures over ids
             return (values, read - len(ids), straddling, returned, unlabelled,
                     _query_unjudged(self, ranked, grades, ranking, labels))
@@ -6024,19 +6086,37 @@ class _QueryScorer:
         return (_evidence_units(units, ids, chunks, cover, returned),
                 tuple(sorted((unit[3] for unit in units), reverse=True)))
 
+    def _label_flags(self, top, ranking, labels):
+        """None when the top K meets a label of every kind checked (``top``:
+        kind -> True when it does); else a flag per kind of self.checks:
+        None (the top K meets one), True (a deeper id does, or an earlier
+        query's ranking did) or an example (an id, or a document) showing
+        that the whole ranking meets none."""
+        if all(top[kind] for kind, _ in self.checks):
+            for i in range(len(self.met)):
+                self.met[i] = True
+            return None
+        flags = []
+        for i, (kind, _) in enumerate(self.checks):
+            if top[kind]:
+                flag = None
+            elif self.met[i]:
+                flag = True     # the whole-ranking look is needed only until a label is met
+            elif kind == "id":
+                flag = _unlabelled(ranking, labels)
+            else:
+                flag = self._unlabelled_docs(ranking, labels)
+            self.met[i] = self.met[i] or flag is None or flag is True
+            flags.append(flag)
+        return tuple(flags)
+
     def _unlabelled_docs(self, ranking, labels):
         """_unlabelled over the whole ranking, where a retrieved chunk is
-        labelled through its document (and through its id, when a measure
-        counts ids); else the best id (or its document) as an example."""
-        found = _unlabelled(ranking, labels) if self.counts_ids else None
-        if found is True:
-            return True
-        ids = list(_ids_of(ranking))
-        chunks = self.mapping.resolve(ranking, ids)
+        labelled through its document: True, else the document of the best
+        ranked id as an example."""
+        chunks = self.mapping.resolve(ranking, list(_ids_of(ranking)))
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
-        if found is not None:
-            return found
         return self.mapping.resolve(ranking, [_best_id(ranking)])[0].doc
 
     unanswerable = frozenset()      # the queries stated unanswerable (see _answerability)
@@ -6242,10 +6322,7 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
 def _checked_min_score(min_score):
     if min_score is None:
         return None
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or \
-            not math.isfinite(min_score):
-        raise EvalError("min_score must be a finite number, got %s" % _short_repr(min_score))
-    return float(min_score)
+    return _finite(min_score, "min_score")
 
 
 def _split_qrels(qrels):
@@ -6477,11 +6554,13 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
-    labelled_run, strays = False, []    # strays: (qid, best id) of rankings that meet no label
+    # Per label check (see _label_checks): whether the run met a label of its kind, and
+    # strays, (qid, example id or document) of the rankings that meet none.
+    met = [False] * len(scorer.checks)
+    strays = [[] for _ in scorer.checks]
     cells = {}          # {qid: {set-level measure: cell}}, see _take_cells
 
     def add(qid, result, in_run=True):
-        nonlocal labelled_run
         values, duplicates, straddling, returned, no_label = result[:5]
         if len(result) > 5:
             unjudged_rows[qid] = result[5]
@@ -6503,11 +6582,14 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
         if duplicates:
             repeated.append(qid)
         if no_label is None:
-            labelled_run = labelled_run or returned > 0
-        elif no_label is True:
-            labelled_run = True
-        elif len(strays) < _STRAYS_KEPT:
-            strays.append((qid, no_label))
+            if returned > 0:
+                met[:] = [True] * len(met)
+        else:
+            for i, flag in enumerate(no_label):
+                if flag is None or flag is True:
+                    met[i] = True
+                elif len(strays[i]) < _STRAYS_KEPT:
+                    strays[i].append((qid, flag))
         return values is not None and returned == 0 and qid not in scorer.unanswerable
 
     try:
@@ -6532,7 +6614,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                 [q for q in ids if q not in hidden] for ids in (missing, empty, unlabelled,
                                                                  repeated))
             ties = {q: n for q, n in ties.items() if q not in hidden}
-            strays = [stray for stray in strays if stray[0] not in hidden]
+            strays = [[stray for stray in kept if stray[0] not in hidden] for kept in strays]
             qrels = {q: labels for q, labels in qrels.items() if q not in hidden}
     extra.sort()
     if extra and not skip_extra:
@@ -6577,11 +6659,10 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
     unlabelled_run = None
     # A run that abstained everywhere is an answer when abstention is measured.
-    abstaining = not strays and any(_REGISTRY[parse_measure(m).name].population in (
+    abstaining = not any(strays) and any(_REGISTRY[parse_measure(m).name].population in (
         "answerable", "unanswerable", "stated") for m in names)
-    if not labelled_run and not abstaining:
-        unlabelled_run = _no_label_reason(qrels, strays, extra,
-                                          by_document=scorer.mapped and not scorer.counts_ids)
+    if not all(met) and not abstaining:
+        unlabelled_run = _unlabelled_run(qrels, scorer.checks, met, strays, extra)
         warnings.append("%s: %s" % (run_name, unlabelled_run))
     elif unlabelled:
         unlabelled.sort()
@@ -6768,6 +6849,38 @@ def _population_notes(per_query, names, counts):
     return notes
 
 
+def _label_checks(measures, units):
+    """((kind, names), ...): the measures grouped by what the run must meet a
+    label through for their numbers to mean anything: "id" (the retrieved
+    ids themselves) or "doc" (their documents: unit=doc and evidence, and
+    the character measures), in the order the measures first name a kind.
+    Measures no label decides (abstention, diversity) are left out, unless
+    no measure reads a label: then every measure is checked on what it reads.
+
+    >>> ms = resolve_measures("recall,recall(unit=doc),answered", 5)
+    >>> _label_checks(ms, [_UnitCall.of(m) for m in ms])
+    (('id', ('recall@5',)), ('doc', ('recall(unit=doc)@5',)))
+    """
+    pairs = list(zip(measures, units))
+    reading = [(m, call) for m, call in pairs if _REGISTRY[m.name].labels] or pairs
+    groups = {}
+    for m, call in reading:
+        groups.setdefault("id" if call.view == "id" else "doc", []).append(str(m))
+    return tuple((kind, tuple(names)) for kind, names in groups.items())
+
+
+def _unlabelled_run(qrels, checks, met, strays, extra):
+    """Why the run meets no label, for the checks (see _label_checks) it
+    failed, as one line: with one check the reason alone, with more each
+    failed check's measures and reason (the others meet labels)."""
+    failed = [i for i, done in enumerate(met) if not done]
+    if len(checks) == 1 or not any(strays):     # (nothing retrieved: one reason for all)
+        kind = checks[failed[0]][0]
+        return _no_label_reason(qrels, strays[failed[0]], extra, by_document=kind == "doc")
+    return "; ".join("%s: %s" % (", ".join(checks[i][1]), _no_label_reason(
+        qrels, strays[i], extra, by_document=checks[i][0] == "doc")) for i in failed)
+
+
 def _no_label_reason(qrels, strays, extra, by_document=False):
     """Why not one id the run retrieved carries a label, as one sentence: the
     run retrieved nothing, or its ids and the qrels' differ in a telling way
@@ -6896,16 +7009,26 @@ def _statistics():
 
 
 def _finite_floats(values, what):
-    """Return *values* as a list of floats; raise EvalError on NaN or inf.
+    """Return *values* (any iterable of numbers; booleans count as 0 and 1)
+    as a list of floats; raise EvalError on anything else, NaN or inf.
 
     >>> _finite_floats([1, 0.5], "diffs")
     [1.0, 0.5]
+    >>> _finite_floats(["a"], "values")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: values must be finite numbers, got 'a'
     """
-    out = [float(v) for v in values]
-    for v in out:
-        if not math.isfinite(v):
-            raise EvalError("%s must be finite numbers, got %r" % (what, v))
-    return out
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise EvalError("%s must be a list of numbers, got %s" % (what, _short_repr(values)))
+    return [_finite(v, what, plural=True, bools=True) for v in values]
+
+
+def _checked_rng(rng):
+    """``rng`` if it is a random.Random or None (see randomization_p)."""
+    if rng is not None and not isinstance(rng, random.Random):
+        raise EvalError("rng must be a random.Random (or None), got %s" % _short_repr(rng))
+    return rng
 
 
 def _stirling_tail(x):
@@ -7001,9 +7124,8 @@ def t_two_sided_p(t, df):
     >>> t_two_sided_p(0.0, 5), t_two_sided_p(-math.inf, 5)
     (1.0, 0.0)
     """
-    if math.isnan(t):
-        raise EvalError("t_two_sided_p: t is NaN")
-    if not df > 0:
+    t = _finite(t, "t_two_sided_p: t", infinite=True)
+    if not _finite(df, "t_two_sided_p: df", infinite=True) > 0:
         raise EvalError("t_two_sided_p needs df > 0, got %r" % (df,))
     if math.isinf(t):
         return 0.0
@@ -7249,6 +7371,8 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     2.4633482098579407e-07
     """
     d = [x for x in _finite_floats(diffs, "diffs") if x != 0.0]
+    resamples = _positive_int(resamples, "resamples")
+    _checked_rng(rng)
     n = len(d)
     if n == 0:
         return 1.0
@@ -7261,8 +7385,6 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     threshold = observed * (1.0 - _TIE_RTOL)
     if n <= _EXACT_MAX_N:
         return _exact_sign_flip_count(d, threshold) / 2 ** n
-    if resamples < 1:
-        raise EvalError("resamples must be >= 1, got %r" % (resamples,))
     if rng is None:
         rng = random.Random(0)
     total = math.fsum(d)
@@ -7316,15 +7438,15 @@ def bootstrap_ci(diffs, *, resamples=10000, rng, confidence=0.95):
     ((0.25, 0.25), (0.0, 0.0))
     """
     d = _finite_floats(diffs, "diffs")
-    if not 0.0 < confidence < 1.0:
-        raise EvalError("confidence must be between 0 and 1, got %r" % (confidence,))
+    _z(confidence)
+    resamples = _positive_int(resamples, "resamples")
     n = len(d)
     if n == 0:
         return 0.0, 0.0
     if min(d) == max(d):
         return d[0], d[0]
-    if resamples < 1:
-        raise EvalError("resamples must be >= 1, got %r" % (resamples,))
+    if _checked_rng(rng) is None:
+        raise EvalError("bootstrap_ci needs rng, a random.Random (e.g. random.Random(0))")
     choices, fsum = rng.choices, math.fsum
     means = sorted([fsum(choices(d, k=n)) / n for _ in range(resamples)])
     alpha = 1.0 - confidence
@@ -7346,7 +7468,7 @@ def holm(pvalues):
     >>> holm([0.5, 0.6]), holm([])
     ([1.0, 1.0], [])
     """
-    p = [float(x) for x in pvalues]
+    p = _finite_floats(pvalues, "p-values")
     for x in p:
         if not 0.0 <= x <= 1.0:
             raise EvalError("p-values must be in [0, 1], got %r" % (x,))
@@ -7371,6 +7493,8 @@ def min_detectable_difference(sd, n, *, alpha=0.05, power=0.8):
     >>> min_detectable_difference(0.3, 0)
     inf
     """
+    alpha, power = _finite(alpha, "alpha"), _finite(power, "power")
+    sd, n = _finite(sd, "sd"), _finite(n, "n")
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
         raise EvalError("alpha and power must be in (0, 1), got %r, %r" % (alpha, power))
     if n < 0 or sd < 0:
@@ -7387,7 +7511,7 @@ def _z(confidence):
     >>> round(_z(0.95), 4)
     1.96
     """
-    if not 0.0 < confidence < 1.0:
+    if not 0.0 < _finite(confidence, "confidence") < 1.0:
         raise EvalError("confidence must be between 0 and 1, got %r" % (confidence,))
     return _statistics().NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
@@ -7423,6 +7547,7 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
     >>> queries_needed(0.4, 0.04)       # 80% pass rate, +/- 4 points
     385
     """
+    sd, tolerance = _finite(sd, "sd"), _finite(tolerance, "tolerance")
     if not tolerance > 0:
         raise EvalError("tolerance must be > 0, got %r" % (tolerance,))
     if sd < 0:
@@ -7712,6 +7837,8 @@ def compare(report, reference, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED
     >>> c.delta, c.losses, c.p_randomization, c.verdict
     (-1.0, 8, 0.0078125, 'significantly worse')
     """
+    if not isinstance(reference_name, str):
+        raise EvalError("reference_name must be a string, got %s" % _short_repr(reference_name))
     return compare_all(report, [(reference_name, reference)], resamples=resamples,
                        seed=seed, alpha=alpha)[0]
 
@@ -7722,7 +7849,7 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
     Holm adjustment over every (reference, measure) pair."""
     resamples = _checked_options(report, alpha, resamples, seed)
     comparisons = []
-    for name, reference in references:
+    for name, reference in _checked_references(references):
         _checked_options(reference, alpha, resamples, seed)
         if reference.rel != report.rel:
             raise EvalError("%s was scored with rel=%d and the run with rel=%d: not comparable"
@@ -7747,6 +7874,18 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
         row = comparison.measures[m]._replace(p_holm=p)
         comparison.measures[m] = row._replace(verdict=_verdict(row, alpha, len(flat)))
     return comparisons
+
+
+def _checked_references(references):
+    """``references`` as a list of (name, Report) pairs, the name a string
+    (it is printed and written as the reference's name)."""
+    if isinstance(references, (list, tuple)):
+        pairs = list(references)
+        if all(isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], str)
+               for pair in pairs):
+            return pairs
+    raise EvalError("references must be a list of (name, Report) pairs, the name a string, "
+                    "got %s" % _short_repr(references))
 
 
 def _sample_size_note(groups):
@@ -7870,14 +8009,19 @@ def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None,
                                        pass_threshold), meta)
 
 
-def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=()):
-    """evaluate_scores() with the _TestSet made (None: no query metadata);
-    ``queries`` are more members of the test set (the qrels' queries, when
-    both tiers are in one report): each needs a score too."""
+def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=None,
+                     skip_extra=False):
+    """evaluate_scores() with the _TestSet made (None: no query metadata).
+    ``queries`` are the qrels' queries when both tiers are in one report:
+    each needs a score too, and they (with the query metadata) are the test
+    set, so a score line of another query is an error naming it, as a run's
+    is, unless ``skip_extra`` (--skip-extra-queries): then it is left out,
+    with a warning.  Without qrels the score files are part of the test set."""
     files = _files_by_field(scores)
     measures = _score_measures(measures, files)
     report = _scores_report(files, measures, testset, allow_missing,
-                            _checked_thresholds(thresholds, measures, files), queries)
+                            _checked_thresholds(thresholds, measures, files), queries,
+                            skip_extra)
     inputs = {("scores" if i == 0 else "scores.%d" % (i + 1)): {
         key: value for key, value in s.info.items() if key != "fields"}     # as a run's
         for i, s in enumerate(scores)}
@@ -8011,7 +8155,8 @@ def field_drift(field, stored, current, *, labels=None, resamples=10000, seed=0)
                         confusion=tuple(map(tuple, counts)))
 
 
-def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0):
+def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0,
+                held_out=()):
     """Did the judge move?  ``frozen`` is the :class:`Scores` of a frozen
     sample (scores stored then), ``current`` a list of :class:`Scores` with
     the same items scored now; returns the ``"drift"`` block of a report.
@@ -8024,7 +8169,10 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
     items, categorical when its values are booleans or integers on an integer
     range with one judge run each (labels on the field's own scale; repeated
     runs make fractions, compared as numbers).  ``passed`` is False when the
-    mean absolute difference of a field exceeds ``max_drift``.
+    mean absolute difference of a field exceeds ``max_drift``.  ``held_out``
+    are the ids of a hold-out (see evaluate): those items are checked as
+    inputs but left out of every statistic, never named, only counted in a
+    note, as the hold-out is left out of every other mean.
 
     >>> then = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
     ...                                '{"query_id": "f2", "input_sha256": "cd", "ok": true}\\n'))
@@ -8050,9 +8198,17 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
                             "question, context and answer judged): a drift check needs it"
                             % (name, qid))
     fields, notes = {}, []
+    held_out = frozenset(held_out)
+    items = [q for q in frozen.queries if q not in held_out]
+    if not items:
+        raise EvalError("%s: every item of the frozen sample is in the hold-out, which no "
+                        "output names: nothing to check for drift" % name)
+    if len(items) < len(frozen.queries):
+        notes.append("%s of the hold-out left out of the drift check (never shown)"
+                     % _plural(len(frozen.queries) - len(items), "item", "items"))
     for field in frozen.fields:
         now = _drift_current(frozen, current, field)
-        stored = frozen.values(field)
+        stored = {q: v for q, v in frozen.values(field).items() if q not in held_out}
         values = now.values(field)
         labels = _drift_labels(field, frozen, now, notes)
         fields[field] = field_drift(field, stored, {q: values[q] for q in stored},
@@ -8063,7 +8219,7 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
         del fields[field]["field"]
     return {"passed": not any(f["drifted"] for f in fields.values()), "max_drift": max_drift,
             "frozen": {"path": name, "sha256": frozen.info.get("sha256")},
-            "items": len(frozen.queries), "fields": fields, "notes": notes}
+            "items": len(items), "fields": fields, "notes": notes}
 
 
 def _drift_current(frozen, current, field):
@@ -8124,6 +8280,7 @@ def _with_scores(report, scored):
         measures=names, per_query=per_query, mean=dict(report.mean, **scored.mean),
         n=None if same else counts, scores=scored.scores, drift=scored.drift,
         unscored=tuple(sorted((set(report.unscored) | set(scored.unscored)) - set(per_query))),
+        skipped=tuple(sorted(set(report.skipped) | set(scored.skipped))),
         inputs=dict(report.inputs or {}, **(scored.inputs or {})),
         warnings=report.warnings + tuple(w for w in scored.warnings if w not in report.warnings))
     if report.membership is None:
@@ -8200,14 +8357,17 @@ def _checked_thresholds(thresholds, measures, files):
     return out
 
 
-def _scores_report(files, measures, testset, allow_missing, thresholds, queries=()):
+def _scores_report(files, measures, testset, allow_missing, thresholds, queries=None,
+                   skip_extra=False):
     """The Report of the score measures (see evaluate_scores)."""
     names = tuple(str(m) for m in measures)
     fields = {str(m): dict(m.params)["field"] for m in measures}
-    members = dict.fromkeys(queries)    # the test set: the score files, metadata, qrels
+    members = dict.fromkeys(queries or ())  # the test set: the score files, metadata, qrels
     used = _files_of(files, fields.values())
+    extra = _extra_score_queries(used, queries, testset, skip_extra)
+    skipped = {q for _, ids in extra for q in ids}
     for s in used:
-        members.update(dict.fromkeys(s.queries))
+        members.update(dict.fromkeys(q for q in s.queries if q not in skipped))
     if testset is not None:
         members.update(dict.fromkeys(q for q in testset.queries))
         members = {q: None for q in members if q not in testset.expired}
@@ -8239,12 +8399,33 @@ def _scores_report(files, measures, testset, allow_missing, thresholds, queries=
              "borderline": {n: _borderline({q: r for q, r in runs[n].items()
                                             if q in per_query}, *thresholds[n])
                             for n in names if n in thresholds}}
-    warnings = ["%s: %s without a score, listed as unscored: %s"
-                % (n, _plural(len(ids), "query", "queries"), _preview(ids))
-                for n, ids in block["unscored"].items() if ids]
-    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), (), {}, {},
-                    tuple(warnings), n=counts, scores=block)
+    warnings = ["%s: skipped %s not in the qrels: %s"
+                % (s.info["path"], _plural(len(ids), "score-file query", "score-file queries"),
+                   _preview(ids)) for s, ids in extra if ids]
+    warnings += ["%s: %s without a score, listed as unscored: %s"
+                 % (n, _plural(len(ids), "query", "queries"), _preview(ids))
+                 for n, ids in block["unscored"].items() if ids]
+    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), tuple(sorted(skipped)),
+                    {}, {}, tuple(warnings), n=counts, scores=block)
     return report if testset is None else testset.report(report, held)
+
+
+def _extra_score_queries(used, queries, testset, skip_extra):
+    """The queries of the score files ``used`` that the test set (the qrels'
+    ``queries`` and the query metadata) does not hold, when qrels are given
+    (``queries`` not None): an error naming them, as for a run, unless
+    ``skip_extra``; then [(Scores, sorted ids)], the ids to leave out."""
+    if queries is None:
+        return []
+    known = set(queries) | set(testset.queries if testset is not None else ())
+    by_file = [(s, sorted(q for q in s.queries if q not in known)) for s in used]
+    for s, extra in by_file:
+        if extra and not skip_extra:
+            raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
+                            "with --skip-extra-queries)"
+                            % (s.info["path"], _plural(len(extra), "query is", "queries are"),
+                               _preview(extra)))
+    return by_file
 
 
 def _files_of(files, fields):
@@ -8522,6 +8703,7 @@ def _loaded_holdout(saved, where):
 def baseline_dict(report):
     """The richer baseline form of a report (what ``--save-baseline`` writes)."""
     _gated_average(report)
+    _check_labelled_run(report)
     _check_kept_members(report)
     return {
         "format": BASELINE_FORMAT,
@@ -11204,7 +11386,8 @@ def build_parser():
                         "(refund-policy#3 -> refund-policy); instead of --chunks")
     parser.add_argument("--unit", choices=UNITS, default="id",
                         help="what bare measure names count: the retrieved id (default), its "
-                        "document, or labelled evidence spans; k always counts chunks")
+                        "document, or labelled evidence spans; k always counts chunks; a "
+                        "name that counts ids and has no unit (rprec, judged) is refused")
     _add_unjudged_options(parser)
     parser.add_argument("--qrels-format", choices=QRELS_FORMATS, default=None,
                         help="override detection")
@@ -11224,9 +11407,11 @@ def build_parser():
                         help="leave out queries whose valid_until is before this date "
                         "(no default: the clock is never read)")
     parser.add_argument("--skip-extra-queries", action="store_true",
-                        help="skip run queries absent from the qrels (default: error)")
+                        help="skip run queries (and, beside QRELS RUN, score-file queries) "
+                        "absent from the qrels (default: error)")
     parser.add_argument("--allow-unlabelled-run", action="store_true",
-                        help="score a run none of whose ids carries a label (default: error)")
+                        help="score a run that meets no label, for some measures or all: "
+                        "none of its ids (or their documents) carries one (default: error)")
     parser.add_argument("--baseline", nargs="?", const=DEFAULT_BASELINE, default=None,
                         metavar="FILE", help="gate against FILE (default %s); exit 1 on a regression"
                         % DEFAULT_BASELINE)
@@ -11705,8 +11890,9 @@ def _run_cli(args, stdout, stderr):
     if tiers == "both":
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
-                                              args.allow_missing_scores, thresholds, qrels),
-                             args, loaded, ranges)
+                                              args.allow_missing_scores, thresholds, qrels,
+                                              args.skip_extra_queries),
+                             args, loaded, ranges, testset)
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
     # from stdin or a pipe is held in memory from here on.
@@ -11732,8 +11918,10 @@ def _run_cli(args, stdout, stderr):
     # only when it fails (below).
     first = args.unjudged_bounds or (baseline is not None and "judged")
     report = scored(first)
-    references = [(path, score(path)) for path in args.compare]
-    references += [(path, _cli_reference_scores(path, args, judged, ranges, testset))
+    # A reference is named as its input is (see _source_name): "<stdin>" for "-".
+    references = [(_source_name(path), score(path)) for path in args.compare]
+    references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
+                                                              testset, qrels))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
@@ -11749,13 +11937,15 @@ def _cli_score_report(args, names, ranges, thresholds, meta):
     loaded = _cli_scores(args.scores, args, _named_fields(names), ranges)
     report = _with_meta(_evaluate_scores(loaded, names, testset, args.allow_missing_scores,
                                          thresholds), meta)
-    report = _with_drift(report, args, loaded, ranges)
-    return report, [(path, _cli_reference_scores(path, args, report, ranges, testset))
+    report = _with_drift(report, args, loaded, ranges, testset)
+    return report, [(_source_name(path), _cli_reference_scores(path, args, report, ranges,
+                                                               testset))
                     for path in args.compare]
 
 
-def _with_drift(report, args, loaded, ranges):
-    """The report with its --drift check (the report unchanged without)."""
+def _with_drift(report, args, loaded, ranges, testset=None):
+    """The report with its --drift check (the report unchanged without); the
+    hold-out of ``testset`` (a _TestSet) stays out of it."""
     if args.drift is None:
         if args.max_drift is not None:
             raise EvalError("--max-drift applies with --drift FROZEN (the frozen sample)")
@@ -11766,7 +11956,8 @@ def _with_drift(report, args, loaded, ranges):
     return report._replace(drift=judge_drift(
         _read_scores(args.drift, args.id_column, fields,
                      {f: r for f, r in ranges.items() if f in fields}, present_only=True),
-        loaded, max_drift=max_drift, **options))
+        loaded, max_drift=max_drift, held_out=testset.hidden if testset is not None else (),
+        **options))
 
 
 def _max_drift_option(text):
@@ -11782,15 +11973,17 @@ def _max_drift_option(text):
     return value
 
 
-def _cli_reference_scores(path, args, report, ranges, testset):
+def _cli_reference_scores(path, args, report, ranges, testset, qrels=None):
     """The report of a reference score file (--compare, --compare-scores):
-    the fields and ranges of the report's score measures."""
+    the fields and ranges of the report's score measures; beside QRELS RUN
+    (``qrels``) held to the test set as the current score files are."""
     fields = [_field_of(m) for m in report.measures if _field_of(m)]
     loaded = _read_scores(path, args.id_column, fields,
                           {f: r for f, r in ranges.items() if f in fields},
                           args.allow_missing_scores)
     return _evaluate_scores([loaded], ["score(field=%s)" % f for f in fields], testset,
-                            args.allow_missing_scores)
+                            args.allow_missing_scores, queries=qrels,
+                            skip_extra=args.skip_extra_queries)
 
 
 def _cli_output(args, stdout, stderr, report, scored, references, options, slice_max_drop,

@@ -3,8 +3,8 @@
 The module docstring (what rag_eval is, its measures, a quick start),
 __all__, the imports, the version, the exit codes and the defaults, the one
 exception type (EvalError), and the few small helpers every file uses
-(_mean, _plural, _preview, _short_repr, _fmt, _dumps, and the hashes of
-sets of query ids: _query_set, _members_sha256).
+(_mean, _plural, _preview, _short_repr, _finite, _fmt, _dumps, and the hashes
+of sets of query ids: _query_set, _members_sha256).
 
 Uses: nothing.  Used by: every later file.
 """
@@ -170,6 +170,31 @@ def _short_repr(value, limit=60):
     """repr(value), cut to ``limit`` characters for a message."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 4] + " ..."
+
+
+def _finite(value, what, *, plural=False, bools=False, infinite=False):
+    """``value`` as a float: a number (not text, not a bool unless ``bools``),
+    finite unless ``infinite``; else an EvalError saying what ``what`` must be.
+
+    >>> _finite(2, "sd"), _finite(-math.inf, "t", infinite=True)
+    (2.0, -inf)
+    >>> _finite("0.5", "tolerance")     # as 10 ** 400 (no float holds it), NaN, True
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: tolerance must be a finite number, got '0.5'
+    """
+    try:
+        if (isinstance(value, bool) and not bools) or isinstance(value, (str, bytes)) \
+                or not hasattr(value, "__float__"):
+            raise TypeError(value)
+        out = float(value)
+        if math.isnan(out) or not (infinite or math.isfinite(out)):
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
+        raise EvalError("%s must be %s, got %s" % (
+            what, "finite numbers" if plural else "a number" if infinite else
+            "a finite number", _short_repr(value))) from None
+    return out
 
 
 def _dumps(obj):

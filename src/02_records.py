@@ -52,7 +52,10 @@ class Report(NamedTuple):
     run whose top K (the deepest cutoff) holds no labelled id (grade >= 0);
     ``unlabelled_run`` says why, when not one id the run retrieved carries a
     label (or it retrieved nothing), else it is None: every number would be 0
-    for a reason that has nothing to do with retrieval.  ``average`` is
+    for a reason that has nothing to do with retrieval.  The check runs per
+    kind of measure, on what each counts: the ids, or their documents; when
+    only some measures meet no label, it names them ("recall@5: not one
+    retrieved id ...").  ``average`` is
     ``"scored"``, or ``"trec_eval"`` when ``per_query`` and ``mean`` are over
     the queries the run and the qrels share, as trec_eval averages (see
     :func:`evaluate`); such a report is never gated, compared or saved as a
@@ -261,6 +264,18 @@ def _gated_average(report):
         raise EvalError("a report averaged as trec_eval does (average=%r) is never gated, "
                         "compared or saved as a baseline: its mean leaves out the queries "
                         "the run lacks" % report.average)
+
+
+def _check_labelled_run(report):
+    """Refuse to make a baseline of a report whose run meets no label (for
+    some measures or all, see Report.unlabelled_run): those numbers are 0
+    for a reason retrieval has no part in, and a baseline of them could never
+    fail again.  judged@k and --allow-unlabelled-run score such a run; neither
+    makes it a baseline."""
+    if report.unlabelled_run:
+        run = ((report.inputs or {}).get("run") or {}).get("path", "run")
+        raise EvalError("%s: a run that meets no label is never saved as a baseline (no later "
+                        "run could fall below its zeros): %s" % (run, report.unlabelled_run))
 
 
 def _slice_field(name):

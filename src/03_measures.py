@@ -182,6 +182,7 @@ class _Spec(NamedTuple):
     view: str                       # what func reads: "ranked" (a _Ranked) or "spans"
     refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
     aggregate: object = None        # set-level measure: the mean is aggregate(cells)
+    labels: bool = True             # False: no label decides its value (diversity)
 
     @property
     def accepts(self):
@@ -199,7 +200,8 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
-            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None):
+            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None,
+            labels=True):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -223,6 +225,9 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     the measure's value over a set of queries is
                     ``aggregate(cells)`` (None: no value); it has no per-query
                     values, so it is gated on the tolerance rule only.
+    ``labels``      False for a measure whose value no label decides (diversity,
+                    the abstention measures): the check that a run meets a
+                    label (see _label_checks) leaves it out.
 
     A function may return None for a query outside its population.
     """
@@ -248,7 +253,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
-                     view, dict(refused or {}), aggregate)
+                     view, dict(refused or {}), aggregate, labels)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:
@@ -636,7 +641,7 @@ def complete(ranked, grades, k, rel=1):
     return 1.0 if relevant and _relevant_in_top(ranked, k, rel) == relevant else 0.0
 
 
-@measure("diversity", units=("doc",), unjudged=False,
+@measure("diversity", units=("doc",), unjudged=False, labels=False,
          summary="distinct documents in the top k / min(k, distinct ids returned)")
 def diversity(ranked, grades, k):
     """How many different documents fill the context: distinct documents
@@ -660,7 +665,7 @@ def diversity(ranked, grades, k):
 # from.  A query abstained when its ranking is empty once --min-score has
 # cut it (a JSONL run line's "abstained": true is read as an empty ranking).
 
-@measure("abstained", unjudged=False, cutoff=False, population="unanswerable",
+@measure("abstained", unjudged=False, cutoff=False, population="unanswerable", labels=False,
          summary="1 if the system abstained (returned nothing) on an unanswerable query")
 def abstained(ranked, grades):
     """1.0 when the ranking is empty (after --min-score), else 0.0.
@@ -671,7 +676,7 @@ def abstained(ranked, grades):
     return 0.0 if ranked.length else 1.0
 
 
-@measure("answered", unjudged=False, cutoff=False, population="answerable",
+@measure("answered", unjudged=False, cutoff=False, population="answerable", labels=False,
          summary="1 if the system did not abstain on an answerable query (1 - false abstention)")
 def answered(ranked, grades):
     """1.0 when the ranking holds an id (after --min-score), else 0.0.
@@ -682,7 +687,7 @@ def answered(ranked, grades):
     return 1.0 if ranked.length else 0.0
 
 
-@measure("clean", unjudged=False, population="unanswerable",
+@measure("clean", unjudged=False, population="unanswerable", labels=False,
          summary="1 - ids returned in the top k / k on an unanswerable query (junk exposure)")
 def clean(ranked, grades, k):
     """1 - (ids in the top k) / k: how little of the context an unanswerable
@@ -724,7 +729,8 @@ def _abstention_f1(cells):
     return _mean(scores) if scores else None
 
 
-@measure("abstention_f1", unjudged=False, cutoff=False, population="stated", aggregate=_abstention_f1,
+@measure("abstention_f1", unjudged=False, cutoff=False, population="stated", labels=False,
+         aggregate=_abstention_f1,
          summary="mean F1 of the abstain and answer classes over the stated queries (a "
                  "set-level value: no per-query values, gated on the tolerance rule only)")
 def abstention_f1(ranked, grades):

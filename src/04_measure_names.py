@@ -216,6 +216,12 @@ def _complete(name, k, overrides):
     for key, value in overrides.items():
         if key in spec.accepts and key not in params:
             params[key] = _param_value(spec, key, value, "measure %r: %s" % (name.text, key))
+    if "unit" in overrides and "unit" not in spec.accepts and _ranks_labelled_ids(spec):
+        # Counting ids under a name asked for in documents is another number: refused.
+        raise EvalError("measure %r counts retrieved ids and has no unit, so unit=%s (--unit "
+                        "%s) cannot apply to it; give the unit per measure instead, e.g. "
+                        "recall(unit=%s),%s" % (name.text, overrides["unit"], overrides["unit"],
+                                                overrides["unit"], name.text))
     _check_options(spec, params, name.text)
     cutoff = None
     if spec.cutoff and "budget" not in params:
@@ -227,6 +233,12 @@ def _complete(name, k, overrides):
             cutoff = _cutoff_int(cutoff, "measure %r: the cutoff k" % name.text)
     kept = tuple(sorted((key, v) for key, v in params.items() if v != spec.accepts[key].default))
     return Measure(name.measure, cutoff, kept)
+
+
+def _ranks_labelled_ids(spec):
+    """True for a measure whose value the labels of the retrieved ids decide
+    (recall, rprec, judged, ...), not spans, abstention or diversity."""
+    return spec.view == "ranked" and spec.labels and spec.population == "scored"
 
 
 def _check_options(spec, params, text):
@@ -372,7 +384,9 @@ def resolve_measures(measures=None, k=DEFAULT_K, *, rel=1, gain="exponential", m
     whole ranking; a measure without a cutoff, or cut at a budget, is taken
     once); the order is the order of the names, then of the cutoffs;
     duplicates are dropped.  ``unit`` is the unit of the names that give none
-    and count units (``recall``, not ``judged``).
+    and count units (``recall``); a name that counts ids and has no unit
+    (``judged``, ``rprec``, ``bpref``, ``context_precision``) is refused with
+    a unit other than ``id``, since it would count ids under that unit.
 
     >>> [str(m) for m in resolve_measures("recall,ndcg@3,map@all,rprec", k="1,5")]
     ['recall@1', 'recall@5', 'ndcg@3', 'map@all', 'rprec']

@@ -143,8 +143,17 @@ def _meta_notes(report, changes, baseline):
 
 
 def _same_keys(same, where="same"):
-    """``same=`` as a tuple of meta keys (one key may be given as a string)."""
-    keys = (same,) if isinstance(same, str) else tuple(same or ())
+    """``same=`` as a tuple of meta keys (one key may be given as a string, a
+    set of them is taken in sorted order, so that notes keep one order)."""
+    if same is None or isinstance(same, str):
+        keys = () if same is None else (same,)
+    elif isinstance(same, (list, tuple)):
+        keys = tuple(same)
+    elif isinstance(same, (set, frozenset)):
+        keys = tuple(sorted(same, key=repr))
+    else:
+        raise EvalError("%s must be a meta key or a list of them, got %s"
+                        % (where, _short_repr(same)))
     return tuple(dict.fromkeys(_meta_key(key, "%s %s" % (where, _short_repr(key)))
                                for key in keys))
 

@@ -252,8 +252,10 @@ class _QueryScorer:
     """Scores one query at a time, in this process or in a worker.  A query
     scored is a plain tuple (values, duplicates, straddling, returned,
     unlabelled): its values (None when unscored), what ranking saw (see
-    _Ranked), and whether its ids carry labels (see _unlabelled); plain tuples
-    are cheap to make and to pickle."""
+    _Ranked), and whether its ids carry labels: None when the top K meets a
+    label of every kind the measures look labels up by (see _label_checks),
+    or nothing was retrieved; else one flag a kind (see _label_flags).  Plain
+    tuples are cheap to make and to pickle."""
 
     def __init__(self, qrels, measures, rel, average="scored", labels=None, mapping=None):
         self.qrels, self.rel, self.average = qrels, rel, average
@@ -269,14 +271,15 @@ class _QueryScorer:
         if (self.unanswerable_calls or self.aggregates) and self.every_query:
             raise EvalError("abstention measures are not for trec_eval's average, which "
                             "knows no unanswerable query: drop them or the average")
-        self.met_label = False      # once a ranking met a label, the run is not unlabelled
         self.bounds = None          # see _ask_bounds: unjudged bounds and judged@k per query
         self.labels, self.mapping = labels, mapping or _Mapping()
         self.lost = None            # see _uncoverable
         self.units = [_UnitCall.of(m) for m in measures]
         self.mapped = any(call.view != "id" or call.budget for call in self.units)
-        self.counts_ids = any(call.view == "id" for call in self.units)
         self.counts_docs = any(call.view == "doc" for call in self.units)
+        # Once a ranking met a label of a kind, the run meets that kind's labels.
+        self.checks = _label_checks(measures, self.units)
+        self.met = [False] * len(self.checks)
         self.forkable = not self.mapped or self.mapping.external
         if self.mapped:
             self.mapping.index()
@@ -307,14 +310,11 @@ class _QueryScorer:
                 raise EvalError("qrels: query %r: %s" % (qid, exc)) from None
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
-        if ranked.labelled or not ranked.length:
+        if ranked.labelled or not ranked.length:   # (measures over ids only: one check)
             unlabelled = None
-        elif self.met_label:
-            unlabelled = True       # the whole-ranking look is needed only until a label is met
+            self.met[0] = self.met[0] or bool(ranked.labelled)
         else:
-            unlabelled = _unlabelled(ranking, labels)
-        if ranked.labelled or unlabelled is True:
-            self.met_label = True
+            unlabelled = self._label_flags({"id": False}, ranking, labels)
         if self.bounds is not None and (scored or self.every_query):
             return (values, ranked.duplicates, ranked.straddling, ranked.returned, unlabelled,
                     _query_unjudged(self, ranked, grades, ranking,
@@ -361,18 +361,11 @@ class _QueryScorer:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
-        # A run meets a label when what its measures count carries one.
-        labelled = (ranked.labelled if self.counts_ids else None) or (
-            doc_units.labelled if doc_units is not None else
-            any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks))
-        if labelled or not ids:
-            unlabelled = None
-        elif self.met_label:
-            unlabelled = True
-        else:
-            unlabelled = self._unlabelled_docs(ranking, labels)
-        if labelled or unlabelled is True:
-            self.met_label = True
+        # A measure meets a label when what it counts (ids, or their documents) carries one.
+        unlabelled = None if not ids else self._label_flags({
+            "id": bool(ranked.labelled),
+            "doc": bool(doc_units.labelled) if doc_units is not None else
+            any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks)}, ranking, labels)
         if self.bounds is not None and (scored or self.every_query):   # of measures over ids
             return (values, read - len(ids), straddling, returned, unlabelled,
                     _query_unjudged(self, ranked, grades, ranking, labels))
@@ -389,19 +382,37 @@ class _QueryScorer:
         return (_evidence_units(units, ids, chunks, cover, returned),
                 tuple(sorted((unit[3] for unit in units), reverse=True)))
 
+    def _label_flags(self, top, ranking, labels):
+        """None when the top K meets a label of every kind checked (``top``:
+        kind -> True when it does); else a flag per kind of self.checks:
+        None (the top K meets one), True (a deeper id does, or an earlier
+        query's ranking did) or an example (an id, or a document) showing
+        that the whole ranking meets none."""
+        if all(top[kind] for kind, _ in self.checks):
+            for i in range(len(self.met)):
+                self.met[i] = True
+            return None
+        flags = []
+        for i, (kind, _) in enumerate(self.checks):
+            if top[kind]:
+                flag = None
+            elif self.met[i]:
+                flag = True     # the whole-ranking look is needed only until a label is met
+            elif kind == "id":
+                flag = _unlabelled(ranking, labels)
+            else:
+                flag = self._unlabelled_docs(ranking, labels)
+            self.met[i] = self.met[i] or flag is None or flag is True
+            flags.append(flag)
+        return tuple(flags)
+
     def _unlabelled_docs(self, ranking, labels):
         """_unlabelled over the whole ranking, where a retrieved chunk is
-        labelled through its document (and through its id, when a measure
-        counts ids); else the best id (or its document) as an example."""
-        found = _unlabelled(ranking, labels) if self.counts_ids else None
-        if found is True:
-            return True
-        ids = list(_ids_of(ranking))
-        chunks = self.mapping.resolve(ranking, ids)
+        labelled through its document: True, else the document of the best
+        ranked id as an example."""
+        chunks = self.mapping.resolve(ranking, list(_ids_of(ranking)))
         if any(labels.get(c.doc, -1) >= 0 for c in chunks):
             return True
-        if found is not None:
-            return found
         return self.mapping.resolve(ranking, [_best_id(ranking)])[0].doc
 
     unanswerable = frozenset()      # the queries stated unanswerable (see _answerability)
@@ -607,10 +618,7 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
 def _checked_min_score(min_score):
     if min_score is None:
         return None
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or \
-            not math.isfinite(min_score):
-        raise EvalError("min_score must be a finite number, got %s" % _short_repr(min_score))
-    return float(min_score)
+    return _finite(min_score, "min_score")
 
 
 def _split_qrels(qrels):
@@ -842,11 +850,13 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
-    labelled_run, strays = False, []    # strays: (qid, best id) of rankings that meet no label
+    # Per label check (see _label_checks): whether the run met a label of its kind, and
+    # strays, (qid, example id or document) of the rankings that meet none.
+    met = [False] * len(scorer.checks)
+    strays = [[] for _ in scorer.checks]
     cells = {}          # {qid: {set-level measure: cell}}, see _take_cells
 
     def add(qid, result, in_run=True):
-        nonlocal labelled_run
         values, duplicates, straddling, returned, no_label = result[:5]
         if len(result) > 5:
             unjudged_rows[qid] = result[5]
@@ -868,11 +878,14 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
         if duplicates:
             repeated.append(qid)
         if no_label is None:
-            labelled_run = labelled_run or returned > 0
-        elif no_label is True:
-            labelled_run = True
-        elif len(strays) < _STRAYS_KEPT:
-            strays.append((qid, no_label))
+            if returned > 0:
+                met[:] = [True] * len(met)
+        else:
+            for i, flag in enumerate(no_label):
+                if flag is None or flag is True:
+                    met[i] = True
+                elif len(strays[i]) < _STRAYS_KEPT:
+                    strays[i].append((qid, flag))
         return values is not None and returned == 0 and qid not in scorer.unanswerable
 
     try:
@@ -897,7 +910,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                 [q for q in ids if q not in hidden] for ids in (missing, empty, unlabelled,
                                                                  repeated))
             ties = {q: n for q, n in ties.items() if q not in hidden}
-            strays = [stray for stray in strays if stray[0] not in hidden]
+            strays = [[stray for stray in kept if stray[0] not in hidden] for kept in strays]
             qrels = {q: labels for q, labels in qrels.items() if q not in hidden}
     extra.sort()
     if extra and not skip_extra:
@@ -942,11 +955,10 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
     unlabelled_run = None
     # A run that abstained everywhere is an answer when abstention is measured.
-    abstaining = not strays and any(_REGISTRY[parse_measure(m).name].population in (
+    abstaining = not any(strays) and any(_REGISTRY[parse_measure(m).name].population in (
         "answerable", "unanswerable", "stated") for m in names)
-    if not labelled_run and not abstaining:
-        unlabelled_run = _no_label_reason(qrels, strays, extra,
-                                          by_document=scorer.mapped and not scorer.counts_ids)
+    if not all(met) and not abstaining:
+        unlabelled_run = _unlabelled_run(qrels, scorer.checks, met, strays, extra)
         warnings.append("%s: %s" % (run_name, unlabelled_run))
     elif unlabelled:
         unlabelled.sort()
@@ -1131,6 +1143,38 @@ def _population_notes(per_query, names, counts):
                          % (name, counts[name], _plural(len(per_query), "query", "queries"),
                             _plural(len(left), "query has", "queries have"), _preview(left)))
     return notes
+
+
+def _label_checks(measures, units):
+    """((kind, names), ...): the measures grouped by what the run must meet a
+    label through for their numbers to mean anything: "id" (the retrieved
+    ids themselves) or "doc" (their documents: unit=doc and evidence, and
+    the character measures), in the order the measures first name a kind.
+    Measures no label decides (abstention, diversity) are left out, unless
+    no measure reads a label: then every measure is checked on what it reads.
+
+    >>> ms = resolve_measures("recall,recall(unit=doc),answered", 5)
+    >>> _label_checks(ms, [_UnitCall.of(m) for m in ms])
+    (('id', ('recall@5',)), ('doc', ('recall(unit=doc)@5',)))
+    """
+    pairs = list(zip(measures, units))
+    reading = [(m, call) for m, call in pairs if _REGISTRY[m.name].labels] or pairs
+    groups = {}
+    for m, call in reading:
+        groups.setdefault("id" if call.view == "id" else "doc", []).append(str(m))
+    return tuple((kind, tuple(names)) for kind, names in groups.items())
+
+
+def _unlabelled_run(qrels, checks, met, strays, extra):
+    """Why the run meets no label, for the checks (see _label_checks) it
+    failed, as one line: with one check the reason alone, with more each
+    failed check's measures and reason (the others meet labels)."""
+    failed = [i for i, done in enumerate(met) if not done]
+    if len(checks) == 1 or not any(strays):     # (nothing retrieved: one reason for all)
+        kind = checks[failed[0]][0]
+        return _no_label_reason(qrels, strays[failed[0]], extra, by_document=kind == "doc")
+    return "; ".join("%s: %s" % (", ".join(checks[i][1]), _no_label_reason(
+        qrels, strays[i], extra, by_document=checks[i][0] == "doc")) for i in failed)
 
 
 def _no_label_reason(qrels, strays, extra, by_document=False):

@@ -40,16 +40,26 @@ def _statistics():
 
 
 def _finite_floats(values, what):
-    """Return *values* as a list of floats; raise EvalError on NaN or inf.
+    """Return *values* (any iterable of numbers; booleans count as 0 and 1)
+    as a list of floats; raise EvalError on anything else, NaN or inf.
 
     >>> _finite_floats([1, 0.5], "diffs")
     [1.0, 0.5]
+    >>> _finite_floats(["a"], "values")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: values must be finite numbers, got 'a'
     """
-    out = [float(v) for v in values]
-    for v in out:
-        if not math.isfinite(v):
-            raise EvalError("%s must be finite numbers, got %r" % (what, v))
-    return out
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise EvalError("%s must be a list of numbers, got %s" % (what, _short_repr(values)))
+    return [_finite(v, what, plural=True, bools=True) for v in values]
+
+
+def _checked_rng(rng):
+    """``rng`` if it is a random.Random or None (see randomization_p)."""
+    if rng is not None and not isinstance(rng, random.Random):
+        raise EvalError("rng must be a random.Random (or None), got %s" % _short_repr(rng))
+    return rng
 
 
 def _stirling_tail(x):
@@ -145,9 +155,8 @@ def t_two_sided_p(t, df):
     >>> t_two_sided_p(0.0, 5), t_two_sided_p(-math.inf, 5)
     (1.0, 0.0)
     """
-    if math.isnan(t):
-        raise EvalError("t_two_sided_p: t is NaN")
-    if not df > 0:
+    t = _finite(t, "t_two_sided_p: t", infinite=True)
+    if not _finite(df, "t_two_sided_p: df", infinite=True) > 0:
         raise EvalError("t_two_sided_p needs df > 0, got %r" % (df,))
     if math.isinf(t):
         return 0.0
@@ -393,6 +402,8 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     2.4633482098579407e-07
     """
     d = [x for x in _finite_floats(diffs, "diffs") if x != 0.0]
+    resamples = _positive_int(resamples, "resamples")
+    _checked_rng(rng)
     n = len(d)
     if n == 0:
         return 1.0
@@ -405,8 +416,6 @@ def randomization_p(diffs, *, resamples=10000, rng=None):
     threshold = observed * (1.0 - _TIE_RTOL)
     if n <= _EXACT_MAX_N:
         return _exact_sign_flip_count(d, threshold) / 2 ** n
-    if resamples < 1:
-        raise EvalError("resamples must be >= 1, got %r" % (resamples,))
     if rng is None:
         rng = random.Random(0)
     total = math.fsum(d)
@@ -460,15 +469,15 @@ def bootstrap_ci(diffs, *, resamples=10000, rng, confidence=0.95):
     ((0.25, 0.25), (0.0, 0.0))
     """
     d = _finite_floats(diffs, "diffs")
-    if not 0.0 < confidence < 1.0:
-        raise EvalError("confidence must be between 0 and 1, got %r" % (confidence,))
+    _z(confidence)
+    resamples = _positive_int(resamples, "resamples")
     n = len(d)
     if n == 0:
         return 0.0, 0.0
     if min(d) == max(d):
         return d[0], d[0]
-    if resamples < 1:
-        raise EvalError("resamples must be >= 1, got %r" % (resamples,))
+    if _checked_rng(rng) is None:
+        raise EvalError("bootstrap_ci needs rng, a random.Random (e.g. random.Random(0))")
     choices, fsum = rng.choices, math.fsum
     means = sorted([fsum(choices(d, k=n)) / n for _ in range(resamples)])
     alpha = 1.0 - confidence
@@ -490,7 +499,7 @@ def holm(pvalues):
     >>> holm([0.5, 0.6]), holm([])
     ([1.0, 1.0], [])
     """
-    p = [float(x) for x in pvalues]
+    p = _finite_floats(pvalues, "p-values")
     for x in p:
         if not 0.0 <= x <= 1.0:
             raise EvalError("p-values must be in [0, 1], got %r" % (x,))
@@ -515,6 +524,8 @@ def min_detectable_difference(sd, n, *, alpha=0.05, power=0.8):
     >>> min_detectable_difference(0.3, 0)
     inf
     """
+    alpha, power = _finite(alpha, "alpha"), _finite(power, "power")
+    sd, n = _finite(sd, "sd"), _finite(n, "n")
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
         raise EvalError("alpha and power must be in (0, 1), got %r, %r" % (alpha, power))
     if n < 0 or sd < 0:
@@ -531,7 +542,7 @@ def _z(confidence):
     >>> round(_z(0.95), 4)
     1.96
     """
-    if not 0.0 < confidence < 1.0:
+    if not 0.0 < _finite(confidence, "confidence") < 1.0:
         raise EvalError("confidence must be between 0 and 1, got %r" % (confidence,))
     return _statistics().NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
@@ -567,6 +578,7 @@ def queries_needed(sd, tolerance, *, confidence=0.95):
     >>> queries_needed(0.4, 0.04)       # 80% pass rate, +/- 4 points
     385
     """
+    sd, tolerance = _finite(sd, "sd"), _finite(tolerance, "tolerance")
     if not tolerance > 0:
         raise EvalError("tolerance must be > 0, got %r" % (tolerance,))
     if sd < 0:
@@ -856,6 +868,8 @@ def compare(report, reference, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED
     >>> c.delta, c.losses, c.p_randomization, c.verdict
     (-1.0, 8, 0.0078125, 'significantly worse')
     """
+    if not isinstance(reference_name, str):
+        raise EvalError("reference_name must be a string, got %s" % _short_repr(reference_name))
     return compare_all(report, [(reference_name, reference)], resamples=resamples,
                        seed=seed, alpha=alpha)[0]
 
@@ -866,7 +880,7 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
     Holm adjustment over every (reference, measure) pair."""
     resamples = _checked_options(report, alpha, resamples, seed)
     comparisons = []
-    for name, reference in references:
+    for name, reference in _checked_references(references):
         _checked_options(reference, alpha, resamples, seed)
         if reference.rel != report.rel:
             raise EvalError("%s was scored with rel=%d and the run with rel=%d: not comparable"
@@ -891,6 +905,18 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
         row = comparison.measures[m]._replace(p_holm=p)
         comparison.measures[m] = row._replace(verdict=_verdict(row, alpha, len(flat)))
     return comparisons
+
+
+def _checked_references(references):
+    """``references`` as a list of (name, Report) pairs, the name a string
+    (it is printed and written as the reference's name)."""
+    if isinstance(references, (list, tuple)):
+        pairs = list(references)
+        if all(isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], str)
+               for pair in pairs):
+            return pairs
+    raise EvalError("references must be a list of (name, Report) pairs, the name a string, "
+                    "got %s" % _short_repr(references))
 
 
 def _sample_size_note(groups):

@@ -50,14 +50,19 @@ def evaluate_scores(scores, measures=None, *, queries=None, by=(), holdout=None,
                                        pass_threshold), meta)
 
 
-def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=()):
-    """evaluate_scores() with the _TestSet made (None: no query metadata);
-    ``queries`` are more members of the test set (the qrels' queries, when
-    both tiers are in one report): each needs a score too."""
+def _evaluate_scores(scores, measures, testset, allow_missing, thresholds=None, queries=None,
+                     skip_extra=False):
+    """evaluate_scores() with the _TestSet made (None: no query metadata).
+    ``queries`` are the qrels' queries when both tiers are in one report:
+    each needs a score too, and they (with the query metadata) are the test
+    set, so a score line of another query is an error naming it, as a run's
+    is, unless ``skip_extra`` (--skip-extra-queries): then it is left out,
+    with a warning.  Without qrels the score files are part of the test set."""
     files = _files_by_field(scores)
     measures = _score_measures(measures, files)
     report = _scores_report(files, measures, testset, allow_missing,
-                            _checked_thresholds(thresholds, measures, files), queries)
+                            _checked_thresholds(thresholds, measures, files), queries,
+                            skip_extra)
     inputs = {("scores" if i == 0 else "scores.%d" % (i + 1)): {
         key: value for key, value in s.info.items() if key != "fields"}     # as a run's
         for i, s in enumerate(scores)}
@@ -191,7 +196,8 @@ def field_drift(field, stored, current, *, labels=None, resamples=10000, seed=0)
                         confusion=tuple(map(tuple, counts)))
 
 
-def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0):
+def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000, seed=0,
+                held_out=()):
     """Did the judge move?  ``frozen`` is the :class:`Scores` of a frozen
     sample (scores stored then), ``current`` a list of :class:`Scores` with
     the same items scored now; returns the ``"drift"`` block of a report.
@@ -204,7 +210,10 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
     items, categorical when its values are booleans or integers on an integer
     range with one judge run each (labels on the field's own scale; repeated
     runs make fractions, compared as numbers).  ``passed`` is False when the
-    mean absolute difference of a field exceeds ``max_drift``.
+    mean absolute difference of a field exceeds ``max_drift``.  ``held_out``
+    are the ids of a hold-out (see evaluate): those items are checked as
+    inputs but left out of every statistic, never named, only counted in a
+    note, as the hold-out is left out of every other mean.
 
     >>> then = load_scores(io.StringIO('{"query_id": "f1", "input_sha256": "ab", "ok": true}\\n'
     ...                                '{"query_id": "f2", "input_sha256": "cd", "ok": true}\\n'))
@@ -230,9 +239,17 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
                             "question, context and answer judged): a drift check needs it"
                             % (name, qid))
     fields, notes = {}, []
+    held_out = frozenset(held_out)
+    items = [q for q in frozen.queries if q not in held_out]
+    if not items:
+        raise EvalError("%s: every item of the frozen sample is in the hold-out, which no "
+                        "output names: nothing to check for drift" % name)
+    if len(items) < len(frozen.queries):
+        notes.append("%s of the hold-out left out of the drift check (never shown)"
+                     % _plural(len(frozen.queries) - len(items), "item", "items"))
     for field in frozen.fields:
         now = _drift_current(frozen, current, field)
-        stored = frozen.values(field)
+        stored = {q: v for q, v in frozen.values(field).items() if q not in held_out}
         values = now.values(field)
         labels = _drift_labels(field, frozen, now, notes)
         fields[field] = field_drift(field, stored, {q: values[q] for q in stored},
@@ -243,7 +260,7 @@ def judge_drift(frozen, current, *, max_drift=DEFAULT_MAX_DRIFT, resamples=10000
         del fields[field]["field"]
     return {"passed": not any(f["drifted"] for f in fields.values()), "max_drift": max_drift,
             "frozen": {"path": name, "sha256": frozen.info.get("sha256")},
-            "items": len(frozen.queries), "fields": fields, "notes": notes}
+            "items": len(items), "fields": fields, "notes": notes}
 
 
 def _drift_current(frozen, current, field):
@@ -304,6 +321,7 @@ def _with_scores(report, scored):
         measures=names, per_query=per_query, mean=dict(report.mean, **scored.mean),
         n=None if same else counts, scores=scored.scores, drift=scored.drift,
         unscored=tuple(sorted((set(report.unscored) | set(scored.unscored)) - set(per_query))),
+        skipped=tuple(sorted(set(report.skipped) | set(scored.skipped))),
         inputs=dict(report.inputs or {}, **(scored.inputs or {})),
         warnings=report.warnings + tuple(w for w in scored.warnings if w not in report.warnings))
     if report.membership is None:
@@ -380,14 +398,17 @@ def _checked_thresholds(thresholds, measures, files):
     return out
 
 
-def _scores_report(files, measures, testset, allow_missing, thresholds, queries=()):
+def _scores_report(files, measures, testset, allow_missing, thresholds, queries=None,
+                   skip_extra=False):
     """The Report of the score measures (see evaluate_scores)."""
     names = tuple(str(m) for m in measures)
     fields = {str(m): dict(m.params)["field"] for m in measures}
-    members = dict.fromkeys(queries)    # the test set: the score files, metadata, qrels
+    members = dict.fromkeys(queries or ())  # the test set: the score files, metadata, qrels
     used = _files_of(files, fields.values())
+    extra = _extra_score_queries(used, queries, testset, skip_extra)
+    skipped = {q for _, ids in extra for q in ids}
     for s in used:
-        members.update(dict.fromkeys(s.queries))
+        members.update(dict.fromkeys(q for q in s.queries if q not in skipped))
     if testset is not None:
         members.update(dict.fromkeys(q for q in testset.queries))
         members = {q: None for q in members if q not in testset.expired}
@@ -419,12 +440,33 @@ def _scores_report(files, measures, testset, allow_missing, thresholds, queries=
              "borderline": {n: _borderline({q: r for q, r in runs[n].items()
                                             if q in per_query}, *thresholds[n])
                             for n in names if n in thresholds}}
-    warnings = ["%s: %s without a score, listed as unscored: %s"
-                % (n, _plural(len(ids), "query", "queries"), _preview(ids))
-                for n, ids in block["unscored"].items() if ids]
-    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), (), {}, {},
-                    tuple(warnings), n=counts, scores=block)
+    warnings = ["%s: skipped %s not in the qrels: %s"
+                % (s.info["path"], _plural(len(ids), "score-file query", "score-file queries"),
+                   _preview(ids)) for s, ids in extra if ids]
+    warnings += ["%s: %s without a score, listed as unscored: %s"
+                 % (n, _plural(len(ids), "query", "queries"), _preview(ids))
+                 for n, ids in block["unscored"].items() if ids]
+    report = Report(names, mean, per_query, tuple(sorted(nothing)), (), tuple(sorted(skipped)),
+                    {}, {}, tuple(warnings), n=counts, scores=block)
     return report if testset is None else testset.report(report, held)
+
+
+def _extra_score_queries(used, queries, testset, skip_extra):
+    """The queries of the score files ``used`` that the test set (the qrels'
+    ``queries`` and the query metadata) does not hold, when qrels are given
+    (``queries`` not None): an error naming them, as for a run, unless
+    ``skip_extra``; then [(Scores, sorted ids)], the ids to leave out."""
+    if queries is None:
+        return []
+    known = set(queries) | set(testset.queries if testset is not None else ())
+    by_file = [(s, sorted(q for q in s.queries if q not in known)) for s in used]
+    for s, extra in by_file:
+        if extra and not skip_extra:
+            raise EvalError("%s: %s not in the qrels: %s (check the files match, or skip them "
+                            "with --skip-extra-queries)"
+                            % (s.info["path"], _plural(len(extra), "query is", "queries are"),
+                               _preview(extra)))
+    return by_file
 
 
 def _files_of(files, fields):

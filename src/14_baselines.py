@@ -202,6 +202,7 @@ def _loaded_holdout(saved, where):
 def baseline_dict(report):
     """The richer baseline form of a report (what ``--save-baseline`` writes)."""
     _gated_average(report)
+    _check_labelled_run(report)
     _check_kept_members(report)
     return {
         "format": BASELINE_FORMAT,

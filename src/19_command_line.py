@@ -71,7 +71,8 @@ def build_parser():
                         "(refund-policy#3 -> refund-policy); instead of --chunks")
     parser.add_argument("--unit", choices=UNITS, default="id",
                         help="what bare measure names count: the retrieved id (default), its "
-                        "document, or labelled evidence spans; k always counts chunks")
+                        "document, or labelled evidence spans; k always counts chunks; a "
+                        "name that counts ids and has no unit (rprec, judged) is refused")
     _add_unjudged_options(parser)
     parser.add_argument("--qrels-format", choices=QRELS_FORMATS, default=None,
                         help="override detection")
@@ -91,9 +92,11 @@ def build_parser():
                         help="leave out queries whose valid_until is before this date "
                         "(no default: the clock is never read)")
     parser.add_argument("--skip-extra-queries", action="store_true",
-                        help="skip run queries absent from the qrels (default: error)")
+                        help="skip run queries (and, beside QRELS RUN, score-file queries) "
+                        "absent from the qrels (default: error)")
     parser.add_argument("--allow-unlabelled-run", action="store_true",
-                        help="score a run none of whose ids carries a label (default: error)")
+                        help="score a run that meets no label, for some measures or all: "
+                        "none of its ids (or their documents) carries one (default: error)")
     parser.add_argument("--baseline", nargs="?", const=DEFAULT_BASELINE, default=None,
                         metavar="FILE", help="gate against FILE (default %s); exit 1 on a regression"
                         % DEFAULT_BASELINE)
@@ -572,8 +575,9 @@ def _run_cli(args, stdout, stderr):
     if tiers == "both":
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
-                                              args.allow_missing_scores, thresholds, qrels),
-                             args, loaded, ranges)
+                                              args.allow_missing_scores, thresholds, qrels,
+                                              args.skip_extra_queries),
+                             args, loaded, ranges, testset)
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
     # from stdin or a pipe is held in memory from here on.
@@ -599,8 +603,10 @@ def _run_cli(args, stdout, stderr):
     # only when it fails (below).
     first = args.unjudged_bounds or (baseline is not None and "judged")
     report = scored(first)
-    references = [(path, score(path)) for path in args.compare]
-    references += [(path, _cli_reference_scores(path, args, judged, ranges, testset))
+    # A reference is named as its input is (see _source_name): "<stdin>" for "-".
+    references = [(_source_name(path), score(path)) for path in args.compare]
+    references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
+                                                              testset, qrels))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
@@ -616,13 +622,15 @@ def _cli_score_report(args, names, ranges, thresholds, meta):
     loaded = _cli_scores(args.scores, args, _named_fields(names), ranges)
     report = _with_meta(_evaluate_scores(loaded, names, testset, args.allow_missing_scores,
                                          thresholds), meta)
-    report = _with_drift(report, args, loaded, ranges)
-    return report, [(path, _cli_reference_scores(path, args, report, ranges, testset))
+    report = _with_drift(report, args, loaded, ranges, testset)
+    return report, [(_source_name(path), _cli_reference_scores(path, args, report, ranges,
+                                                               testset))
                     for path in args.compare]
 
 
-def _with_drift(report, args, loaded, ranges):
-    """The report with its --drift check (the report unchanged without)."""
+def _with_drift(report, args, loaded, ranges, testset=None):
+    """The report with its --drift check (the report unchanged without); the
+    hold-out of ``testset`` (a _TestSet) stays out of it."""
     if args.drift is None:
         if args.max_drift is not None:
             raise EvalError("--max-drift applies with --drift FROZEN (the frozen sample)")
@@ -633,7 +641,8 @@ def _with_drift(report, args, loaded, ranges):
     return report._replace(drift=judge_drift(
         _read_scores(args.drift, args.id_column, fields,
                      {f: r for f, r in ranges.items() if f in fields}, present_only=True),
-        loaded, max_drift=max_drift, **options))
+        loaded, max_drift=max_drift, held_out=testset.hidden if testset is not None else (),
+        **options))
 
 
 def _max_drift_option(text):
@@ -649,15 +658,17 @@ def _max_drift_option(text):
     return value
 
 
-def _cli_reference_scores(path, args, report, ranges, testset):
+def _cli_reference_scores(path, args, report, ranges, testset, qrels=None):
     """The report of a reference score file (--compare, --compare-scores):
-    the fields and ranges of the report's score measures."""
+    the fields and ranges of the report's score measures; beside QRELS RUN
+    (``qrels``) held to the test set as the current score files are."""
     fields = [_field_of(m) for m in report.measures if _field_of(m)]
     loaded = _read_scores(path, args.id_column, fields,
                           {f: r for f, r in ranges.items() if f in fields},
                           args.allow_missing_scores)
     return _evaluate_scores([loaded], ["score(field=%s)" % f for f in fields], testset,
-                            args.allow_missing_scores)
+                            args.allow_missing_scores, queries=qrels,
+                            skip_extra=args.skip_extra_queries)
 
 
 def _cli_output(args, stdout, stderr, report, scored, references, options, slice_max_drop,

@@ -336,6 +336,38 @@ class UnlabelledRunTest(TempDir, unittest.TestCase):
         self.assertEqual(json.loads(out)["mean"], {"judged@5": 0.0, "recall@5": 0.0})
         self.assertIn("warning: ", err)
 
+    def test_a_run_that_meets_no_label_never_becomes_a_baseline(self):
+        # Issue 22, item 2: judged@k let a run whose ids meet no label be saved as an
+        # all-zero baseline (exit 0), and every later gate on it passed.
+        qrels, run = {"q1": {"a": 1}}, {"q1": ["a#1"]}
+        saved, out_path = (os.path.join(self.tmp, name) for name in ("b.json", "out.json"))
+        for flags in (("--metrics", "recall,judged"), ("--allow-unlabelled-run",),
+                      ("--metrics", "recall,judged", "--accept")):
+            with self.subTest(flags=flags):
+                code, out, err = self.cli(run, *flags, "--save-baseline", saved, "-o", out_path,
+                                          qrels=qrels)
+                self.assertEqual((code, out), (2, ""), err)
+                self.assertEqual(err.count("\n"), 1, err)
+                self.assertTrue(err.startswith("rag-eval: error: "), err)
+                self.assertIn("r.json: a run that meets no label is never "
+                              "saved as a baseline (no later run could fall below its zeros): "
+                              "not one retrieved id carries a label", err)
+                self.assertFalse(os.path.exists(saved) or os.path.exists(out_path))
+        # judged@k still scores it (no baseline asked for).
+        code, out, err = self.cli(run, "--metrics", "recall,judged", "--format", "json",
+                                  qrels=qrels)
+        self.assertEqual((code, json.loads(out)["mean"]), (0, {"recall@5": 0.0, "judged@5": 0.0}))
+        # The library refuses it in save_baseline, baseline_dict and as a gate's baseline.
+        report = rag_eval.evaluate(qrels, run, measures="recall,judged")
+        for call in (lambda: rag_eval.save_baseline(report, saved),
+                     lambda: rag_eval.baseline_dict(report),
+                     lambda: rag_eval.assert_no_regression(report, report)):
+            with self.assertRaises(rag_eval.EvalError) as caught:
+                call()
+            self.assertIn("run: a run that meets no label is never saved as a baseline",
+                          str(caught.exception))
+        self.assertFalse(os.path.exists(saved))
+
     def test_some_queries_without_a_label_in_the_top_k(self):
         code, out, err = self.cli({"q1": ["refund-policy"], "q2": ["x", "y"]}, "--k", "1,2")
         self.assertEqual(code, 0, err)

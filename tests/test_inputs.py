@@ -120,6 +120,46 @@ class InputSourcesTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertIn("0.5095", out)
 
+    def test_compare_from_stdin_is_named_as_the_main_inputs_are(self):
+        # Issue 22: --compare - was named by its holder object (JSON: an internal
+        # error; text: "run vs <...object at 0x...>", other bytes each process).
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}}')
+        run_path = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"]}')
+        run = read_text(run_path)
+        code, out, err = run_cli(qrels, run_path, "--format", "json", "--compare", "-",
+                                 stdin=run)
+        self.assertEqual(code, 0, err)
+        self.assertEqual([c["reference"] for c in json.loads(out)["comparison"]], ["<stdin>"])
+        code, out, err = run_cli(qrels, run_path, "--compare", "-", stdin=run)
+        self.assertEqual(code, 0, err)
+        self.assertIn("run vs <stdin>, paired over 2 queries", out)
+        scores = self.write("s.jsonl", '{"query_id": "q1", "f": 0.5}\n'
+                                       '{"query_id": "q2", "f": 1}\n')
+        for argv in (("--scores", scores, "--compare", "-"),
+                     (qrels, run_path, "--scores", scores, "--metrics", "recall,score(field=f)",
+                      "--compare-scores", "-")):
+            code, out, err = run_cli(*argv, stdin=read_text(scores))
+            self.assertEqual(code, 0, err)
+            self.assertIn("run vs <stdin>, paired over 2 queries", out)
+
+    @unittest.skipUnless(hasattr(os, "mkfifo"), "needs named pipes")
+    def test_compare_from_a_named_pipe_keeps_its_path(self):
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}}')
+        run_path = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"]}')
+        fifo = os.path.join(self.tmp, "ref.pipe")
+        os.mkfifo(fifo)
+
+        def feed():
+            with open(fifo, "w") as pipe:
+                pipe.write(read_text(run_path))
+        import threading
+        writer = threading.Thread(target=feed)
+        writer.start()
+        code, out, err = run_cli(qrels, run_path, "--compare", fifo, "--format", "json")
+        writer.join()
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["comparison"][0]["reference"], fifo)
+
     def test_byte_order_marks(self):
         bom = b"\xef\xbb\xbf"
         for name, content in (("q.json", bom + b'{"q1": {"a": 1}}'),

@@ -737,8 +737,10 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertNotIn("tolerance is inside judge noise", out)
 
     def test_both_tiers_in_one_report(self):
-        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q9": {"c": 0}}')
-        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q9": ["c"]}')
+        # q3 (a judge score, no relevant id) and q9 (no judge score) are in the qrels.
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"d": 0}, '
+                                     '"q9": {"c": 0}}')
+        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q3": ["d"], "q9": ["c"]}')
         scores = self.write("s.jsonl", self.SCORES)
         argv = (qrels, run, "--scores", scores, "--metrics", "mrr@2,score(field=faithfulness)")
         code, out, err = run_cli(*argv)     # q9 of the qrels has no judge score
@@ -768,6 +770,47 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         self.assertEqual(code, 1, err)
         self.assertIn("FAILED, 1 regression: score(field=faithfulness)", out)
         self.assertEqual(run_cli(qrels, run, "--scores", scores, "--metrics", "mrr@2")[0], 2)
+
+    def test_score_lines_of_queries_the_qrels_lack_are_extra_queries(self):
+        # Issue 22, item 5: beside QRELS RUN, a score line of a query the qrels do not
+        # hold ({"query_id": "zz", "f": 0}) joined the judge mean (0.9 -> 0.45), exit
+        # 0, while the same id in a run is exit 2.  One rule for both.
+        qrels = self.write("q.json", '{"q1": {"a": 1}}')
+        run = self.write("r.json", '{"q1": ["a"]}')
+        scores = self.write("s.jsonl", jsonl({"query_id": "q1", "f": 0.9},
+                                             {"query_id": "zz", "f": 0}))
+        out_path = os.path.join(self.tmp, "out.json")
+        argv = (qrels, run, "--scores", scores, "-o", out_path)
+        code, out, err = run_cli(*argv)
+        self.assertEqual((code, out), (2, ""), err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("s.jsonl: 1 query is not in the qrels: 'zz' (check the files match, or "
+                      "skip them with --skip-extra-queries)", err)
+        self.assertFalse(os.path.exists(out_path))
+        code, out, err = run_cli(*argv[:-2], "--skip-extra-queries", "--format", "json",
+                                 "--per-query")
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        # f over q1 alone: 0.9; zz is skipped and said so, in no count or table.
+        self.assertEqual(report["mean"], {"recall@5": 1.0, "success@5": 1.0, "mrr@5": 1.0,
+                                          "ndcg@5": 1.0, "score(field=f)": 0.9})
+        self.assertEqual((report["queries"], report["skipped"]), (1, ["zz"]))
+        self.assertEqual(list(report["per_query"]), ["q1"])
+        self.assertIn("s.jsonl: skipped 1 score-file query not in the qrels: 'zz'", err)
+        # A query of the query metadata is a member of the test set: not extra.
+        queries = self.write("m.jsonl", jsonl({"query_id": "q1"}, {"query_id": "zz"}))
+        code, out, err = run_cli(*argv[:-2], "--queries", queries, "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertAlmostEqual(json.loads(out)["mean"]["score(field=f)"], 0.45, places=15)
+        # A reference score file (--compare-scores) is held to the same rule.
+        good = self.write("good.jsonl", jsonl({"query_id": "q1", "f": 0.8}))
+        code, out, err = run_cli(qrels, run, "--scores", good, "--compare-scores", scores)
+        self.assertEqual(code, 2, err)
+        self.assertIn("s.jsonl: 1 query is not in the qrels: 'zz'", err)
+        # --scores alone: the score files are the test set (nothing to be extra to).
+        code, out, err = run_cli("--scores", scores, "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertAlmostEqual(json.loads(out)["mean"]["score(field=f)"], 0.45, places=15)
 
     def test_compare_with_a_score_file(self):
         other = self.write("other.jsonl", self.SCORES.replace("[0.5, 0.7]", "[0.3, 0.4]")
@@ -1186,6 +1229,67 @@ class JudgeDriftCliTest(TempDir, unittest.TestCase):
         self.assertEqual(self.drift(then=then, now=now)[0], 0)
         now[9] = ("i09", "h9", {"s": 0.55})      # 1.05 / 50 = 0.021 > 0.02
         self.assertEqual(self.drift(then=then, now=now)[0], rag_eval.EXIT_REGRESSION)
+
+    def test_the_hold_out_stays_out_of_the_drift_check(self):
+        # Issue 22, item 4: "largest change h1 0.1000 -> 0.5000" and "item": "h1"
+        # named a held-out item, and held-out items counted in the drift means.
+        # The hold-out here is f3 (renamed hq3: no hex digest holds a q), the item
+        # of the largest changes.  Left out: faithfulness differences -0.05 0 -0.10
+        # 0 -0.05 over f1 f2 f4 f5 f6: mean -0.20 / 5 = -0.04, mean absolute 0.04
+        # > 0.02 (still drifted); largest f4 0.6 -> 0.5; means 3.5 / 5 = 0.70 then,
+        # 3.3 / 5 = 0.66 now.  grounded agrees on all 5: agreement 1, mean absolute
+        # 0, no largest change; rows (false, true) 2, 3: kappa (25 - 13) / (25 - 13) = 1.
+        held = lambda rows: [("hq3",) + row[1:] if row[0] == "f3" else row for row in rows]
+        then, now = held(self.THEN), held(self.NOW)
+        items = [row[0] for row in then]
+        queries = self.write("m.jsonl", jsonl(*(
+            {"query_id": q, "slices": {"split": "holdout" if q == "hq3" else "dev"}}
+            for q in items)))
+        options = ("--queries", queries, "--holdout", "split=holdout")
+        code, out, err = self.drift(*options, "--format", "json", then=then, now=now)
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertNotIn("hq3", out + err)
+        drift = json.loads(out)["drift"]
+        self.assertEqual((drift["items"], drift["passed"]), (5, False))
+        self.assertEqual(drift["notes"], ["1 item of the hold-out left out of the drift check "
+                                          "(never shown)"])
+        f, g = drift["fields"]["faithfulness"], drift["fields"]["grounded"]
+        self.assertEqual((f["n"], f["drifted"]), (5, True))
+        self.assertAlmostEqual(f["mean_difference"], -0.04, places=15)
+        self.assertAlmostEqual(f["mean_absolute_difference"], 0.04, places=15)
+        self.assertAlmostEqual(f["stored_mean"], 0.70, places=15)
+        self.assertAlmostEqual(f["current_mean"], 0.66, places=15)
+        self.assertEqual(f["largest_change"], {"item": "f4", "stored": 0.6, "current": 0.5})
+        self.assertEqual((g["agreement"], g["kappa"], g["mean_absolute_difference"],
+                          g["largest_change"], g["confusion"], g["drifted"]),
+                         (1.0, 1.0, 0.0, None, [[2, 0], [0, 3]], False))
+        for fmt in ("text", "markdown", "html"):
+            code, out, err = self.drift(*options, "--format", fmt, then=then, now=now)
+            self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+            self.assertNotIn("hq3", out + err, fmt)
+            self.assertIn("f4", out, fmt)
+        # Both tiers in one report: the same drift block.
+        qrels = self.write("q.json", json.dumps({q: {"d": 1} for q in items}))
+        run = self.write("r.json", json.dumps({q: ["d"] for q in items}))
+        frozen = self.write("frozen.jsonl", drift_rows(then))
+        current = self.write("now.jsonl", drift_rows(now))
+        code, out, err = run_cli(qrels, run, "--scores", current, "--drift", frozen, *options,
+                                 "--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertNotIn("hq3", out + err)
+        self.assertEqual(json.loads(out)["drift"], drift)
+        # Every item of the frozen sample held out (f9, scored, is not in it): nothing
+        # to check, exit 2.
+        queries = self.write("m.jsonl", jsonl(*(
+            [{"query_id": q, "slices": {"split": "holdout"}} for q in items]
+            + [{"query_id": "f9", "slices": {"split": "dev"}}])))
+        self.assertRefused("every item of the frozen sample is in the hold-out", *options,
+                           then=then, now=now + [("f9", "a9", {"faithfulness": 0.5,
+                                                                 "grounded": True})])
+        # The library: held_out= does the same.
+        d = rag_eval.judge_drift(rag_eval.load_scores(frozen), [rag_eval.load_scores(current)],
+                                 held_out={"hq3"})
+        self.assertEqual(d["fields"]["faithfulness"]["largest_change"]["item"], "f4")
 
     def test_not_a_drift_check(self):
         now = [row if row[0] != "f3" else ("f3", "changed", row[2]) for row in self.NOW]

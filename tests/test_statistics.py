@@ -740,3 +740,57 @@ class CompareTest(TempDir, unittest.TestCase):
                                  "--resamples", "100000000000")
         self.assertEqual(code, 2)
         self.assertIn("resamples must be at most 1000000", err)
+
+
+class BadArgumentTest(unittest.TestCase):
+    """Issue 22: every public function raises EvalError (one line, naming the
+    argument) on bad input of any type, never OverflowError, TypeError or a
+    ValueError of Python's own."""
+
+    def test_each_reported_case_is_an_eval_error(self):
+        r = example_report()
+        cases = {
+            "evaluate min_score": (lambda: rag_eval.evaluate(
+                {"q": {"a": 1}}, {"q": {"a": 1.0}}, min_score=10 ** 400), "min_score"),
+            "gate same": (lambda: rag_eval.gate(r, dict(r.mean), same=5), "same"),
+            "compare_all [r]": (lambda: rag_eval.compare_all(r, [r]), "references"),
+            "compare_all 5": (lambda: rag_eval.compare_all(r, 5), "references"),
+            "compare reference_name": (lambda: rag_eval.compare(r, r, reference_name=5),
+                                       "reference_name"),
+            "holm None": (lambda: rag_eval.holm(None), "p-values"),
+            "holm [None]": (lambda: rag_eval.holm([None]), "p-values"),
+            "margin_of_error": (lambda: rag_eval.margin_of_error(["a"]), "values"),
+            "queries_needed": (lambda: rag_eval.queries_needed(0.1, 10 ** 400), "tolerance"),
+            "queries_needed sd": (lambda: rag_eval.queries_needed("0.1", 0.02), "sd"),
+            "randomization_p": (lambda: rag_eval.randomization_p([.1, .2], resamples=1.5),
+                                "resamples"),
+            "randomization_p rng": (lambda: rag_eval.randomization_p([.1, .2], rng=5), "rng"),
+            "bootstrap_ci rng": (lambda: rag_eval.bootstrap_ci([.1, .2], rng=None), "rng"),
+            "bootstrap_ci resamples": (lambda: rag_eval.bootstrap_ci(
+                [.1, .2], rng=random.Random(0), resamples="x"), "resamples"),
+            "t_two_sided_p": (lambda: rag_eval.t_two_sided_p("2", 10), "t"),
+            "min_detectable_difference": (lambda: rag_eval.min_detectable_difference(
+                0.3, 10 ** 400), "n"),
+            "paired_ttest": (lambda: rag_eval.paired_ttest(5), "diffs"),
+        }
+        for name, (call, named) in cases.items():
+            with self.subTest(name):
+                with self.assertRaises(rag_eval.EvalError) as caught:
+                    call()
+                self.assertIs(type(caught.exception), rag_eval.EvalError)
+                self.assertIn(named, str(caught.exception))
+                self.assertEqual(len(str(caught.exception).splitlines()), 1)
+
+    def test_good_arguments_keep_their_values(self):
+        r = example_report()
+        # The checks refuse types, not values: same as a set is sorted, pairs may
+        # be lists, booleans in a list of values count 0 and 1.
+        self.assertTrue(rag_eval.gate(r, dict(r.mean), same={"b", "a"}).passed)
+        self.assertEqual(rag_eval.compare_all(r, [["main", r]])[0].reference, "main")
+        self.assertEqual(rag_eval.holm([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06])
+        # sd of [1, 0, 1] is 1/sqrt(3); 1.96 * (1/sqrt(3)) / sqrt(3) = 0.6533
+        self.assertAlmostEqual(rag_eval.margin_of_error([True, False, True]), 0.6533, places=4)
+        self.assertEqual(rag_eval.queries_needed(0.4, 0.04), 385)
+        self.assertEqual(rag_eval.randomization_p([1.0] * 5, resamples=1), 0.0625)
+        self.assertEqual(rag_eval.evaluate({"q": {"a": 1}}, {"q": {"a": 0.5}},
+                                           min_score=10 ** 2).mean["recall@5"], 0.0)

@@ -426,6 +426,100 @@ class UnitsTest(TempDir, unittest.TestCase):
         self.assertIn("span_recall@k", text)
 
 
+class MixedUnitsTest(TempDir, unittest.TestCase):
+    """Issue 22, item 1: the check that a run meets a label runs per measure,
+    on what that measure counts (ids, or their documents), and a measure that
+    counts ids and has no unit is refused under --unit, never scored on ids."""
+
+    DOC_QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}}              # whole documents
+    CHUNK_QRELS = {"q1": {"d1#0": 1}, "q2": {"d2#0": 1}}        # chunk ids
+    RUN = {"q1": ["d1#0", "d2#1"], "q2": ["d1#2", "d2#0"]}
+
+    def cli(self, qrels, *argv, run=None):
+        return self.report_of("--doc-sep", "#", *argv, qrels=qrels,
+                              run=self.RUN if run is None else run)
+
+    def test_a_measure_without_a_unit_is_refused_under_unit(self):
+        # Found by the user: --unit doc scored rprec and bpref on ids (0.0000, exit 0).
+        for name in ("rprec", "bpref", "judged", "context_precision"):
+            with self.subTest(name):
+                err = self.assertBad(qrels=self.DOC_QRELS, run=self.RUN, extra=[
+                    "--doc-sep", "#", "--unit", "doc", "--metrics", "recall," + name],
+                    expect="measure %r counts retrieved ids and has no unit, so unit=doc "
+                           "(--unit doc) cannot apply to it" % name)
+                self.assertIn("recall(unit=doc),%s" % name, err)
+                with self.assertRaises(rag_eval.EvalError):
+                    rag_eval.evaluate(self.DOC_QRELS, self.RUN, measures=["recall", name],
+                                      unit="evidence", doc_sep="#")
+        # Measures no label decides, and character measures, take no unit and stay.
+        measures = rag_eval.resolve_measures("recall,answered,clean,span_recall", 5, unit="doc")
+        self.assertEqual([str(m) for m in measures],
+                         ["recall(unit=doc)@5", "answered", "clean@5", "span_recall@5"])
+
+    def test_ids_that_meet_no_label_beside_documents_that_do(self):
+        # Found by the user: recall@5 0.0000 beside recall(unit=doc)@5 1.0000, exit 0.
+        err = self.assertBad(qrels=self.DOC_QRELS, run=self.RUN, extra=[
+            "--doc-sep", "#", "--metrics", "recall,recall(unit=doc)"],
+            expect="r.json: recall@5: not one retrieved id carries a label in the qrels "
+                   "(e.g. run 'd1#0', qrels 'd1')")
+        self.assertNotIn("recall(unit=doc)@5:", err)
+        # The library says the same of the same measures, and scores them.
+        report = rag_eval.evaluate(self.DOC_QRELS, self.RUN, measures="recall,recall(unit=doc)",
+                                   doc_sep="#")
+        self.assertTrue(report.unlabelled_run.startswith("recall@5: not one retrieved id"))
+        self.assertEqual(report.mean, {"recall@5": 0.0, "recall(unit=doc)@5": 1.0})
+
+    def test_documents_that_meet_no_label_beside_ids_that_do(self):
+        # Found by the user: chunk-id labels gave recall(unit=doc)@5 0 with exit 0.
+        err = self.assertBad(qrels=self.CHUNK_QRELS, run=self.RUN, extra=[
+            "--doc-sep", "#", "--metrics", "recall,recall(unit=doc)"],
+            expect="r.json: recall(unit=doc)@5: not one retrieved chunk's document carries a "
+                   "label in the qrels (e.g. run document 'd1', qrels 'd1#0')")
+        self.assertNotIn("recall@5:", err)
+        code, out, err = self.cli(self.CHUNK_QRELS, "--metrics", "recall,recall(unit=doc)",
+                                  "--allow-unlabelled-run", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"recall@5": 1.0, "recall(unit=doc)@5": 0.0})
+
+    def test_each_failed_check_is_named_once(self):
+        # Labels that meet neither: ids 'x', documents 'x' (the run's are d1, d2).
+        report = rag_eval.evaluate({"q1": {"x": 1}, "q2": {"x": 1}}, self.RUN,
+                                   measures="recall,mrr,recall(unit=doc)", doc_sep="#")
+        self.assertEqual(report.unlabelled_run.count("not one retrieved"), 2)
+        self.assertTrue(report.unlabelled_run.startswith("recall@5, mrr@5: not one retrieved id"))
+        self.assertIn("; recall(unit=doc)@5: not one retrieved chunk's document",
+                      report.unlabelled_run)
+        # One kind of measure: the reason alone, as before.
+        report = rag_eval.evaluate(self.DOC_QRELS, self.RUN, measures="recall", doc_sep="#")
+        self.assertTrue(report.unlabelled_run.startswith("not one retrieved id carries"))
+        # Nothing retrieved: one reason for every measure.
+        report = rag_eval.evaluate(self.DOC_QRELS, {"q1": [], "q2": []},
+                                   measures="recall,recall(unit=doc)", doc_sep="#")
+        self.assertEqual(report.unlabelled_run,
+                         "the run retrieved no id for any query in the qrels: every number "
+                         "would be 0")
+
+    def test_a_measure_no_label_decides_is_not_checked(self):
+        # diversity reads documents but no label: chunk-id labels do not refuse it.
+        # q1 d1#0 relevant at rank 1, q2 d2#0 at rank 2: recall 1 each; 2 documents
+        # in the 2 chunks of each query: diversity 1.
+        code, out, err = self.cli(self.CHUNK_QRELS, "--metrics", "recall,diversity(unit=doc)",
+                                  "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"],
+                         {"recall@5": 1.0, "diversity(unit=doc)@5": 1.0})
+
+    def test_a_query_is_listed_when_one_kind_meets_no_label_in_its_top_k(self):
+        # q1 labels document d1, q2 chunk d2#0: the run meets both kinds, but q1's
+        # top 5 holds no labelled id (recall@5 0) and q2's no labelled document
+        # (recall(unit=doc)@5 0): each is listed.  Means (0 + 1) / 2 each.
+        report = rag_eval.evaluate({"q1": {"d1": 1}, "q2": {"d2#0": 1}},
+                                   {"q1": ["d1#0"], "q2": ["d2#0"]},
+                                   measures="recall,recall(unit=doc)", doc_sep="#")
+        self.assertIsNone(report.unlabelled_run)
+        self.assertEqual(report.mean, {"recall@5": 0.5, "recall(unit=doc)@5": 0.5})
+        self.assertEqual(report.unlabelled, ("q1", "q2"))
+
 class DocUnitPeerTest(unittest.TestCase):
     """unit=doc equals trec_eval (pytrec_eval) on a document run reduced from
     the chunk run (tests/data/doc_unit, written by tests/peers/gen_doc_unit.py):
