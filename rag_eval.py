@@ -477,23 +477,27 @@ def _query_sets(report):
         out[name] = _population_record(rows, report.measures, cells)
     held = report.holdout
     if held is not None and held.per_query is not None:
-        out[held.slice] = _population_record(held.per_query, report.measures)
+        out[held.slice] = _population_record(held.per_query, report.measures, anonymous=True)
     return out
 
 
-def _population_record(values, measures, cells=None):
+def _population_record(values, measures, cells=None, anonymous=False):
     """The record of one population (see _query_sets): ``values`` its
-    per-query values, ``cells`` those of its set-level measures."""
+    per-query values, ``cells`` those of its set-level measures.  An
+    ``anonymous`` one (the hold-out's) gives a measure's count alone, so
+    that no subset of its queries is hashed (see _Side)."""
     record = _query_set(list(values))
-    scored, other = set(values), {}
+    other = {}
     for m in measures:
-        ids = {q for q, v in values.items() if m in v}
+        count = sum(1 for v in values.values() if m in v)
+        if count == len(values):
+            continue        # the population's own queries (a subset of the same size)
+        ids = [q for q, v in values.items() if m in v]
         if not ids and cells:
-            ids = {q for q, c in cells.items() if m in c}
+            ids = [q for q, c in cells.items() if m in c]
         elif not ids:
             continue        # a set-level measure without cells: the population's record
-        if ids != scored:
-            other[m] = _query_set(list(ids))
+        other[m] = {"queries": len(ids)} if anonymous else _query_set(ids)
     if other:
         record["measures"] = other
     return record
@@ -5151,9 +5155,13 @@ def _relabelled_notes(report, baseline, relabelled):
     before = ((baseline.inputs or {}).get("qrels") or {}).get("sha256")
     now = ((report.inputs or {}).get("qrels") or {}).get("sha256")
     if relabelled is None:
-        return (["%s holds no label hashes (saved before rag_eval kept them): save it again to "
-                 "see which queries' labels change" % baseline.source]
-                if before and now and before != now and baseline.per_query is not None else [])
+        if not (before and now and before != now and baseline.per_query is not None):
+            return []
+        if baseline.label_sha256 is not None:       # the report's are not kept (read back)
+            return ["the qrels changed since the baseline, and the report (read back from "
+                    "JSON) keeps no label hashes: which queries' labels changed is not known"]
+        return ["%s holds no label hashes (saved before rag_eval kept them): save it again to "
+                "see which queries' labels change" % baseline.source]
     if relabelled:
         return ["labels changed since the baseline for %s: %s; their values changed with their "
                 "labels: every mean (and the significant test) includes them, the per-query "
@@ -7021,6 +7029,15 @@ def _finite_floats(values, what):
     """
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise EvalError("%s must be a list of numbers, got %s" % (what, _short_repr(values)))
+    values = list(values)
+    # The usual case at C speed: plain numbers whose sum is finite (a NaN or
+    # an infinity makes it not); any doubt takes the checks one by one.
+    if set(map(type, values)) <= {float, int, bool}:
+        try:
+            if math.isfinite(math.fsum(values)):
+                return list(map(float, values))
+        except (OverflowError, ValueError):     # a huge int; inf - inf
+            pass
     return [_finite(v, what, plural=True, bools=True) for v in values]
 
 
@@ -7580,11 +7597,14 @@ class _Side(NamedTuple):
     means only), its record of which queries each mean is over (a
     _population_record; None: not recorded), and the members of its test
     set that have no value for a measure (a judge score's nulls: {measure:
-    ids}), which its values cannot show."""
+    ids}), which its values cannot show.  ``anonymous`` for the hold-out:
+    its records name no subset of its queries, only its whole set (a subset
+    as small as the one query a judge could not score would be guessed)."""
     mean: Dict[str, float]
     values: Optional[Dict[str, Dict[str, float]]] = None
     sets: Optional[dict] = None
     unscored: Optional[Dict[str, Tuple[str, ...]]] = None
+    anonymous: bool = False
 
 
 class _Paired(NamedTuple):
@@ -7593,7 +7613,8 @@ class _Paired(NamedTuple):
     compared (``queries``, empty when compared on the means alone; n None
     when no side records how many), ``removed`` and ``added`` the queries
     only one side scored, ``missing`` why there is nothing to compare (the
-    row is MISSING), ``means`` why it was compared on the means alone."""
+    row is MISSING; ``changed`` when it is because the test set changed),
+    ``means`` why it was compared on the means alone."""
     baseline: Optional[float]
     current: Optional[float]
     n: Optional[int]
@@ -7602,6 +7623,10 @@ class _Paired(NamedTuple):
     added: Tuple[str, ...] = ()
     missing: Optional[str] = None
     means: Optional[str] = None
+    changed: bool = False
+
+
+_BARE = "the baseline records no query set, so a changed test set cannot be seen"
 
 
 def _paired_view(measure, before, now, fixed=True):
@@ -7630,7 +7655,21 @@ def _paired_view(measure, before, now, fixed=True):
                            "no query that both sides scored" if fixed else None)
         return _Paired(_mean([then[q] for q in both]), _mean([current[q] for q in both]),
                        len(both), tuple(both), removed, added)
+    if measure not in now.mean:
+        return _Paired(stated, None, None, missing="no query scores it now")
+    return _paired_means(measure, before, now, stated)
+
+
+def _paired_means(measure, before, now, stated):
+    """The _Paired of a measure a side holds no per-query values for: its
+    two means, compared when both sides' records of their queries agree."""
     theirs, ours = _record_of(before, measure), _record_of(now, measure)
+    bare = before.values is None and before.sets is None     # a file of means
+    if theirs is None and not bare:
+        # A baseline with per-query values but no record of the queries this
+        # measure (set-level: cells, no values) is over: written before records.
+        return _Paired(stated, None, None, missing="the baseline records no query set for it "
+                       "(saved before rag_eval kept them): save it again")
     if theirs is None and (now.unscored or {}).get(measure):
         # The report says some of its queries lost their value; what the
         # baseline's mean was over is not known: the two cannot be compared.
@@ -7638,16 +7677,18 @@ def _paired_view(measure, before, now, fixed=True):
                        "no query set: save it again with --save-baseline" % _plural(
                            len(now.unscored[measure]), "query has", "queries have"))
     if theirs is None:
-        return _Paired(stated, now.mean[measure], None,
-                       means="the baseline records no query set, so a changed test set "
-                       "cannot be seen")
+        return _Paired(stated, now.mean[measure], None, means=_BARE)
     if ours is None:
         return _Paired(stated, None, None, missing="the report records no query set: write "
                        "it again with this rag_eval")
     if (theirs["queries"], theirs["sha256"]) != (ours["queries"], ours["sha256"]):
-        return _Paired(stated, None, None, missing="test set changed; %s" % (
-            "the baseline holds means only: save it again with per-query values"
-            if then is None else "the report holds means only: write it with --per-query"))
+        if _REGISTRY[parse_measure(measure).name].aggregate is not None:
+            why = "a set-level value, compared on its means, which are over other queries now"
+        elif before.values is None:
+            why = "the baseline holds means only: save it again with per-query values"
+        else:
+            why = "the report holds means only: write it with --per-query"
+        return _Paired(stated, None, None, missing="test set changed; " + why, changed=True)
     return _Paired(stated, now.mean[measure], ours["queries"],
                    means="the means of the same %s" % _plural(ours["queries"], "query",
                                                                "queries"))
@@ -7664,13 +7705,21 @@ def _values_of(side, measure):
 
 def _record_of(side, measure):
     """The _query_set of the queries ``measure`` is over on one side: from
-    its values, else from its record (None: not recorded)."""
+    its values, else from its record (None: not recorded).  An anonymous
+    side's (the hold-out's) is the count of those queries with the sha256
+    of the whole population: it names no subset."""
     values = _values_of(side, measure)
     if values is not None:
-        return _query_set(list(values))
+        record = _query_set(list(values))
+        if side.anonymous:
+            record["sha256"] = _query_set(list(side.values))["sha256"]
+        return record
     if side.sets is None:
         return None
-    return side.sets.get("measures", {}).get(measure) or side.sets
+    record = side.sets.get("measures", {}).get(measure)
+    if record is None:
+        return side.sets
+    return record if "sha256" in record else dict(record, sha256=side.sets["sha256"])
 
 
 DEFAULT_RESAMPLES = 10000
@@ -8556,13 +8605,20 @@ def _canonical_values(values, where):
     out = {}
     for key, value in values.items():
         try:
-            name = str(parse_measure(key))
+            name = _canonical_name(key)
         except EvalError as exc:
             raise EvalError("%s: %s" % (where, exc)) from None
         if name in out:
             raise EvalError("%s: %r and another key both mean %s" % (where, key, name))
         out[name] = _as_baseline_value(value, "%s: %r" % (where, key))
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _canonical_name(key):
+    """str(parse_measure(key)), remembered: a baseline names each of its few
+    measures once per query."""
+    return str(parse_measure(key))
 
 
 def load_baseline(source):
@@ -8604,6 +8660,11 @@ def load_baseline(source):
         raise EvalError("%s: the baseline holds no measures" % name)
     per_query = _checked_per_query(loaded.get("per_query"), name)
     mean = _agreeing_means(mean, per_query, name)
+    query_sets = _checked_query_sets(loaded.get("query_sets"), name)
+    if version >= 2 and per_query is None and "all" not in (query_sets or {}):
+        raise EvalError("%s: a version 2 baseline holds per-query values or a record of its "
+                        "queries (query_sets), and this one holds neither: save it again "
+                        "with --save-baseline" % name)
     inputs = _checked_inputs(loaded.get("inputs"), name)
     rel = _positive_int(loaded.get("rel", 1), "%s: rel" % name)
     slices = loaded.get("slices")
@@ -8628,7 +8689,7 @@ def load_baseline(source):
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
                                     slices, loaded.get("membership"), holdout, min_score,
                                     _checked_saved_scores(loaded.get("scores"), name),
-                                    _checked_query_sets(loaded.get("query_sets"), name)))
+                                    query_sets))
 
 
 def _checked_saved_scores(saved, name):
@@ -8705,6 +8766,11 @@ def baseline_dict(report):
     _gated_average(report)
     _check_labelled_run(report)
     _check_kept_members(report)
+    if report.scored_count is not None and "all" not in _query_sets(report):
+        raise EvalError("this report was read back from a JSON report that names none of its "
+                        "queries and records no query set (written by an older rag_eval): a "
+                        "baseline of its means could not tell a changed test set; save the "
+                        "baseline from the evaluation itself (--save-baseline)")
     return {
         "format": BASELINE_FORMAT,
         "format_version": BASELINE_VERSIONS[-1],
@@ -8954,16 +9020,23 @@ def _checked_query_sets(sets, where):
         if measures is not None:
             out[population]["measures"] = {
                 str(parse_measure(_checked_measure_name(m, what))): _checked_query_set(
-                    r, "%s %r %r" % (what, population, m)) for m, r in measures.items()}
+                    r, "%s %r %r" % (what, population, m), counted=True)
+                for m, r in measures.items()}
     return out
 
 
-def _checked_query_set(record, what):
+def _checked_query_set(record, what, counted=False):
+    """One record: a count and a sha256; ``counted``: a measure's, which
+    may hold its count alone (the hold-out's, see _population_record)."""
     record = _checked_dict(record, what)
+    out = {"queries": _count(record.get("queries"), what + " queries")}
     sha = record.get("sha256")
+    if counted and "sha256" not in record:
+        return out
     if not isinstance(sha, str) or not re.fullmatch("[0-9a-f]{64}", sha):
         raise EvalError("%s: sha256 must be 64 hex digits, got %s" % (what, _short_repr(sha)))
-    return {"queries": _count(record.get("queries"), what + " queries"), "sha256": sha}
+    out["sha256"] = sha
+    return out
 
 
 def _checked_type(value, kind, noun, what):
@@ -9117,8 +9190,9 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     with query metadata holds every slice; each is checked (``source=real:
     recall@5``), a slice that disappeared is missing, and ``slice_max_drop``
     gives a slice its own tolerance (``{"risk=high": 0}``).  The hold-out is
-    paired by the sha256 of its ids (a baseline keeps no held-out id), and
-    its queries are never named.  Queries that changed slices since the
+    compared on its means while its queries are the baseline's (the baseline
+    records their count and sha256, never an id), paired when the baseline
+    was saved with its values revealed, and its queries are never named.  Queries that changed slices since the
     baseline are listed (``moved``).
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
@@ -9178,12 +9252,18 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
          if p.listed and p.now.values is not None])] if n]
     paired = any(v.paired.queries for v in overall)
     drops = _query_drops(views, relabelled or ()) if paired else None
-    frozen = _removed_count(views, held) if fail_on_removed else 0
+    frozen = _removed_count(views) if fail_on_removed else 0
     if frozen:
         notes.append("--fail-on-removed: %s the baseline scored %s no value now: the gate "
                      "fails" % (_plural(frozen, "query", "queries"),
                                 "has" if frozen == 1 else "have"))
-    passed = not frozen and not any(c.status in ("regressed", "missing") for c in changes)
+    unknowable = fail_on_removed and _unknowable_removals(views)
+    if unknowable:
+        notes.append("--fail-on-removed: the baseline records no query set, so a removed "
+                     "query cannot be told: the gate fails (save the baseline with "
+                     "--save-baseline)")
+    passed = not (frozen or unknowable) and not any(c.status in ("regressed", "missing")
+                                                    for c in changes)
     return _suspect_judge_drift(GateResult(
         passed, changes, _tolerance_text(tolerance), tuple(notes),
         mode if pvalues or mode == "tolerance" else "tolerance", added, removed, drops,
@@ -9260,8 +9340,9 @@ def _populations(report, baseline, tolerance, tolerances):
         out.append(_Population(
             theirs.slice, _Side(theirs.mean, theirs.per_query,
                                 then_sets.get(theirs.slice) or _members_record(theirs, ours,
-                                                                               record)),
-            _Side(ours.mean, ours.per_query, record),
+                                                                               record),
+                                anonymous=True),
+            _Side(ours.mean, ours.per_query, record, anonymous=True),
             allowed(theirs.slice, theirs.mean), ours.revealed, True))
     return out
 
@@ -9291,7 +9372,7 @@ def _row(view, p_value, alpha, unjudged=None):
     population, measure, paired = view
     if paired.missing:
         reason = paired.missing
-        if population.held and reason.startswith("test set changed"):
+        if population.held and paired.changed:
             reason = ("the hold-out changed since the baseline, which keeps its means only "
                       "(its per-query values only with --reveal-holdout): save it again")
         change = MeasureChange(measure, paired.baseline, None, None, "missing", reason=reason)
@@ -9362,7 +9443,7 @@ def _test_set_notes(views, added, removed, held):
     for why, names in sorted(means.items()):
         notes.append("compared on the means alone (%s): %s%s" % (
             why, _shown_names(names), "; save the baseline again with --save-baseline to pair "
-            "its queries" if why.startswith("the baseline records") else ""))
+            "its queries" if why == _BARE else ""))
     differ = ["%s %.4f over %s (gated: %.4f over the %d both sides scored)" % (
         v.measure, v.population.now.mean[v.measure], _plural(
             len(_values_of(v.population.now, v.measure) or ()), "query", "queries"),
@@ -9376,13 +9457,21 @@ def _test_set_notes(views, added, removed, held):
     return notes
 
 
-def _removed_count(views, held):
+def _removed_count(views):
     """How many queries the baseline scored have a value no more (for some
-    measure), the overall's and the hold-out's; a query now held out is
-    still in the test set."""
-    overall = {q for v in views if v.population.name is None for q in v.paired.removed} - held
+    measure), the overall's and the hold-out's.  A query moved into the
+    hold-out counts: it is in no verdict the baseline had it in."""
+    overall = {q for v in views if v.population.name is None for q in v.paired.removed}
     held_out = max([len(v.paired.removed) for v in views if v.population.held] or [0])
     return len(overall) + held_out
+
+
+def _unknowable_removals(views):
+    """True when some row of the overall or the hold-out is compared on a file
+    of bare means: which queries it was over, and so whether one was
+    removed, is not known."""
+    return any(v.paired.means == _BARE for v in views
+               if v.population.name is None or v.population.held)
 
 
 def _shown_names(names):

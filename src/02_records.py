@@ -235,23 +235,27 @@ def _query_sets(report):
         out[name] = _population_record(rows, report.measures, cells)
     held = report.holdout
     if held is not None and held.per_query is not None:
-        out[held.slice] = _population_record(held.per_query, report.measures)
+        out[held.slice] = _population_record(held.per_query, report.measures, anonymous=True)
     return out
 
 
-def _population_record(values, measures, cells=None):
+def _population_record(values, measures, cells=None, anonymous=False):
     """The record of one population (see _query_sets): ``values`` its
-    per-query values, ``cells`` those of its set-level measures."""
+    per-query values, ``cells`` those of its set-level measures.  An
+    ``anonymous`` one (the hold-out's) gives a measure's count alone, so
+    that no subset of its queries is hashed (see _Side)."""
     record = _query_set(list(values))
-    scored, other = set(values), {}
+    other = {}
     for m in measures:
-        ids = {q for q, v in values.items() if m in v}
+        count = sum(1 for v in values.values() if m in v)
+        if count == len(values):
+            continue        # the population's own queries (a subset of the same size)
+        ids = [q for q, v in values.items() if m in v]
         if not ids and cells:
-            ids = {q for q, c in cells.items() if m in c}
+            ids = [q for q, c in cells.items() if m in c]
         elif not ids:
             continue        # a set-level measure without cells: the population's record
-        if ids != scored:
-            other[m] = _query_set(list(ids))
+        other[m] = {"queries": len(ids)} if anonymous else _query_set(ids)
     if other:
         record["measures"] = other
     return record

@@ -299,9 +299,13 @@ def _relabelled_notes(report, baseline, relabelled):
     before = ((baseline.inputs or {}).get("qrels") or {}).get("sha256")
     now = ((report.inputs or {}).get("qrels") or {}).get("sha256")
     if relabelled is None:
-        return (["%s holds no label hashes (saved before rag_eval kept them): save it again to "
-                 "see which queries' labels change" % baseline.source]
-                if before and now and before != now and baseline.per_query is not None else [])
+        if not (before and now and before != now and baseline.per_query is not None):
+            return []
+        if baseline.label_sha256 is not None:       # the report's are not kept (read back)
+            return ["the qrels changed since the baseline, and the report (read back from "
+                    "JSON) keeps no label hashes: which queries' labels changed is not known"]
+        return ["%s holds no label hashes (saved before rag_eval kept them): save it again to "
+                "see which queries' labels change" % baseline.source]
     if relabelled:
         return ["labels changed since the baseline for %s: %s; their values changed with their "
                 "labels: every mean (and the significant test) includes them, the per-query "

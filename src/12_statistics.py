@@ -52,6 +52,15 @@ def _finite_floats(values, what):
     """
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise EvalError("%s must be a list of numbers, got %s" % (what, _short_repr(values)))
+    values = list(values)
+    # The usual case at C speed: plain numbers whose sum is finite (a NaN or
+    # an infinity makes it not); any doubt takes the checks one by one.
+    if set(map(type, values)) <= {float, int, bool}:
+        try:
+            if math.isfinite(math.fsum(values)):
+                return list(map(float, values))
+        except (OverflowError, ValueError):     # a huge int; inf - inf
+            pass
     return [_finite(v, what, plural=True, bools=True) for v in values]
 
 
@@ -611,11 +620,14 @@ class _Side(NamedTuple):
     means only), its record of which queries each mean is over (a
     _population_record; None: not recorded), and the members of its test
     set that have no value for a measure (a judge score's nulls: {measure:
-    ids}), which its values cannot show."""
+    ids}), which its values cannot show.  ``anonymous`` for the hold-out:
+    its records name no subset of its queries, only its whole set (a subset
+    as small as the one query a judge could not score would be guessed)."""
     mean: Dict[str, float]
     values: Optional[Dict[str, Dict[str, float]]] = None
     sets: Optional[dict] = None
     unscored: Optional[Dict[str, Tuple[str, ...]]] = None
+    anonymous: bool = False
 
 
 class _Paired(NamedTuple):
@@ -624,7 +636,8 @@ class _Paired(NamedTuple):
     compared (``queries``, empty when compared on the means alone; n None
     when no side records how many), ``removed`` and ``added`` the queries
     only one side scored, ``missing`` why there is nothing to compare (the
-    row is MISSING), ``means`` why it was compared on the means alone."""
+    row is MISSING; ``changed`` when it is because the test set changed),
+    ``means`` why it was compared on the means alone."""
     baseline: Optional[float]
     current: Optional[float]
     n: Optional[int]
@@ -633,6 +646,10 @@ class _Paired(NamedTuple):
     added: Tuple[str, ...] = ()
     missing: Optional[str] = None
     means: Optional[str] = None
+    changed: bool = False
+
+
+_BARE = "the baseline records no query set, so a changed test set cannot be seen"
 
 
 def _paired_view(measure, before, now, fixed=True):
@@ -661,7 +678,21 @@ def _paired_view(measure, before, now, fixed=True):
                            "no query that both sides scored" if fixed else None)
         return _Paired(_mean([then[q] for q in both]), _mean([current[q] for q in both]),
                        len(both), tuple(both), removed, added)
+    if measure not in now.mean:
+        return _Paired(stated, None, None, missing="no query scores it now")
+    return _paired_means(measure, before, now, stated)
+
+
+def _paired_means(measure, before, now, stated):
+    """The _Paired of a measure a side holds no per-query values for: its
+    two means, compared when both sides' records of their queries agree."""
     theirs, ours = _record_of(before, measure), _record_of(now, measure)
+    bare = before.values is None and before.sets is None     # a file of means
+    if theirs is None and not bare:
+        # A baseline with per-query values but no record of the queries this
+        # measure (set-level: cells, no values) is over: written before records.
+        return _Paired(stated, None, None, missing="the baseline records no query set for it "
+                       "(saved before rag_eval kept them): save it again")
     if theirs is None and (now.unscored or {}).get(measure):
         # The report says some of its queries lost their value; what the
         # baseline's mean was over is not known: the two cannot be compared.
@@ -669,16 +700,18 @@ def _paired_view(measure, before, now, fixed=True):
                        "no query set: save it again with --save-baseline" % _plural(
                            len(now.unscored[measure]), "query has", "queries have"))
     if theirs is None:
-        return _Paired(stated, now.mean[measure], None,
-                       means="the baseline records no query set, so a changed test set "
-                       "cannot be seen")
+        return _Paired(stated, now.mean[measure], None, means=_BARE)
     if ours is None:
         return _Paired(stated, None, None, missing="the report records no query set: write "
                        "it again with this rag_eval")
     if (theirs["queries"], theirs["sha256"]) != (ours["queries"], ours["sha256"]):
-        return _Paired(stated, None, None, missing="test set changed; %s" % (
-            "the baseline holds means only: save it again with per-query values"
-            if then is None else "the report holds means only: write it with --per-query"))
+        if _REGISTRY[parse_measure(measure).name].aggregate is not None:
+            why = "a set-level value, compared on its means, which are over other queries now"
+        elif before.values is None:
+            why = "the baseline holds means only: save it again with per-query values"
+        else:
+            why = "the report holds means only: write it with --per-query"
+        return _Paired(stated, None, None, missing="test set changed; " + why, changed=True)
     return _Paired(stated, now.mean[measure], ours["queries"],
                    means="the means of the same %s" % _plural(ours["queries"], "query",
                                                                "queries"))
@@ -695,13 +728,21 @@ def _values_of(side, measure):
 
 def _record_of(side, measure):
     """The _query_set of the queries ``measure`` is over on one side: from
-    its values, else from its record (None: not recorded)."""
+    its values, else from its record (None: not recorded).  An anonymous
+    side's (the hold-out's) is the count of those queries with the sha256
+    of the whole population: it names no subset."""
     values = _values_of(side, measure)
     if values is not None:
-        return _query_set(list(values))
+        record = _query_set(list(values))
+        if side.anonymous:
+            record["sha256"] = _query_set(list(side.values))["sha256"]
+        return record
     if side.sets is None:
         return None
-    return side.sets.get("measures", {}).get(measure) or side.sets
+    record = side.sets.get("measures", {}).get(measure)
+    if record is None:
+        return side.sets
+    return record if "sha256" in record else dict(record, sha256=side.sets["sha256"])
 
 
 DEFAULT_RESAMPLES = 10000

@@ -55,13 +55,20 @@ def _canonical_values(values, where):
     out = {}
     for key, value in values.items():
         try:
-            name = str(parse_measure(key))
+            name = _canonical_name(key)
         except EvalError as exc:
             raise EvalError("%s: %s" % (where, exc)) from None
         if name in out:
             raise EvalError("%s: %r and another key both mean %s" % (where, key, name))
         out[name] = _as_baseline_value(value, "%s: %r" % (where, key))
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _canonical_name(key):
+    """str(parse_measure(key)), remembered: a baseline names each of its few
+    measures once per query."""
+    return str(parse_measure(key))
 
 
 def load_baseline(source):
@@ -103,6 +110,11 @@ def load_baseline(source):
         raise EvalError("%s: the baseline holds no measures" % name)
     per_query = _checked_per_query(loaded.get("per_query"), name)
     mean = _agreeing_means(mean, per_query, name)
+    query_sets = _checked_query_sets(loaded.get("query_sets"), name)
+    if version >= 2 and per_query is None and "all" not in (query_sets or {}):
+        raise EvalError("%s: a version 2 baseline holds per-query values or a record of its "
+                        "queries (query_sets), and this one holds neither: save it again "
+                        "with --save-baseline" % name)
     inputs = _checked_inputs(loaded.get("inputs"), name)
     rel = _positive_int(loaded.get("rel", 1), "%s: rel" % name)
     slices = loaded.get("slices")
@@ -127,7 +139,7 @@ def load_baseline(source):
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
                                     slices, loaded.get("membership"), holdout, min_score,
                                     _checked_saved_scores(loaded.get("scores"), name),
-                                    _checked_query_sets(loaded.get("query_sets"), name)))
+                                    query_sets))
 
 
 def _checked_saved_scores(saved, name):
@@ -204,6 +216,11 @@ def baseline_dict(report):
     _gated_average(report)
     _check_labelled_run(report)
     _check_kept_members(report)
+    if report.scored_count is not None and "all" not in _query_sets(report):
+        raise EvalError("this report was read back from a JSON report that names none of its "
+                        "queries and records no query set (written by an older rag_eval): a "
+                        "baseline of its means could not tell a changed test set; save the "
+                        "baseline from the evaluation itself (--save-baseline)")
     return {
         "format": BASELINE_FORMAT,
         "format_version": BASELINE_VERSIONS[-1],
@@ -453,16 +470,23 @@ def _checked_query_sets(sets, where):
         if measures is not None:
             out[population]["measures"] = {
                 str(parse_measure(_checked_measure_name(m, what))): _checked_query_set(
-                    r, "%s %r %r" % (what, population, m)) for m, r in measures.items()}
+                    r, "%s %r %r" % (what, population, m), counted=True)
+                for m, r in measures.items()}
     return out
 
 
-def _checked_query_set(record, what):
+def _checked_query_set(record, what, counted=False):
+    """One record: a count and a sha256; ``counted``: a measure's, which
+    may hold its count alone (the hold-out's, see _population_record)."""
     record = _checked_dict(record, what)
+    out = {"queries": _count(record.get("queries"), what + " queries")}
     sha = record.get("sha256")
+    if counted and "sha256" not in record:
+        return out
     if not isinstance(sha, str) or not re.fullmatch("[0-9a-f]{64}", sha):
         raise EvalError("%s: sha256 must be 64 hex digits, got %s" % (what, _short_repr(sha)))
-    return {"queries": _count(record.get("queries"), what + " queries"), "sha256": sha}
+    out["sha256"] = sha
+    return out
 
 
 def _checked_type(value, kind, noun, what):

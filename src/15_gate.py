@@ -78,8 +78,9 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     with query metadata holds every slice; each is checked (``source=real:
     recall@5``), a slice that disappeared is missing, and ``slice_max_drop``
     gives a slice its own tolerance (``{"risk=high": 0}``).  The hold-out is
-    paired by the sha256 of its ids (a baseline keeps no held-out id), and
-    its queries are never named.  Queries that changed slices since the
+    compared on its means while its queries are the baseline's (the baseline
+    records their count and sha256, never an id), paired when the baseline
+    was saved with its values revealed, and its queries are never named.  Queries that changed slices since the
     baseline are listed (``moved``).
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
@@ -139,12 +140,18 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
          if p.listed and p.now.values is not None])] if n]
     paired = any(v.paired.queries for v in overall)
     drops = _query_drops(views, relabelled or ()) if paired else None
-    frozen = _removed_count(views, held) if fail_on_removed else 0
+    frozen = _removed_count(views) if fail_on_removed else 0
     if frozen:
         notes.append("--fail-on-removed: %s the baseline scored %s no value now: the gate "
                      "fails" % (_plural(frozen, "query", "queries"),
                                 "has" if frozen == 1 else "have"))
-    passed = not frozen and not any(c.status in ("regressed", "missing") for c in changes)
+    unknowable = fail_on_removed and _unknowable_removals(views)
+    if unknowable:
+        notes.append("--fail-on-removed: the baseline records no query set, so a removed "
+                     "query cannot be told: the gate fails (save the baseline with "
+                     "--save-baseline)")
+    passed = not (frozen or unknowable) and not any(c.status in ("regressed", "missing")
+                                                    for c in changes)
     return _suspect_judge_drift(GateResult(
         passed, changes, _tolerance_text(tolerance), tuple(notes),
         mode if pvalues or mode == "tolerance" else "tolerance", added, removed, drops,
@@ -221,8 +228,9 @@ def _populations(report, baseline, tolerance, tolerances):
         out.append(_Population(
             theirs.slice, _Side(theirs.mean, theirs.per_query,
                                 then_sets.get(theirs.slice) or _members_record(theirs, ours,
-                                                                               record)),
-            _Side(ours.mean, ours.per_query, record),
+                                                                               record),
+                                anonymous=True),
+            _Side(ours.mean, ours.per_query, record, anonymous=True),
             allowed(theirs.slice, theirs.mean), ours.revealed, True))
     return out
 
@@ -252,7 +260,7 @@ def _row(view, p_value, alpha, unjudged=None):
     population, measure, paired = view
     if paired.missing:
         reason = paired.missing
-        if population.held and reason.startswith("test set changed"):
+        if population.held and paired.changed:
             reason = ("the hold-out changed since the baseline, which keeps its means only "
                       "(its per-query values only with --reveal-holdout): save it again")
         change = MeasureChange(measure, paired.baseline, None, None, "missing", reason=reason)
@@ -323,7 +331,7 @@ def _test_set_notes(views, added, removed, held):
     for why, names in sorted(means.items()):
         notes.append("compared on the means alone (%s): %s%s" % (
             why, _shown_names(names), "; save the baseline again with --save-baseline to pair "
-            "its queries" if why.startswith("the baseline records") else ""))
+            "its queries" if why == _BARE else ""))
     differ = ["%s %.4f over %s (gated: %.4f over the %d both sides scored)" % (
         v.measure, v.population.now.mean[v.measure], _plural(
             len(_values_of(v.population.now, v.measure) or ()), "query", "queries"),
@@ -337,13 +345,21 @@ def _test_set_notes(views, added, removed, held):
     return notes
 
 
-def _removed_count(views, held):
+def _removed_count(views):
     """How many queries the baseline scored have a value no more (for some
-    measure), the overall's and the hold-out's; a query now held out is
-    still in the test set."""
-    overall = {q for v in views if v.population.name is None for q in v.paired.removed} - held
+    measure), the overall's and the hold-out's.  A query moved into the
+    hold-out counts: it is in no verdict the baseline had it in."""
+    overall = {q for v in views if v.population.name is None for q in v.paired.removed}
     held_out = max([len(v.paired.removed) for v in views if v.population.held] or [0])
     return len(overall) + held_out
+
+
+def _unknowable_removals(views):
+    """True when some row of the overall or the hold-out is compared on a file
+    of bare means: which queries it was over, and so whether one was
+    removed, is not known."""
+    return any(v.paired.means == _BARE for v in views
+               if v.population.name is None or v.population.held)
 
 
 def _shown_names(names):

@@ -491,6 +491,7 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         with open(path) as handle:
             doc = json.load(handle)
         del doc["scores"]["unscored"], doc["query_sets"]
+        doc["format_version"] = 1   # (a version 2 file without either is refused)
         self.assertFalse(rag_eval.gate(loaded, rag_eval.load_baseline(io.StringIO(
             json.dumps(doc)))).passed)
         for bad, expect in (({"score(field=f)": "q4"}, "expected a list"),

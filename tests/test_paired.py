@@ -333,3 +333,114 @@ class PairedReferenceTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FoundByReviewTest(TempDir, unittest.TestCase):
+    """Paths a review of the paired gate found open, each pinned."""
+
+    QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d4": 1},
+             "h1": {"d5": 1}, "h2": {"d6": 1}}
+    RUN = {"q1": ["d1"], "q2": ["d2"], "q3": ["d3"], "q4": ["x", "d4"], "h1": ["d5"],
+           "h2": ["d6"]}
+    META = {"q1": ("real", "dev"), "q2": ("real", "dev"), "q3": ("syn", "dev"),
+            "q4": ("syn", "dev"), "h1": ("real", "hold"), "h2": ("syn", "hold")}
+
+    def report(self, run=None, meta=None, **options):
+        meta = meta or self.META
+        queries = {q: {"slices": {"src": [s], "split": [p]}} for q, (s, p) in meta.items()}
+        return rag_eval.evaluate(self.QRELS, run or self.RUN, k=2, measures="recall,mrr",
+                                 queries=queries, holdout="split=hold", **options)
+
+    def saved(self, report, name="b.json", edit=None):
+        doc = rag_eval.baseline_dict(report)
+        if edit:
+            edit(doc)
+        return rag_eval.load_baseline(self.write(name, json.dumps(doc)))
+
+    def test_a_query_moved_into_the_hold_out_counts_as_removed(self):
+        # q4 falls (mrr 1/2 -> 0) and moves into the hold-out: no row pairs it
+        # (the overall lost it, the revealed hold-out gained it), so the frozen
+        # test set must fail.
+        baseline = self.saved(self.report(reveal_holdout=True))
+        moved = dict(self.META, q4=("syn", "hold"))
+        now = self.report(run=dict(self.RUN, q4=["x", "y"]), meta=moved)
+        self.assertTrue(rag_eval.gate(now, baseline).passed)
+        frozen = rag_eval.gate(now, baseline, fail_on_removed=True)
+        self.assertFalse(frozen.passed)
+        self.assertEqual(frozen.removed_failing, 1)
+
+    def test_fail_on_removed_fails_when_removals_cannot_be_told(self):
+        report = rag_eval.evaluate(self.QRELS, self.RUN, k=2, measures="mrr")
+        result = rag_eval.gate(report, {"mrr@2": 0.5}, fail_on_removed=True)
+        self.assertFalse(result.passed)
+        self.assertIn("a removed query cannot be told", " ".join(result.notes))
+        self.assertTrue(rag_eval.gate(report, {"mrr@2": 0.5}).passed)
+
+    def test_a_set_level_measure_of_an_older_baseline_is_never_compared_blind(self):
+        # u1, the unanswerable query the system got wrong, leaves the test set:
+        # abstention_f1 would rise.  A version 1 baseline records no query set
+        # for it, though it holds per-query values: missing, not "improved".
+        qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}, "u1": {}, "u2": {}}
+        meta = {q: {"answerable": not q.startswith("u")} for q in qrels}
+        run = {"q1": ["d1"], "q2": ["d2"], "u1": ["x"], "u2": []}
+        before = rag_eval.evaluate(qrels, run, k=2, measures="recall,abstention_f1",
+                                   queries=meta)
+
+        def v1(doc):
+            doc["format_version"] = 1
+            del doc["query_sets"]
+        baseline = self.saved(before, edit=v1)
+        gone = {q: v for q, v in qrels.items() if q != "u1"}
+        now = rag_eval.evaluate(gone, {q: r for q, r in run.items() if q != "u1"}, k=2,
+                                measures="recall,abstention_f1",
+                                queries={q: m for q, m in meta.items() if q != "u1"})
+        rows = {c.measure: c for c in rag_eval.gate(now, baseline).changes}
+        self.assertEqual(rows["abstention_f1"].status, "missing")
+        self.assertIn("records no query set for it", rows["abstention_f1"].reason)
+        # A version 2 baseline records it: the changed set says so.
+        rows = {c.measure: c for c in rag_eval.gate(now, self.saved(before)).changes}
+        self.assertEqual((rows["abstention_f1"].status, rows["abstention_f1"].reason),
+                         ("missing", "test set changed; a set-level value, compared on its "
+                                     "means, which are over other queries now"))
+
+    def test_a_baseline_that_records_nothing_is_never_written_or_read_as_version_2(self):
+        old = json.loads(rag_eval.render_json(self.report()))
+        del old["query_sets"]          # a JSON report of an older rag_eval
+        loaded = rag_eval.Report.from_dict(old)
+        with self.assertRaisesRegex(rag_eval.EvalError, "records no query set"):
+            rag_eval.baseline_dict(loaded._replace(slices=None, by=(), holdout=None))
+
+        def bare(doc):
+            del doc["per_query"], doc["query_sets"]
+        with self.assertRaisesRegex(rag_eval.EvalError, "a version 2 baseline holds per-query "
+                                                        "values or a record of its queries"):
+            self.saved(self.report(), edit=bare)
+
+    def test_the_hold_out_records_no_subset_of_its_queries(self):
+        # A judge-null-like subset: h2 unanswerable, so abstained is over h2 alone.
+        # Its record keeps the count, never a hash of ["h2"].
+        qrels = dict(self.QRELS, h2={}, u1={})
+        meta = {q: {"slices": {"split": ["hold" if q.startswith("h") else "dev"]},
+                    "answerable": q not in ("h2", "u1")} for q in qrels}
+        report = rag_eval.evaluate(qrels, dict(self.RUN, u1=[]), k=2,
+                                   measures="recall,abstained",
+                                   queries=meta, holdout="split=hold")
+        held = json.loads(rag_eval.render_json(report))["query_sets"]["split=hold"]
+        text = json.dumps(held)
+        self.assertNotIn(rag_eval._query_set(["h2"])["sha256"], text)
+        self.assertEqual(held["measures"], {"abstained": {"queries": 1},
+                                             "recall@2": {"queries": 1}})
+
+    def test_a_slice_emptied_against_means_alone_is_missing_not_an_error(self):
+        def means_only(doc):
+            del doc["per_query"]
+        baseline = self.saved(self.report(), edit=means_only)
+        moved = dict(self.META, q1=("syn", "dev"), q2=("syn", "dev"))   # src=real: h1 only
+        rows = {c.name: c for c in rag_eval.gate(self.report(meta=moved), baseline).changes}
+        self.assertEqual(rows["src=real: mrr@2"].status, "missing")
+        # A loaded report pairs by its membership; against means alone, a slice
+        # the JSON shows no mean for is missing too (found as a KeyError).
+        loaded = rag_eval.load_report(io.StringIO(rag_eval.render_json(
+            self.report(meta=moved), per_query=True)))
+        rows = {c.name: c for c in rag_eval.gate(loaded, baseline).changes}
+        self.assertEqual(rows["src=real: mrr@2"].status, "missing")
