@@ -8828,7 +8828,6 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     changes = tuple(_row(view, pvalues.get(_view_key(view)), alpha, report.unjudged)
                     for view in views)
     held = _held_ids(report)
-    overall = [v for v in views if v.population.name is None]
     added, removed = _changed_queries(report, baseline, held)
     notes = (_meta_notes(report, meta_changes, baseline) + same_notes
              + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled)
@@ -8838,7 +8837,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
         [(p.name, p.now.values, p.allowed) for p in populations
          if p.listed and p.now.values is not None])] if n]
-    paired = any(v.paired.queries for v in overall)
+    # None: a side of means alone; with no query both scored, the lists still name them.
+    paired = baseline.per_query is not None and report.scored_count is None
     drops = _query_drops(views, relabelled or ()) if paired else None
     frozen = _removed_count(views, held) if fail_on_removed else 0
     if frozen:

@@ -159,6 +159,18 @@ class EveryVerdictPathTest(TempDir, unittest.TestCase):
         self.assertEqual([c["status"] for c in doc["changes"]], ["unchanged"])
         self.assertEqual(run_cli("q.json", "r.json", "--fail-on-removed")[0], rag_eval.EXIT_ERROR)
 
+    def test_no_shared_query_still_names_the_changed_queries(self):
+        # Found by the gate fuzzer: with no query both sides scored, the JSON's
+        # gate.per_query was null (as for a baseline of means alone), so
+        # queries_added and queries_removed were not written.
+        result = rag_eval.gate(evaluate(NEW), self.baseline)
+        self.assertEqual(result.changes[0].status, "missing")
+        block = result.to_dict()["per_query"]
+        self.assertIsNotNone(block)
+        self.assertEqual((block["queries_added"], block["queries_removed"], block["regressions"]),
+                         (NEW, sorted(GOOD + FAILING), []))
+        self.assertIsNone(rag_eval.gate(evaluate(NEW), {"mrr@2": 0.8}).query_drops)
+
     def test_compare(self):
         comparison = rag_eval.compare(evaluate(**DROPPED), self.before)
         row = comparison.measures["mrr@2"]
