@@ -700,21 +700,24 @@ def _gate_reference_row(then, now, then_holds, now_holds, tolerance, stated):
 # queries it scored (its stated mean), while the row it judges compares the
 # paired means (over the queries both sides scored): with queries removed,
 # "5%" is then 5% of another number than the row's baseline.  Reported with
-# issue 22's campaign; False holds the gate to the paired baseline.
+# issue 22's campaign (tests/test_paired.py ReportedGateDefectsTest); False
+# holds the gate to the paired baseline.
 _GATE_RELATIVE_TO_STATED = True
 
 
 # A report read back from JSON written without --reveal-holdout does not
 # know which ids its hold-out holds: gated, it names a query that moved into
 # the hold-out since the baseline as removed (and --fail-on-removed counts
-# it).  Reported with issue 22's campaign; False holds the gate to the rule.
+# it).  Reported (ReportedGateDefectsTest); False holds the gate to the rule.
 _GATE_LOADED_NAMES_HELD = True
 
 # --fail-on-removed counts removed queries population by population: an open
 # query of the baseline not scored now, unless it is held out now (scored
 # or not), plus the most a measure lost in a revealed hold-out, a query that
-# left it for the open set included.  Reported with issue 22's campaign:
-# False holds the gate to "a query the baseline scored with no value now".
+# left it for the open set included; a measure with no value left in a
+# population that still has queries counts none there (its row is MISSING,
+# "not in the report").  Reported (ReportedGateDefectsTest): False holds the
+# gate to "a query the baseline scored with no value now".
 _GATE_REMOVED_PER_POPULATION = True
 
 
@@ -722,13 +725,17 @@ def _gate_removed(then, now, holds, measures, holdout, held_now):
     """How many queries --fail-on-removed fails on: those the baseline
     scored for a measure the report scores (overall, or in a revealed
     hold-out: where both sides hold per-query values) with no value for it
-    now; ``held_now``: the ids the report knows are held out now."""
+    now; ``held_now``: the ids the report knows are held out now.  (With
+    _GATE_REMOVED_PER_POPULATION, as the gate counts them.)"""
     def lost(pop, places):
         if not (holds[0].get(pop) and holds[1].get(pop)):
             return [set()]
+        here = now.get(pop) or {}
         return [{q for q in then[pop][m] if not any(
             q in (now.get(p) or {}).get(m, {}) for p in places)}
-            for m in then[pop] if m in measures] or [set()]
+            for m in then[pop] if ((here.get(m) or not any(here.values()))
+                                   if _GATE_REMOVED_PER_POPULATION else m in measures)
+        ] or [set()]
     if not _GATE_REMOVED_PER_POPULATION:
         places = [None] + [holdout] * (holdout is not None)
         return len(set().union(*lost(None, places), *(
@@ -885,9 +892,9 @@ class _GateFuzzCases:
         if truth1 is None:
             return
         scored = set(doc1["measures"])
-        lost = {m for m in scored if m.startswith("score(") and any(
-            not s["held"] and (s["labels"] is None or s["score"] is None)
-            for s in world1["queries"].values())}     # a judge score a member lacks
+        lost = {m for m in scored if m.startswith("score(") and any(   # a member without it
+            not s["held"] and (s["score"] is None or s["labels"] is None) and (
+                s["labels"] is not None or world1["meta"]) for s in world1["queries"].values())}
         options = dict(tolerance=tolerance, mode=mode, frozen=frozen, lost=lost,
                        slice_tolerances=slice_tolerances, kind=kind, case=case, files=files,
                        calls=calls)
@@ -1011,7 +1018,9 @@ class _GateFuzzCases:
                 # No value now in this population: the gate says "not in the
                 # report" (n None, none removed) when the population has
                 # queries, "no query that both sides scored" (its queries
-                # removed) when it has none.  Reported; the status is checked.
+                # removed) when it has none.  Reported (ReportedGateDefectsTest
+                # test_a_slice_whose_queries_lost_a_judge_score): the status
+                # alone is checked.
                 pass
             elif ref[0] == "missing" or status == "missing":
                 fields += [f for f, i in (("n", 3), ("removed", 4), ("added", 5))
