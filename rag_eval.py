@@ -7605,6 +7605,7 @@ class _Side(NamedTuple):
     sets: Optional[dict] = None
     unscored: Optional[Dict[str, Tuple[str, ...]]] = None
     anonymous: bool = False
+    scored: Optional[frozenset] = None     # the measures the report scores (None: not said)
 
 
 class _Paired(NamedTuple):
@@ -7644,7 +7645,8 @@ def _paired_view(measure, before, now, fixed=True):
     """
     then, current = _values_of(before, measure), _values_of(now, measure)
     stated = before.mean.get(measure)
-    if measure not in now.mean and not current and now.values != {}:
+    if (measure not in now.scored if now.scored is not None
+            else measure not in now.mean and not current and now.values != {}):
         return _Paired(stated, None, None, missing="not in the report")
     if then is not None and current is not None:
         both = sorted(then.keys() & current.keys())
@@ -8815,7 +8817,7 @@ def _saved_slices(report):
         out["holdout"] = {key: value for key, value in held.to_dict().items()
                           if key not in ("revealed", "ids")}
         out["holdout"]["members_sha256"] = held.members_sha256
-        if held.revealed:
+        if held.revealed and held.per_query is not None:    # read back without --per-query
             out["holdout"]["per_query"] = {q: dict(v) for q, v in held.per_query.items()}
     return out
 
@@ -9240,17 +9242,24 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     changes = tuple(_row(view, pvalues.get(_view_key(view)), alpha, report.unjudged)
                     for view in views)
     held = _held_ids(report)
-    overall = [v for v in views if v.population.name is None]
     added, removed = _changed_queries(report, baseline, held)
+    # A report read back without --reveal-holdout does not say which ids its
+    # hold-out holds: a query that moved into it would be named as removed.
+    unnamed = report.holdout is not None and report.holdout.ids is None
+    if unnamed:
+        removed, hidden = (), len(removed)
+    else:
+        hidden = 0
     notes = (_meta_notes(report, meta_changes, baseline) + same_notes
              + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled)
-             + _test_set_notes(views, added, removed, held) + notes
+             + _test_set_notes(views, added, removed, held, hidden) + notes
              + _slice_notes(report, baseline)
-             + _judge_noise_notes(report, baseline, populations[0].allowed))
+             + _judge_noise_notes(report, baseline, _allowed_of(views, populations[0])))
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
-        [(p.name, p.now.values, p.allowed) for p in populations
+        [(p.name, p.now.values, _allowed_of(views, p)) for p in populations
          if p.listed and p.now.values is not None])] if n]
-    paired = any(v.paired.queries for v in overall)
+    # None: a side of means alone; with no query both scored, the lists still name them.
+    paired = baseline.per_query is not None and report.scored_count is None
     drops = _query_drops(views, relabelled or ()) if paired else None
     frozen = _removed_count(views) if fail_on_removed else 0
     if frozen:
@@ -9281,16 +9290,18 @@ class _Population(NamedTuple):
     name: Optional[str]
     before: _Side                     # the baseline's
     now: _Side                        # the report's
-    allowed: Dict[str, float]         # the tolerated drop of each measure
+    tolerance: Tuple[float, bool]     # (value, relative): see parse_tolerance
     listed: bool = True               # its queries may be named
     held: bool = False
 
 
 class _View(NamedTuple):
-    """One gated row before its verdict: a measure of a population, paired."""
+    """One gated row before its verdict: a measure of a population, paired,
+    and the drop it tolerates (a relative tolerance of its paired baseline)."""
     population: _Population
     measure: str
     paired: _Paired
+    allowed: float
 
 
 def _gate_views(report, baseline, tolerance, tolerances):
@@ -9302,23 +9313,33 @@ def _gate_views(report, baseline, tolerance, tolerances):
 
 
 def _views(populations):
-    return [_View(population, measure, _paired_view(measure, population.before,
-                                                    population.now))
-            for population in populations for measure in sorted(population.before.mean)]
+    out = []
+    for population in populations:
+        for measure in sorted(population.before.mean):
+            paired = _paired_view(measure, population.before, population.now)
+            value, relative = population.tolerance
+            of = paired.baseline if paired.baseline is not None else population.before.mean[measure]
+            out.append(_View(population, measure, paired, value * of if relative else value))
+    return out
+
+
+def _allowed_of(views, population):
+    """{measure: tolerated drop} of one population's rows."""
+    return {v.measure: v.allowed for v in views if v.population is population}
 
 
 def _populations(report, baseline, tolerance, tolerances):
     """The gate's _Population list (see _gate_views)."""
     def allowed(name, before):
-        value, relative = tolerances.get(name, tolerance)
-        return {m: value * v if relative else value for m, v in before.items()}
+        return tolerances.get(name, tolerance)
 
     sets = _query_sets(report)
     then_sets = baseline.query_sets or {}
     rows = _per_query_of(report)
     unscored = {m: tuple(ids) for m, ids in ((report.scores or {}).get("unscored") or {}).items()}
+    scored = frozenset(report.measures)
     out = [_Population(None, _Side(baseline.mean, baseline.per_query, then_sets.get("all")),
-                       _Side(report.mean, rows, sets.get("all"), unscored),
+                       _Side(report.mean, rows, sets.get("all"), unscored, scored=scored),
                        allowed(None, baseline.mean))]
     then_members, now_members = _members(baseline.membership), _members(report.membership)
     for name, before in sorted((baseline.slices or {}).items()):
@@ -9332,7 +9353,7 @@ def _populations(report, baseline, tolerance, tolerances):
             name, _Side(before, then, then_sets.get(name)),
             _Side((report.slices or {}).get(name, {}).get("mean", {}), now, sets.get(name),
                   {m: tuple(q for q in ids if q in members or report.membership is None)
-                   for m, ids in unscored.items()}),
+                   for m, ids in unscored.items()}, scored=scored),
             allowed(name, before)))
     if baseline.holdout is not None:
         theirs, ours = baseline.holdout, report.holdout
@@ -9342,7 +9363,7 @@ def _populations(report, baseline, tolerance, tolerances):
                                 then_sets.get(theirs.slice) or _members_record(theirs, ours,
                                                                                record),
                                 anonymous=True),
-            _Side(ours.mean, ours.per_query, record, anonymous=True),
+            _Side(ours.mean, ours.per_query, record, anonymous=True, scored=scored),
             allowed(theirs.slice, theirs.mean), ours.revealed, True))
     return out
 
@@ -9369,7 +9390,7 @@ def _row(view, p_value, alpha, unjudged=None):
     means; with the report's ``unjudged`` bounds (never for the hold-out:
     its queries are set apart), judged@k and whether a regression is
     undecided, over the queries its current mean is over."""
-    population, measure, paired = view
+    population, measure, paired, allowed = view
     if paired.missing:
         reason = paired.missing
         if population.held and paired.changed:
@@ -9377,13 +9398,12 @@ def _row(view, p_value, alpha, unjudged=None):
                       "(its per-query values only with --reveal-holdout): save it again")
         change = MeasureChange(measure, paired.baseline, None, None, "missing", reason=reason)
     else:
-        change = _change(measure, paired.baseline, paired.current,
-                         population.allowed[measure], p_value, alpha)
+        change = _change(measure, paired.baseline, paired.current, allowed, p_value, alpha)
     change = change._replace(slice=population.name, n=paired.n, removed=len(paired.removed),
                              added=len(paired.added))
     if unjudged is not None and not population.held and change.current is not None:
         queries = paired.queries or sorted(_values_of(population.now, measure) or ())
-        change = _with_unjudged(change, queries, unjudged, population.allowed[measure])
+        change = _with_unjudged(change, queries, unjudged, allowed)
     return change
 
 
@@ -9400,13 +9420,19 @@ def _changed_queries(report, baseline, held):
             tuple(sorted(set(baseline.per_query) - set(report.per_query) - held)))
 
 
-def _test_set_notes(views, added, removed, held):
+def _test_set_notes(views, added, removed, held, hidden=0):
     """What the gate says of the queries only one side scored: the removed
     and added queries of the test set (a few named, the JSON has them
     all), each measure whose own queries changed besides (a judge score lost
     or gained, a character measure), the hold-out's counts (never its ids),
-    and the means each side compared on means alone stood for."""
+    and the means each side compared on means alone stood for.  ``hidden``
+    counts removed queries that may be held out now, so none is named."""
     notes = []
+    if hidden:
+        notes.append("%s the baseline scored %s not in the report's overall now (removed, or "
+                     "moved into the hold-out: a report read back without --reveal-holdout "
+                     "does not say which; not named), not in either mean" % (
+                         _plural(hidden, "query", "queries"), "is" if hidden == 1 else "are"))
     if removed or added:
         notes.append("the test set changed since the baseline: %s; each measure is compared on "
                      "the queries both sides scored, not on %s" % ("; ".join(
@@ -9429,7 +9455,7 @@ def _test_set_notes(views, added, removed, held):
                              "named), not in either mean" % (view.measure, population.name,
                                                              len(paired.removed),
                                                              len(paired.added)))
-        elif population.name is None and (lost or new):
+        elif population.name is None and (lost or new) and not hidden:
             notes.append("%s: %s%s, not in either mean" % (
                 view.measure, "%s the baseline scored %s no value now: %s" % (
                     _plural(len(lost), "query", "queries"), "has" if len(lost) == 1 else
@@ -9522,7 +9548,7 @@ def _query_drops(views, relabelled=()):
     those whose labels changed), largest drop first."""
     drops = []
     for view in views:
-        population, measure, paired = view
+        population, measure, paired, allowed = view
         if not paired.queries or not (population.name is None or population.held
                                       and population.listed):
             continue
@@ -9530,7 +9556,7 @@ def _query_drops(views, relabelled=()):
         now = _values_of(population.now, measure)
         for q in paired.queries:
             delta = now[q] - then[q]
-            if q not in relabelled and -delta > population.allowed[measure] + FLOAT_SLACK:
+            if q not in relabelled and -delta > allowed + FLOAT_SLACK:
                 drops.append(QueryDrop(measure, q, then[q], now[q], delta))
     return tuple(sorted(drops, key=lambda d: (d.delta, d.measure, d.query)))
 
@@ -11166,14 +11192,14 @@ def _gate_pairs(report, baseline, gate_result):
     pairs = []
     for view in _gate_views(report, baseline, parse_tolerance(gate_result.tolerance),
                             tolerances):
-        population, measure, paired = view
+        population, measure, paired, allowed = view
         if not paired.queries or not population.listed:
             continue
         then = _values_of(population.before, measure)
         now = _values_of(population.now, measure)
         pairs.append((population.name, measure,
                       [(q, now[q] - then[q]) for q in paired.queries],
-                      population.allowed[measure]))
+                      allowed))
     return pairs
 
 

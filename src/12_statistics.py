@@ -628,6 +628,7 @@ class _Side(NamedTuple):
     sets: Optional[dict] = None
     unscored: Optional[Dict[str, Tuple[str, ...]]] = None
     anonymous: bool = False
+    scored: Optional[frozenset] = None     # the measures the report scores (None: not said)
 
 
 class _Paired(NamedTuple):
@@ -667,7 +668,8 @@ def _paired_view(measure, before, now, fixed=True):
     """
     then, current = _values_of(before, measure), _values_of(now, measure)
     stated = before.mean.get(measure)
-    if measure not in now.mean and not current and now.values != {}:
+    if (measure not in now.scored if now.scored is not None
+            else measure not in now.mean and not current and now.values != {}):
         return _Paired(stated, None, None, missing="not in the report")
     if then is not None and current is not None:
         both = sorted(then.keys() & current.keys())

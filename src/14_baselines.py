@@ -265,7 +265,7 @@ def _saved_slices(report):
         out["holdout"] = {key: value for key, value in held.to_dict().items()
                           if key not in ("revealed", "ids")}
         out["holdout"]["members_sha256"] = held.members_sha256
-        if held.revealed:
+        if held.revealed and held.per_query is not None:    # read back without --per-query
             out["holdout"]["per_query"] = {q: dict(v) for q, v in held.per_query.items()}
     return out
 

@@ -344,14 +344,14 @@ def _gate_pairs(report, baseline, gate_result):
     pairs = []
     for view in _gate_views(report, baseline, parse_tolerance(gate_result.tolerance),
                             tolerances):
-        population, measure, paired = view
+        population, measure, paired, allowed = view
         if not paired.queries or not population.listed:
             continue
         then = _values_of(population.before, measure)
         now = _values_of(population.now, measure)
         pairs.append((population.name, measure,
                       [(q, now[q] - then[q]) for q in paired.queries],
-                      population.allowed[measure]))
+                      allowed))
     return pairs
 
 

@@ -7,6 +7,7 @@ import copy
 import gzip
 import io
 import json
+import math
 import os
 import random
 import re
@@ -433,6 +434,13 @@ def _fuzz_option(argv, *names):
     return value
 
 
+def _fuzz_where(exc):
+    """function:line in rag_eval.py where ``exc`` (maybe None) was raised."""
+    tb = traceback.extract_tb(exc.__traceback__) if exc is not None else []
+    where = [f for f in tb if f.filename.endswith("rag_eval.py")]
+    return "%s:%d" % (where[-1].name, where[-1].lineno) if where else "?"
+
+
 def _fuzz_no_constant(token):
     raise ValueError("%s in the report" % token)
 
@@ -450,7 +458,590 @@ def _fuzz_repr(value):
     return text if len(text) < 120 else text[:117] + "..."
 
 
-class FuzzTest(TempDir, unittest.TestCase):
+# ---------------------------------------------------------------------------
+# The gate on a changed test set (issue 22)
+# ---------------------------------------------------------------------------
+#
+# A gate case saves a baseline from a random test set, changes the test set
+# (queries dropped, low-scoring ones first, added, moved between slices, in
+# and out of the hold-out, rankings, judge scores and labels changed), gates
+# the new run against the baseline and checks every row against
+# _gate_reference_row: the paired rule on both sides' per-query values.
+
+_GATE_MEASURES = ["recall,mrr", "ndcg,success", "mrr", "precision,recall",
+                  "recall,ndcg,mrr,success,precision,map"]
+_GATE_KS = ["3", "5", "1,5"]
+_GATE_TOLERANCES = ["0", "0", "0.02", "0.05", "0.1", "0.3", "0%", "5%", "10%", "50%"]
+
+
+def _gate_ranking(rng, labels):
+    """A ranking of some labelled ids among others, or None (not in the run)."""
+    kind = rng.random()
+    if kind < 0.08:
+        return None
+    ranked = ["x%d" % rng.randrange(40) for _ in range(rng.randint(0, 6))]
+    if kind > 0.35:                             # else it finds nothing labelled
+        ranked += rng.sample(list(labels), rng.randint(1, len(labels)))
+        rng.shuffle(ranked)
+    return list(dict.fromkeys(ranked))
+
+
+def _gate_query(rng, world):
+    docs = ["d%d" % i for i in rng.sample(range(30), rng.randint(1, 4))]
+    labels = {d: rng.choice([0, 1, 1, 2, 3]) for d in docs}
+    if rng.random() < 0.07:
+        labels = dict.fromkeys(docs, 0)         # a member with no relevant id: unscored
+    return {"labels": labels, "ranking": _gate_ranking(rng, labels),
+            "src": rng.choice("abc"), "hops": rng.choice(["one", "two", None]),
+            "tags": rng.sample(["eu", "us", "pricing"], rng.randint(0, 2)) if world["tags"]
+            else [],
+            "held": world["holdout"] and rng.random() < 0.3,
+            "score": round(rng.random(), 3) if rng.random() < 0.85 else None}
+
+
+def _gate_low(state):
+    """A query the run fails: no relevant id in its top 3."""
+    ranking, labels = state["ranking"] or [], state["labels"] or {}
+    return not any(labels.get(d, 0) >= 1 for d in ranking[:3])
+
+
+def _gate_ready(world, state):
+    """True for an open query with a relevant id, in the run (and judged)."""
+    return (not state["held"] and bool(state["labels"]) and max(state["labels"].values()) >= 1
+            and bool(state["ranking"]) and (state["score"] is not None or not world["judge"]))
+
+
+def _gate_fix(rng, world):
+    """What a test set needs to be scored at all: an open query with a
+    relevant id in the run (and a judge score); with a hold-out, a member."""
+    qs = world["queries"]
+    while len(qs) < 2:
+        qs["q%03d" % rng.randrange(100, 200)] = _gate_query(rng, world)
+    if not any(_gate_ready(world, s) for s in qs.values()):
+        state = qs[rng.choice(sorted(qs))]
+        state["labels"] = dict(state["labels"] or {"d99": 1})
+        doc = sorted(state["labels"])[0]
+        state["labels"][doc] = max(1, state["labels"][doc])
+        state.update(held=False, ranking=(state["ranking"] or []) + [doc],
+                     score=state["score"] if state["score"] is not None else 0.5)
+    if world["holdout"] and not any(s["held"] for s in qs.values()):
+        qs[rng.choice([q for q in sorted(qs) if any(
+            _gate_ready(world, s) for p, s in qs.items() if p != q)])]["held"] = True
+
+
+def _gate_world(fz):
+    rng = fz.rng
+    meta = rng.random() < 0.75
+    world = {"meta": meta, "holdout": meta and rng.random() < 0.5,
+             "judge": rng.random() < 0.3, "tags": meta and rng.random() < 0.3, "queries": {}}
+    for i in rng.sample(range(60), rng.randint(2, 9)):
+        world["queries"]["q%03d" % i] = _gate_query(rng, world)
+    _gate_fix(rng, world)
+    return world
+
+
+def _gate_changed(fz, world):
+    """The test set after a change: some queries dropped (mostly those the
+    run fails), some added, moved between slices, into or out of the
+    hold-out, re-ranked, re-judged or relabelled."""
+    rng = fz.rng
+    new = copy.deepcopy(world)
+    qs = new["queries"]
+    change = 0.0 if rng.random() < 0.2 else 1.0     # else queries added or moved only
+    if rng.random() < 0.6 * change:
+        low = [q for q in sorted(qs) if _gate_low(qs[q])]
+        pool = low if low and rng.random() < 0.7 else sorted(qs)
+        for q in rng.sample(pool, rng.randint(1, max(1, len(pool) // 2))):
+            how = rng.random()
+            if how < 0.7:
+                del qs[q]
+            elif how < 0.85 and new["meta"]:
+                qs[q]["labels"] = None              # left in the metadata only
+            else:
+                qs[q]["labels"] = dict.fromkeys(qs[q]["labels"], 0)   # no relevant id left
+    if rng.random() < 0.5:
+        for i in rng.sample(range(60, 100), rng.randint(1, 4)):
+            qs["q%03d" % i] = _gate_query(rng, new)
+    ids = sorted(qs)
+    if new["meta"] and rng.random() < 0.5:
+        for q in rng.sample(ids, rng.randint(1, len(ids))):
+            field = rng.choice(["src", "hops", "tags"] if new["tags"] else ["src", "hops"])
+            qs[q][field] = (rng.choice("abc") if field == "src" else
+                            rng.choice(["one", "two", None]) if field == "hops" else
+                            rng.sample(["eu", "us", "pricing"], rng.randint(0, 2)))
+    if new["holdout"] and rng.random() < 0.5:
+        for q in rng.sample(ids, rng.randint(1, min(3, len(ids)))):
+            qs[q]["held"] = not qs[q]["held"]
+    if rng.random() < 0.6 * change:
+        for q in rng.sample(ids, rng.randint(1, len(ids))):
+            if qs[q]["labels"]:
+                qs[q]["ranking"] = _gate_ranking(rng, qs[q]["labels"])
+    if new["judge"] and rng.random() < 0.5 * change:
+        for q in rng.sample(ids, rng.randint(1, len(ids))):
+            qs[q]["score"] = round(rng.random(), 3) if rng.random() < 0.7 else None
+    if rng.random() < 0.1 * change:
+        state = qs[rng.choice(ids)]
+        if state["labels"]:
+            doc = rng.choice(sorted(state["labels"]))
+            state["labels"][doc] = rng.choice([0, 1, 2, 3])
+    if new["meta"] and not new["holdout"] and rng.random() < 0.08:
+        new["meta"] = new["tags"] = False           # gated without the metadata
+    _gate_fix(rng, new)
+    return new
+
+
+def _gate_fields(world):
+    """The slice fields a world's metadata carries (what --by may name)."""
+    if not world["meta"]:
+        return []
+    qs = world["queries"].values()
+    return (["src"] + ["hops"] * any(s["hops"] for s in qs) + ["tag"] * any(s["tags"] for s in qs)
+            + ["split"] * world["holdout"])
+
+
+def _gate_files(fz, world, w):
+    """{name: bytes} of world ``w`` (0: the baseline's, 1: the new one)."""
+    rng = fz.rng
+    qs = world["queries"]
+    qrels = {q: s["labels"] for q, s in qs.items() if s["labels"] is not None}
+    run = {q: s["ranking"] for q, s in qs.items()
+           if s["labels"] is not None and s["ranking"] is not None}
+    files = {"qrels%d" % w: fz.qrels_text(qrels)[1], "run%d" % w: fz.run_text(run)[1]}
+    if world["meta"]:
+        lines = []
+        for q, s in qs.items():
+            slices = {"src": s["src"]}
+            if s["hops"]:
+                slices["hops"] = s["hops"]
+            if world["holdout"]:
+                slices["split"] = "holdout" if s["held"] else "open"
+            record = {"query_id": q, "slices": slices}
+            if s["tags"]:
+                record["tags"] = s["tags"]
+            lines.append(json.dumps(record) + "\n")
+        files["m%d.jsonl" % w] = "".join(lines)
+    if world["judge"]:
+        files["s%d.jsonl" % w] = "".join(
+            json.dumps({"query_id": q, "f": s["score"]}) + "\n" for q, s in qs.items()
+            if s["labels"] is not None and (s["score"] is not None or rng.random() < 0.3))
+    return {name: text.encode("utf-8") for name, text in files.items()}
+
+
+def _gate_argv(world, w, measures, k, by=()):
+    argv = ["qrels%d" % w, "run%d" % w, "--k", k, "--allow-unlabelled-run", "--metrics",
+            measures + (",score(field=f)" if world["judge"] else "")]
+    if world["meta"]:
+        argv += ["--queries", "m%d.jsonl" % w]
+    if world["holdout"]:
+        argv += ["--holdout", "split=holdout"]
+    if world["judge"]:
+        argv += ["--scores", "s%d.jsonl" % w, "--allow-missing-scores"]
+    for field in by:
+        argv += ["--by", field]
+    return argv
+
+
+def _gate_tolerance(text):
+    text = str(text)
+    return (float(text[:-1]) / 100, True) if text.endswith("%") else (float(text), False)
+
+
+def _gate_by_measure(rows):
+    """{measure: {query: value}} of per-query rows {query: {measure: value}}."""
+    out = {}
+    for q, values in rows.items():
+        for m, v in values.items():
+            out.setdefault(m, {})[q] = v
+    return out
+
+
+def _gate_populations(truth, held, names, holdout):
+    """{population: {measure: {query: value}}} of one side: every open
+    query (None), each slice in ``names``, the hold-out."""
+    rows, members = truth.get("per_query") or {}, truth.get("membership") or {}
+    out = {None: _gate_by_measure(rows)}
+    for name in names:
+        out[name] = _gate_by_measure({q: v for q, v in rows.items()
+                                      if name in members.get(q, ())})
+    if holdout is not None:
+        out[holdout] = _gate_by_measure(held or {})
+    return out
+
+
+def _gate_reference_row(then, now, then_holds, now_holds, tolerance, stated, anonymous=None):
+    """(status, baseline, current, n, removed, added) the paired rule gives
+    one measure of one population: ``then`` and ``now`` {query: value} (now
+    None: the report does not score it); a side that does not hold its
+    values (``*_holds`` False) is compared on its means when its queries are
+    the other side's, else it is missing (for the hold-out, ``anonymous``:
+    when its whole set of queries and the measure's count are the other
+    side's, as its records keep no subset).  A relative tolerance is taken
+    of the row's paired baseline."""
+    if now is None:
+        return "missing", None, None, None, 0, 0
+    if then_holds and now_holds:
+        both = sorted(set(then) & set(now))
+        removed, added = len(set(then) - set(now)), len(set(now) - set(then))
+    elif (set(then) == set(now) if anonymous is None
+          else anonymous[0] == anonymous[1] and len(then) == len(now)):
+        both, removed, added = None, 0, 0      # compared on each side's mean
+    else:
+        return "missing", None, None, None, 0, 0
+    if both == []:
+        return "missing", None, None, 0, removed, added
+    if both is None:
+        if not then:
+            return "missing", None, None, 0, 0, 0
+        before = math.fsum(then.values()) / len(then)
+        after = math.fsum(now.values()) / len(now)
+        both = then
+    else:
+        before = math.fsum(then[q] for q in both) / len(both)
+        after = math.fsum(now[q] for q in both) / len(both)
+    value, relative = tolerance
+    drop = before - after
+    of = before
+    status = ("regressed" if drop > (value * of if relative else value) + 1e-9 else
+              "dropped within tolerance" if drop > 1e-9 else
+              "improved" if drop < -1e-9 else "unchanged")
+    return status, before, after, len(both), removed, added
+
+
+# --fail-on-removed counts the queries the baseline scored for a measure the
+# report scores that have no value for it now in the same part of the test
+# set: the open set (every scored query not held out) or the hold-out.  A
+# query moved across the hold-out's boundary counts (no verdict pairs it).
+
+
+def _gate_removed(then, now, holds, measures, holdout):
+    """How many queries --fail-on-removed fails on (see above): the open
+    set's lost ones, and the most any measure lost in a revealed hold-out
+    (where both sides hold per-query values)."""
+    def lost(pop):
+        if not (holds[0].get(pop) and holds[1].get(pop)):
+            return [set()]
+        here = now.get(pop) or {}
+        return [{q for q in then[pop][m] if q not in here.get(m, {})}
+                for m in then[pop] if m in measures] or [set()]
+    return len(set().union(*lost(None))) + (
+        max(len(q) for q in lost(holdout)) if holdout is not None else 0)
+
+
+class _GateFuzzCases:
+    """FuzzTest's gate cases (issue 22): see test_gate_paired."""
+
+    # About 45 ms a case (a few runs of main() each): 125 by default, and
+    # RAG_EVAL_FUZZ_CASES / 20 when only that is set.
+    GATE_CASES = _fuzz_int("RAG_EVAL_FUZZ_GATE_CASES", 0) or max(
+        1, _fuzz_int("RAG_EVAL_FUZZ_CASES", 2500) // 20)
+
+    def test_gate_paired(self):
+        """Gate cases: a baseline saved (--save-baseline, sometimes
+        --reveal-holdout; or one of means alone, from a report read back;
+        or a flat file of means) from a random test set, gated after the
+        test set changed (queries dropped, added, moved between slices, in
+        and out of the hold-out; rankings, judge scores and labels changed),
+        through the command line and, sometimes, a JSON report read back
+        (with or without --per-query).  Each row is checked against
+        _gate_reference_row on both sides' per-query values, the exit code
+        against the rows and --fail-on-removed, and no output names a
+        held-out query."""
+        for case in self.cases(self.GATE_CASES):
+            self.gate_case(case)
+        self.report_failures()
+
+    def gate_call(self, folder, argv, what, case, files, calls, refused=None):
+        """(code, out, err) of a call expected to exit 0 or 1; None, recorded
+        as a failure unless it is exit 2 saying ``refused``."""
+        code, out, err, exc = self.call(folder, argv)
+        if refused and exc is None and code == 2 and refused in err:
+            return None
+        if exc is not None or code not in (0, 1) or "Traceback" in out + err:
+            self.record("gate case: %s" % what, "exit %r %r at %s; stderr %r" % (
+                code, exc, _fuzz_where(exc), err[-300:]), case, files, calls)
+            return None
+        for line in err.splitlines():
+            if not line.startswith("rag-eval: warning: "):
+                self.record("gate case: %s stderr" % what, line[:200], case, files, calls)
+        return code, out, err
+
+    def gate_truth(self, folder, world, w, measures, k, doc, revealed, case, files, calls):
+        """(open per-query rows and membership, held-out rows) of world
+        ``w``: from ``doc`` when it holds them, else from a run with
+        --reveal-holdout (the values the fuzzer knows, not the files)."""
+        if world["holdout"] and not revealed:
+            argv = _gate_argv(world, w, measures, k) + ["--reveal-holdout", "--per-query",
+                                                        "--format", "json"]
+            calls["truth%d" % w] = argv
+            result = self.gate_call(folder, argv, "reference run", case, files, calls)
+            if result is None:
+                return None
+            doc = json.loads(result[1])
+        held = doc["holdout"].get("per_query") if world["holdout"] else None
+        return doc, held
+
+    def gate_case(self, case):
+        fz = _Fuzz(self.SEED, 3 * 10 ** 6 + case)
+        rng = fz.rng
+        world0 = _gate_world(fz)
+        world1 = _gate_changed(fz, world0)
+        measures, k = rng.choice(_GATE_MEASURES), rng.choice(_GATE_KS)
+        files = dict(_gate_files(fz, world0, 0), **_gate_files(fz, world1, 1))
+        kind = rng.choices(["saved", "means", "flat"], [0.83, 0.12, 0.05])[0]
+        if kind == "flat" and world0["holdout"]:
+            kind = "saved"
+        reveal0 = world0["holdout"] and kind != "flat" and rng.random() < 0.4
+        fields0 = _gate_fields(world0)
+        by0 = [] if kind == "means" else rng.sample(fields0, rng.randint(0, len(fields0)))
+        folder = os.path.join(self.tmp, "g%d" % case)
+        os.mkdir(folder)
+        for name, data in files.items():
+            with open(os.path.join(folder, name), "wb") as handle:
+                handle.write(data)
+        save = (_gate_argv(world0, 0, measures, k, by0) + ["--format", "json", "--per-query"]
+                + ["--reveal-holdout"] * reveal0
+                + ["--save-baseline", "b.json"] * (kind == "saved"))
+        calls = {"save": save}
+        try:
+            self.gate_case_in(case, fz, folder, world0, world1, measures, k, kind, reveal0,
+                              save, files, calls)
+        finally:
+            shutil.rmtree(folder)
+
+    def gate_case_in(self, case, fz, folder, world0, world1, measures, k, kind, reveal0, save,
+                     files, calls):
+        rng = fz.rng
+        # A run that meets no label is refused as a baseline, as it must be.
+        result = self.gate_call(folder, save, "baseline run", case, files, calls,
+                                refused="never saved as a baseline")
+        if result is None:
+            return
+        doc0 = json.loads(result[1])
+        held0 = {q for q, s in world0["queries"].items() if s["held"]}
+        held1 = {q for q, s in world1["queries"].items() if s["held"]}
+        open1 = {q for q, s in world1["queries"].items() if not s["held"]}
+        path = os.path.join(folder, "b.json")
+        try:
+            if kind == "means":     # a baseline of means alone: a report read back, saved
+                text = rag_eval.render_json(rag_eval.load_report(io.StringIO(result[1])))
+                rag_eval.save_baseline(rag_eval.load_report(io.StringIO(text)), path)
+            elif kind == "flat":
+                with open(path, "w") as handle:
+                    json.dump(doc0["mean"], handle)
+        except Exception as exc:     # noqa: B902 - recorded, with where
+            self.record("gate case: means-only baseline", "%s at %s: %s" % (
+                type(exc).__name__, _fuzz_where(exc), str(exc)[:200]), case, files, calls)
+            return
+        with open(path, "rb") as handle:
+            files["b.json"] = handle.read()
+        base = json.loads(files["b.json"])
+        if kind == "flat":
+            base = {"mean": base}
+        if not reveal0:
+            self.gate_no_held_ids(held0, [result[1], result[2], files["b.json"].decode()],
+                                  "baseline run", case, files, calls)
+        truth0 = self.gate_truth(folder, world0, 0, measures, k, doc0, reveal0, case, files,
+                                 calls)
+        if truth0 is None:
+            return
+        if kind == "saved" and base.get("per_query") != doc0.get("per_query"):
+            self.record("gate case: baseline per_query differs from the report's", "", case,
+                        files, calls)
+        # The gate run.
+        measures1, k1 = (measures, k) if rng.random() < 0.85 else (
+            rng.choice(_GATE_MEASURES), rng.choice(_GATE_KS))
+        fields1 = _gate_fields(world1)
+        by1 = rng.sample(fields1, rng.randint(0, len(fields1)))
+        reveal1 = world1["holdout"] and rng.random() < 0.4
+        tolerance = rng.choice(_GATE_TOLERANCES)
+        mode = "significant" if rng.random() < 0.2 else "tolerance"
+        frozen = rng.random() < 0.25
+        gated = sorted(base.get("slices") or ()) + (
+            [base["holdout"]["slice"]] if base.get("holdout") else [])
+        slice_tolerances = {}
+        if gated and rng.random() < 0.15:
+            slice_tolerances[rng.choice(gated)] = rng.choice(_GATE_TOLERANCES)
+        argv = (_gate_argv(world1, 1, measures1, k1, by1) + ["--reveal-holdout"] * reveal1
+                + ["--baseline", "b.json", "--format", "json", "--per-query", "--max-drop",
+                   tolerance, "--resamples", "20"] + ["--gate", "significant"] * (
+                       mode == "significant") + ["--fail-on-removed"] * frozen)
+        for name, value in slice_tolerances.items():
+            argv += ["--slice-max-drop", "%s:%s" % (name, value)]
+        calls["gate"] = argv
+        result = self.gate_call(folder, argv, "gate run", case, files, calls)
+        if result is None:
+            return
+        code, out, err = result
+        doc1 = json.loads(out)
+        if not reveal1:
+            self.gate_no_held_ids(held1 | held0 - open1, [out, err], "gate run", case, files,
+                                  calls)
+        truth1 = self.gate_truth(folder, world1, 1, measures1, k1, doc1, reveal1, case, files,
+                                 calls)
+        if truth1 is None:
+            return
+        scored = set(doc1["measures"])
+        lost = {m for m in scored if m.startswith("score(") and any(   # a member without it
+            not s["held"] and (s["score"] is None or s["labels"] is None) and (
+                s["labels"] is not None or world1["meta"]) for s in world1["queries"].values())}
+        options = dict(tolerance=tolerance, mode=mode, frozen=frozen, lost=lost,
+                       slice_tolerances=slice_tolerances, kind=kind, case=case, files=files,
+                       calls=calls)
+        holdout = base["holdout"]["slice"] if base.get("holdout") else None
+        pops = [None] + sorted(base.get("slices") or ()) + [holdout] * (holdout is not None)
+        holds = {p: kind != "flat" and "per_query" in base and (
+            p is None or "membership" in base) for p in pops}
+        if holdout is not None:
+            holds[holdout] = "per_query" in base["holdout"]
+        then = _gate_populations(truth0[0], truth0[1], sorted(base.get("slices") or ()), holdout)
+        now = _gate_populations(truth1[0], truth1[1], sorted(base.get("slices") or ()), holdout)
+        if not world1["meta"]:
+            for name in base.get("slices") or ():
+                now[name] = None
+        gate = doc1["gate"]
+        if gate["passed"] != (code == 0):
+            self.record("gate case: gate.passed vs exit", "exit %d" % code, case, files, calls)
+        self.gate_compare("cli", gate["changes"], code == 0, gate["removed_failing"], base,
+                          then, now, (holds, {p: True for p in pops}), scored, options)
+        if kind == "saved":
+            expected = (sorted(set(truth0[0]["per_query"]) - set(truth1[0]["per_query"])
+                               - held1),
+                        sorted(set(truth1[0]["per_query"]) - set(truth0[0]["per_query"])))
+            block = gate["per_query"]
+            if block is None:
+                self.record("gate case: gate.per_query null", "per-query baseline", case,
+                            files, calls)
+            elif (block["queries_removed"], block["queries_added"]) != expected:
+                self.record("gate case: queries removed/added", "gate %r, reference %r" % (
+                    (block["queries_removed"], block["queries_added"]), expected), case,
+                    files, calls)
+        if rng.random() < 0.3:
+            self.gate_loaded(folder, rng, world1, measures1, k1, by1, held1, held0 - open1,
+                             base, then, now, holds, scored, pops, options)
+
+    def gate_loaded(self, folder, rng, world1, measures1, k1, by1, held1, gone, base, then,
+                    now, holds, scored, pops, options):
+        """The same gate on the new run's JSON report read back (load_report),
+        written with or without --per-query and --reveal-holdout."""
+        case, files, calls = options["case"], options["files"], options["calls"]
+        per_query = rng.random() < 0.5
+        revealed = world1["holdout"] and rng.random() < 0.4
+        argv = (_gate_argv(world1, 1, measures1, k1, by1) + ["--reveal-holdout"] * revealed
+                + ["--per-query"] * per_query + ["--format", "json", "-o", "r1.json"])
+        calls["report"] = argv
+        if self.gate_call(folder, argv, "report run", case, files, calls) is None:
+            return
+        with open(os.path.join(folder, "r1.json"), encoding="utf-8") as handle:
+            text = handle.read()
+        try:
+            loaded = rag_eval.load_report(io.StringIO(text))
+            result = rag_eval.gate(
+                loaded, rag_eval.load_baseline(os.path.join(folder, "b.json")),
+                max_drop=options["tolerance"], mode=options["mode"], resamples=20,
+                fail_on_removed=options["frozen"],
+                slice_max_drop=options["slice_tolerances"] or None)
+            shown = rag_eval.render_text(loaded, result) + repr(result)
+        except Exception as exc:     # noqa: B902 - recorded, with where
+            self.record("gate case: loaded report", "%s at %s: %s" % (
+                type(exc).__name__, _fuzz_where(exc), str(exc)[:200]), case, files, calls)
+            return
+        if not revealed:
+            self.gate_no_held_ids(held1 | gone, [text, shown], "loaded report", case,
+                                  files, calls)
+        now = dict(now)
+        for name in base.get("slices") or ():
+            if not per_query and name.split("=")[0] not in by1 and now.get(name) is not None:
+                now[name] = None            # a slice read back only with its --by field
+        held = base["holdout"]["slice"] if base.get("holdout") else None
+        current = {p: per_query and (held is None or p != held or revealed) for p in pops}
+        changes = [{"slice": c.slice, "measure": c.measure, "status": c.status,
+                    "baseline": c.baseline, "current": c.current, "n": c.n,
+                    "removed": c.removed, "added": c.added} for c in result.changes]
+        self.gate_compare("loaded, %s" % ("per-query" if per_query else "means"), changes,
+                          result.passed, result.removed_failing, base, then, now,
+                          (holds, current), scored, options)
+
+    def gate_compare(self, path, changes, passed, removed_failing, base, then, now, holds,
+                     scored, options):
+        """Every gate row against the reference; the verdict against the rows."""
+        case, files, calls = options["case"], options["files"], options["calls"]
+        tolerance = _gate_tolerance(options["tolerance"])
+        holdout = base["holdout"]["slice"] if base.get("holdout") else None
+        expected = {}
+        for pop in [None] + sorted(base.get("slices") or ()) + [holdout] * bool(holdout):
+            means = (base["mean"] if pop is None else base["holdout"]["mean"] if pop == holdout
+                     else base["slices"][pop]["mean"])
+            allowed = _gate_tolerance(options["slice_tolerances"][pop]) \
+                if pop in options["slice_tolerances"] else tolerance
+            for m in sorted(means):
+                values = None if now[pop] is None or m not in scored else now[pop].get(m, {})
+                if options["kind"] == "flat":     # compared on its means, all of them
+                    if not values or m in options["lost"]:
+                        row = ("missing", None, None, None, 0, 0)
+                    else:
+                        row = _gate_reference_row({"": means[m]}, {"": math.fsum(
+                            values.values()) / len(values)}, True, True, allowed,
+                            means[m])[:3] + (None, 0, 0)
+                else:
+                    whole = None
+                    if pop == holdout and holdout is not None:
+                        whole = tuple(set().union(*(side[pop] or {}).values())
+                                      for side in (then, now))
+                    row = _gate_reference_row(then[pop].get(m, {}), values, holds[0][pop],
+                                              holds[1][pop], allowed, means[m], whole)
+                expected[(pop, m)] = row
+        got = {(c["slice"], c["measure"]): c for c in changes}
+        if set(got) != set(expected):
+            self.record("gate rows (%s)" % path, "gate %s, reference %s" % (
+                sorted(got, key=str), sorted(expected, key=str)), case, files, calls)
+            return
+        significant = options["mode"] == "significant"
+        for key, ref in sorted(expected.items(), key=str):
+            c = got[key]
+            status = c["status"]
+            if significant and ref[0] == "regressed":
+                status_ok = status in ("regressed", "dropped, not significant")
+            else:
+                status_ok = status == ref[0]
+            fields = ["status"] * (not status_ok)
+            if ref[0] == "missing" or status == "missing":
+                fields += [f for f, i in (("n", 3), ("removed", 4), ("added", 5))
+                           if c[f] != ref[i]]
+            else:
+                fields += [f for f, i in (("baseline", 1), ("current", 2))
+                           if c[f] is None or abs(c[f] - ref[i]) > 1e-12]
+                fields += [f for f, i in (("n", 3), ("removed", 4), ("added", 5))
+                           if c[f] != ref[i]]
+            if fields:
+                where = "overall" if key[0] is None else "hold-out" if key[0] == holdout \
+                    else "slice"
+                self.record("gate row (%s, %s baseline)" % (path, options["kind"]),
+                            "%s %s %r differs in %s: gate %r, reference %r" % (
+                                where, key[0], key[1], ",".join(fields),
+                                tuple(c[f] for f in ("status", "baseline", "current", "n",
+                                                     "removed", "added")), ref),
+                            case, files, calls)
+        removed = _gate_removed(then, now, holds, scored, holdout)
+        removed *= options["frozen"]
+        # Against a flat file of means a removed query cannot be told: fails.
+        blind = options["frozen"] and options["kind"] == "flat"
+        fails = (any(c["status"] in ("regressed", "missing") for c in changes) or removed > 0
+                 or blind)
+        if passed == fails or removed_failing != removed:
+            self.record("gate verdict (%s)" % path, "passed %r, removed_failing %r; reference "
+                        "%d removed" % (passed, removed_failing, removed), case, files, calls)
+
+    def gate_no_held_ids(self, held, texts, what, case, files, calls):
+        """No held-out query id in ``texts`` (outputs written without --reveal-holdout)."""
+        for q in sorted(held):
+            pattern = r"(?<![\w])%s(?![\w])" % re.escape(q)
+            if any(re.search(pattern, t) for t in texts):
+                self.record("gate case: %s names a held-out query" % what, q, case, files,
+                            calls)
+                return
+
+
+class FuzzTest(TempDir, _GateFuzzCases, unittest.TestCase):
     """Seeded fuzzing of every input form, the options and the library calls.
 
     Each case is reproducible from (seed, case): RAG_EVAL_FUZZ_SEED picks the
@@ -458,7 +1049,8 @@ class FuzzTest(TempDir, unittest.TestCase):
     2500), RAG_EVAL_FUZZ_ONLY one case to rerun, RAG_EVAL_FUZZ_TIMEOUT seconds per
     CLI case (default 30: a hang is a failure, a slow case on a loaded machine
     is not), RAG_EVAL_FUZZ_DUMP a folder where each distinct failure's files
-    and argv are kept.  A failure report
+    and argv are kept, RAG_EVAL_FUZZ_GATE_CASES the number of gate cases
+    (test_gate_paired; default RAG_EVAL_FUZZ_CASES / 20).  A failure report
     lists distinct failures (deduplicated by kind and message shape) with the
     first case that showed each.
 

@@ -13,7 +13,7 @@ import random
 import unittest
 
 import rag_eval
-from tests.support import TempDir, run_cli
+from tests.support import TempDir, run_cli, saved_baseline
 
 # The case of the issue: 30 questions, 24 answered at rank 1 (mrr 1), 6 never
 # (mrr 0): the baseline's mean is 24/30 = 0.8.  The new chunker drops the 6
@@ -159,6 +159,18 @@ class EveryVerdictPathTest(TempDir, unittest.TestCase):
         self.assertEqual([c["status"] for c in doc["changes"]], ["unchanged"])
         self.assertEqual(run_cli("q.json", "r.json", "--fail-on-removed")[0], rag_eval.EXIT_ERROR)
 
+    def test_no_shared_query_still_names_the_changed_queries(self):
+        # Found by the gate fuzzer: with no query both sides scored, the JSON's
+        # gate.per_query was null (as for a baseline of means alone), so
+        # queries_added and queries_removed were not written.
+        result = rag_eval.gate(evaluate(NEW), self.baseline)
+        self.assertEqual(result.changes[0].status, "missing")
+        block = result.to_dict()["per_query"]
+        self.assertIsNotNone(block)
+        self.assertEqual((block["queries_added"], block["queries_removed"], block["regressions"]),
+                         (NEW, sorted(GOOD + FAILING), []))
+        self.assertIsNone(rag_eval.gate(evaluate(NEW), {"mrr@2": 0.8}).query_drops)
+
     def test_compare(self):
         comparison = rag_eval.compare(evaluate(**DROPPED), self.before)
         row = comparison.measures["mrr@2"]
@@ -287,6 +299,98 @@ class EveryVerdictPathTest(TempDir, unittest.TestCase):
         bare = rag_eval.gate(evaluate(**DROPPED), {"mrr@2": 0.8})
         self.assertTrue(bare.passed)
         self.assertIn("a changed test set cannot be seen", " ".join(bare.notes))
+
+
+def split(**queries):
+    """Query metadata: each query's split (open or holdout)."""
+    return {q: {"slices": {"split": [where]}} for q, where in queries.items()}
+
+
+class FoundByTheFuzzerTest(TempDir, unittest.TestCase):
+    """Found by the fuzzer's gate cases (FuzzTest.test_gate_paired), each
+    pinned.  --fail-on-removed counts a query the baseline scored that has no
+    value now in the same part of the test set (the open set, the hold-out):
+    one moved across the hold-out's boundary counts, since no verdict pairs
+    it any more."""
+
+    def test_a_relative_tolerance_is_of_the_rows_baseline(self):
+        # --max-drop 50% is taken of the baseline's mean over all its queries
+        # (0.6), not of the row's paired baseline (0.2): q1's fall 0.2 -> 0.0,
+        # 100% of the row's baseline, is "dropped within tolerance".
+        before = rag_eval.evaluate({"q1": {"d": 1}, "q2": {"d": 1}},
+                                   {"q1": ["a", "b", "c", "e", "d"], "q2": ["d"]}, k=5,
+                                   measures="mrr")
+        baseline = rag_eval.Baseline(before.mean, per_query=before.per_query)
+        now = rag_eval.evaluate({"q1": {"d": 1, "z": 0}}, {"q1": ["z"]}, k=5, measures="mrr")
+        [row] = rag_eval.gate(now, baseline, max_drop="50%").changes
+        self.assertEqual((row.baseline, row.current, row.n), (0.2, 0.0, 1))
+        self.assertEqual(row.status, "regressed")
+
+    def test_a_report_read_back_never_names_a_query_held_out_now(self):
+        # q2 moves into the hold-out.  The run's gate names nothing; its JSON
+        # report (--per-query, no --reveal-holdout) read back and gated names
+        # q2 as removed and --fail-on-removed counts it.
+        qrels = {q: {"d": 1} for q in ("q1", "q2", "h")}
+        run = {q: ["d"] for q in qrels}
+        before = rag_eval.evaluate(qrels, run, k=1, measures="mrr", holdout="split=holdout",
+                                   queries=split(q1="open", q2="open", h="holdout"))
+        baseline = saved_baseline(self, before)
+        now = rag_eval.evaluate(qrels, run, k=1, measures="mrr", holdout="split=holdout",
+                                queries=split(q1="open", q2="holdout", h="holdout"))
+        self.assertEqual(rag_eval.gate(now, baseline, fail_on_removed=True).queries_removed, ())
+        live = rag_eval.gate(now, baseline, fail_on_removed=True)
+        loaded = rag_eval.load_report(io.StringIO(rag_eval.render_json(now, per_query=True)))
+        result = rag_eval.gate(loaded, baseline, fail_on_removed=True)
+        self.assertEqual((result.queries_removed, result.removed_failing),
+                         ((), live.removed_failing))
+        self.assertEqual(live.removed_failing, 1)       # it crossed into the hold-out
+        self.assertNotIn("q2", " ".join(result.notes))
+        self.assertIn("1 query the baseline scored is not in the report's overall now "
+                      "(removed, or moved into the hold-out", " ".join(result.notes))
+
+    def test_fail_on_removed_a_query_that_left_a_revealed_hold_out(self):
+        # h1 leaves a revealed hold-out for the open set, still scored: it is
+        # in no row the baseline had it in (the hold-out's lost it, the open
+        # set's gained it), so a frozen test set fails on it.
+        qrels = {q: {"d": 1} for q in ("q1", "h1", "h2")}
+        run = {q: ["d"] for q in qrels}
+        before = rag_eval.evaluate(qrels, run, k=1, measures="mrr", holdout="split=holdout",
+                                   reveal_holdout=True,
+                                   queries=split(q1="open", h1="holdout", h2="holdout"))
+        now = rag_eval.evaluate(qrels, run, k=1, measures="mrr", holdout="split=holdout",
+                                queries=split(q1="open", h1="open", h2="holdout"))
+        result = rag_eval.gate(now, saved_baseline(self, before), fail_on_removed=True)
+        self.assertEqual(result.removed_failing, 1, result.notes)
+
+    def test_fail_on_removed_a_query_moved_into_the_hold_out_without_a_value(self):
+        # q2 moves into the hold-out and loses its relevant label: it has no
+        # value now, as if dropped (which fails), but the gate passes.
+        run = {q: ["d"] for q in ("q1", "q2", "h")}
+        before = rag_eval.evaluate({q: {"d": 1} for q in ("q1", "q2", "h")}, run, k=1,
+                                   measures="mrr", holdout="split=holdout",
+                                   queries=split(q1="open", q2="open", h="holdout"))
+        now = rag_eval.evaluate({"q1": {"d": 1}, "q2": {"d": 0}, "h": {"d": 1}}, run, k=1,
+                                measures="mrr", holdout="split=holdout",
+                                queries=split(q1="open", q2="holdout", h="holdout"))
+        result = rag_eval.gate(now, saved_baseline(self, before), fail_on_removed=True)
+        self.assertEqual(result.removed_failing, 1, result.notes)
+
+    def test_a_slice_whose_queries_lost_a_judge_score(self):
+        # q2, alone in src=b, loses its f score (it keeps g): the overall row
+        # counts it removed; the src=b row says "not in the report", though
+        # the report scores f, and removed 0.
+        def scores(f):
+            rows = [{"query_id": "q1", "f": 0.5, "g": 0.5}, {"query_id": "q2", "f": f, "g": 0.5}]
+            return rag_eval.evaluate_scores(rag_eval.load_scores(io.StringIO("".join(
+                json.dumps(row) + "\n" for row in rows)), allow_missing=True),
+                queries={"q1": {"slices": {"src": ["a"]}}, "q2": {"slices": {"src": ["b"]}}},
+                allow_missing=True)
+        rows = {c.name: c for c in rag_eval.gate(scores(None), saved_baseline(
+            self, scores(0.9))).changes}
+        self.assertEqual(rows["score(field=f)"].removed, 1)
+        row = rows["src=b: score(field=f)"]
+        self.assertEqual((row.status, row.reason, row.n, row.removed),
+                         ("missing", "no query that both sides scored", 0, 1))
 
 
 class PairedReferenceTest(unittest.TestCase):

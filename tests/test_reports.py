@@ -865,6 +865,21 @@ class LoadReportTest(TempDir, unittest.TestCase):
         baseline = rag_eval.load_baseline(path)
         self.assertEqual((baseline.slices, baseline.membership), (None, None))
 
+    def test_a_revealed_hold_out_read_back_without_per_query_values(self):
+        # Found by the gate fuzzer (issue 22): a JSON report written with
+        # --reveal-holdout and without --per-query keeps the hold-out's ids but
+        # not its values; save_baseline(load_report(f)) raised AttributeError.
+        # Its baseline keeps the hold-out's means and record, as an unrevealed one.
+        report = sliced_report(holdout="split=holdout", reveal_holdout=True)
+        loaded = rag_eval.load_report(self.write("r.json", rag_eval.render_json(report)))
+        baseline = saved_baseline(self, loaded)
+        self.assertIsNone(baseline.holdout.per_query)
+        self.assertEqual(baseline.holdout.mean, report.holdout.mean)
+        result = rag_eval.gate(report, baseline)
+        self.assertTrue(result.passed, result.notes)
+        self.assertEqual({c.n for c in result.changes if c.slice == "split=holdout"},
+                         {report.holdout.queries})
+
     def test_the_command_line_reads_no_report_as_an_input(self):
         # The command line saves a baseline only from its own evaluation: a JSON report
         # where qrels, a run, a score file or query metadata belong is refused in one
