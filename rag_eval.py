@@ -783,7 +783,10 @@ class Param(NamedTuple):
     ``kind`` is int, float or str; a str parameter allows only ``choices``, a
     number nothing below ``minimum``.  ``peer_values`` maps a peer's
     ``key=value`` spelling to our value (ir_measures' ``dcg=log2`` is
-    ``gain=linear``).
+    ``gain=linear``).  ``default_text`` says what a default of None stands
+    for when it is worked out from the data (a threshold at the midpoint of
+    the field's range); without it, a str parameter with no default is a
+    required name.
     """
     kind: type
     default: object
@@ -792,6 +795,18 @@ class Param(NamedTuple):
     minimum: object = None
     peer_values: Tuple[Tuple[str, object], ...] = ()
     maximum: object = None
+    default_text: Optional[str] = None
+
+    @property
+    def required(self):
+        """True when a name must give the parameter: a required name
+        (``score(field=...)``), or a choice with no default.
+
+        >>> FIELD.required, REL.required
+        (True, False)
+        """
+        return bool(self.choices and self.default not in self.choices
+                    or self.kind is str and self.default is None and self.default_text is None)
 
     def rule(self):
         """What a value must be, in words.
@@ -1037,11 +1052,10 @@ def describe_measures():
         shown = dict(spec.params, **{k: v for k, v in spec.options.items() if k != "budget"})
         for key, param in shown.items():
             aliases = ["%s means %s" % pair for pair in param.peer_values]
-            required = (param.choices and param.default not in param.choices
-                        or param.kind is str and param.default is None)
             lines.append("  parameter %s: %s, %s, %s%s: %s"
-                         % (key, param.kind.__name__, "required" if required else
-                            "default %s" % _value_text(param.default), param.rule(),
+                         % (key, param.kind.__name__, "required" if param.required else
+                            "default %s" % (param.default_text or _value_text(param.default)),
+                            param.rule(),
                             " (%s)" % ", ".join(aliases) if aliases else "", param.meaning))
         lines.append("  mean over: %s (%s)" % (spec.population, POPULATIONS[spec.population]))
         if spec.peers:
@@ -2047,7 +2061,7 @@ def _check_options(spec, params, text):
     (its default included: diversity counts documents only), cover only for
     evidence."""
     for key, param in spec.params.items():
-        if param.default is None and key not in params:
+        if param.required and key not in params:
             raise EvalError("measure %r: %s needs %s=...: e.g. %s(%s=faithfulness)"
                             % (text, spec.name, key, spec.name, key))
     unit = params.get("unit", "id")
