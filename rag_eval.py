@@ -929,6 +929,7 @@ class _Spec(NamedTuple):
     view: str                       # what func reads: "ranked" (a _Ranked) or "spans"
     refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
     aggregate: object = None        # set-level measure: the mean is aggregate(cells)
+    fixed: bool = True              # False: the run itself decides the population
 
     @property
     def accepts(self):
@@ -946,7 +947,8 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
-            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None):
+            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None,
+            fixed=True):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -970,6 +972,11 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     the measure's value over a set of queries is
                     ``aggregate(cells)`` (None: no value); it has no per-query
                     values, so it is gated on the tolerance rule only.
+    ``fixed``       False for a measure whose population the run itself decides
+                    (the queries whose evidence it retrieved): the gate pairs it
+                    on the queries in the population on both sides, a query
+                    entering or leaving it is neither added nor removed, and no
+                    such query is "no comparable queries", not a failure.
 
     A function may return None for a query outside its population.
     """
@@ -995,7 +1002,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
-                     view, dict(refused or {}), aggregate)
+                     view, dict(refused or {}), aggregate, fixed)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:
@@ -7313,11 +7320,14 @@ class _Side(NamedTuple):
     means only), its record of which queries each mean is over (a
     _population_record; None: not recorded), and the members of its test
     set that have no value for a measure (a judge score's nulls: {measure:
-    ids}), which its values cannot show."""
+    ids}), which its values cannot show, and the measures it was scored on
+    (None: not known; a measure asked for may have no mean, when the run
+    left its population empty)."""
     mean: Dict[str, float]
     values: Optional[Dict[str, Dict[str, float]]] = None
     sets: Optional[dict] = None
     unscored: Optional[Dict[str, Tuple[str, ...]]] = None
+    measures: Optional[Tuple[str, ...]] = None
 
 
 class _Paired(NamedTuple):
@@ -7340,8 +7350,11 @@ class _Paired(NamedTuple):
 def _paired_view(measure, before, now, fixed=True):
     """The _Paired of ``measure`` between the baseline's side ``before`` and
     the current side ``now`` (two _Side).  ``fixed`` False for a measure
-    whose population the run itself decides: no shared query is then
-    nothing to compare, not a failure.
+    whose population the run itself decides (see measure(fixed=)): no
+    shared query is then nothing to compare (n 0, not missing), a query
+    that left or joined the population while staying in the test set is
+    neither removed nor added, and a side of means alone is checked against
+    the record of the whole test set, not of the measure's own queries.
 
     >>> then = _Side({"mrr@5": 0.5}, {"q1": {"mrr@5": 1.0}, "q2": {"mrr@5": 0.0}})
     >>> now = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}})   # q2, the failing one, dropped
@@ -7349,21 +7362,34 @@ def _paired_view(measure, before, now, fixed=True):
     (1.0, 1.0, 1, ('q1',), ('q2',), ())
     >>> _paired_view("mrr@5", _Side({"mrr@5": 0.5}, sets=_query_set(["q1", "q2"])), now).missing
     'test set changed; the baseline holds means only: save it again with per-query values'
+    >>> moved = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}, "q2": {}}, measures=("mrr@5",))
+    >>> _paired_view("mrr@5", _Side({"mrr@5": 1.0}, {"q1": {}, "q2": {"mrr@5": 1.0}}), moved,
+    ...              fixed=False)[:7]     # q1 joined, q2 left: both still in the test set
+    (1.0, None, 0, (), (), (), None)
     """
     then, current = _values_of(before, measure), _values_of(now, measure)
     stated = before.mean.get(measure)
     if measure not in now.mean and not current and now.values != {}:
-        return _Paired(stated, None, None, missing="not in the report")
+        if fixed or measure not in (now.measures or ()):
+            return _Paired(stated, None, None, missing="not in the report")
+        if current is None:     # means alone, and the run left the population empty
+            return _Paired(stated, None, 0)
     if then is not None and current is not None:
         both = sorted(then.keys() & current.keys())
         removed = tuple(sorted(then.keys() - current.keys()))
         added = tuple(sorted(current.keys() - then.keys()))
+        if not fixed:   # in the test set on both sides: moved between populations
+            removed = tuple(q for q in removed if q not in now.values)
+            added = tuple(q for q in added if q not in before.values)
         if not both:
             return _Paired(stated, None, 0, (), removed, added,
                            "no query that both sides scored" if fixed else None)
         return _Paired(_mean([then[q] for q in both]), _mean([current[q] for q in both]),
                        len(both), tuple(both), removed, added)
-    theirs, ours = _record_of(before, measure), _record_of(now, measure)
+    if not fixed and measure not in now.mean:     # the run left the population empty
+        return _Paired(stated, None, 0)
+    theirs = _record_of(before, measure, fixed)
+    ours = _record_of(now, measure, fixed)
     if theirs is None and (now.unscored or {}).get(measure):
         # The report says some of its queries lost their value; what the
         # baseline's mean was over is not known: the two cannot be compared.
@@ -7381,9 +7407,10 @@ def _paired_view(measure, before, now, fixed=True):
         return _Paired(stated, None, None, missing="test set changed; %s" % (
             "the baseline holds means only: save it again with per-query values"
             if then is None else "the report holds means only: write it with --per-query"))
-    return _Paired(stated, now.mean[measure], ours["queries"],
-                   means="the means of the same %s" % _plural(ours["queries"], "query",
-                                                               "queries"))
+    return _Paired(stated, now.mean[measure], ours["queries"] if fixed else None,
+                   means="the means of the same %s%s" % (
+                       "" if fixed else "test set of ",
+                       _plural(ours["queries"], "query", "queries")))
 
 
 def _values_of(side, measure):
@@ -7395,15 +7422,20 @@ def _values_of(side, measure):
     return {q: v[measure] for q, v in side.values.items() if measure in v}
 
 
-def _record_of(side, measure):
+def _record_of(side, measure, fixed=True):
     """The _query_set of the queries ``measure`` is over on one side: from
-    its values, else from its record (None: not recorded)."""
-    values = _values_of(side, measure)
+    its values, else from its record (None: not recorded); for a measure
+    whose population the run decides (``fixed`` False), that of the whole
+    population (its scored queries)."""
+    values = _values_of(side, measure) if fixed else None
     if values is not None:
         return _query_set(list(values))
+    if not fixed and side.values is not None:
+        return _query_set(list(side.values))
     if side.sets is None:
         return None
-    return side.sets.get("measures", {}).get(measure) or side.sets
+    record = side.sets.get("measures", {}).get(measure) if fixed else None
+    return record or {key: side.sets[key] for key in ("queries", "sha256")}
 
 
 DEFAULT_RESAMPLES = 10000
@@ -8869,6 +8901,9 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
 
 
 _SHOWN_NAMES = 12     # measures a note names before it says how many more
+NO_COMPARABLE = "no comparable queries"   # the status of a row with nothing to pair, not a failure
+# Statuses of slice rows that the tables and charts leave to the JSON.
+_QUIET_STATUSES = ("unchanged", "dropped within tolerance", NO_COMPARABLE)
 
 
 class _Population(NamedTuple):
@@ -8899,8 +8934,18 @@ def _gate_views(report, baseline, tolerance, tolerances):
 
 def _views(populations):
     return [_View(population, measure, _paired_view(measure, population.before,
-                                                    population.now))
+                                                    population.now, _fixed(measure)))
             for population in populations for measure in sorted(population.before.mean)]
+
+
+def _fixed(measure):
+    """Whether the test set decides a measure's population (else the run does:
+    see measure(fixed=)); what the gate tells _paired_view.
+
+    >>> _fixed("recall@5")
+    True
+    """
+    return _REGISTRY[parse_measure(measure).name].fixed
 
 
 def _populations(report, baseline, tolerance, tolerances):
@@ -8914,7 +8959,7 @@ def _populations(report, baseline, tolerance, tolerances):
     rows = _per_query_of(report)
     unscored = {m: tuple(ids) for m, ids in ((report.scores or {}).get("unscored") or {}).items()}
     out = [_Population(None, _Side(baseline.mean, baseline.per_query, then_sets.get("all")),
-                       _Side(report.mean, rows, sets.get("all"), unscored),
+                       _Side(report.mean, rows, sets.get("all"), unscored, report.measures),
                        allowed(None, baseline.mean))]
     then_members, now_members = _members(baseline.membership), _members(report.membership)
     for name, before in sorted((baseline.slices or {}).items()):
@@ -8928,7 +8973,7 @@ def _populations(report, baseline, tolerance, tolerances):
             name, _Side(before, then, then_sets.get(name)),
             _Side((report.slices or {}).get(name, {}).get("mean", {}), now, sets.get(name),
                   {m: tuple(q for q in ids if q in members or report.membership is None)
-                   for m, ids in unscored.items()}),
+                   for m, ids in unscored.items()}, report.measures),
             allowed(name, before)))
     if baseline.holdout is not None:
         theirs, ours = baseline.holdout, report.holdout
@@ -8937,7 +8982,7 @@ def _populations(report, baseline, tolerance, tolerances):
             theirs.slice, _Side(theirs.mean, theirs.per_query,
                                 then_sets.get(theirs.slice) or _members_record(theirs, ours,
                                                                                record)),
-            _Side(ours.mean, ours.per_query, record),
+            _Side(ours.mean, ours.per_query, record, None, report.measures),
             allowed(theirs.slice, theirs.mean), ours.revealed, True))
     return out
 
@@ -8971,6 +9016,8 @@ def _row(view, p_value, alpha, unjudged=None):
             reason = ("the hold-out changed since the baseline, which keeps its means only "
                       "(its per-query values only with --reveal-holdout): save it again")
         change = MeasureChange(measure, paired.baseline, None, None, "missing", reason=reason)
+    elif paired.n == 0:     # a population the run decides, empty on one side or shared by none
+        change = MeasureChange(measure, paired.baseline, None, None, NO_COMPARABLE)
     else:
         change = _change(measure, paired.baseline, paired.current,
                          population.allowed[measure], p_value, alpha)
@@ -9094,7 +9141,7 @@ def _significance(views, resamples, seed, alpha, means):
                      % (alpha, _shown_names([_change_name(*key) for key in untestable]),
                         _queries_for_significance(len(raw), alpha)))
     unpaired = [_change_name(*_view_key(v)) for v in views
-                if not v.paired.queries and not v.paired.missing
+                if not v.paired.queries and not v.paired.missing and v.paired.n != 0
                 and not _REGISTRY[parse_measure(v.measure).name].aggregate]
     if unpaired:
         notes.append("no per-query values to test on %s: the tolerance rule applies there"
@@ -9568,9 +9615,12 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
                 else "-"] if judged else []) for c in shown]
     header = (["measure", "baseline", "current", "delta", "n", "status"]
               + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
+    empty = sum(1 for c in quiet if c.status == NO_COMPARABLE)
     notes = list(gate_result.notes) + (
-        ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
-         "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
+        ["%s unchanged or within the tolerance%s, not shown (every row is in the JSON "
+         "output)" % (_plural(len(quiet) - empty, "slice row", "slice rows"),
+                      ", %d with no comparable queries" % empty if empty else "")]
+        if quiet else [])
     yield _gate_verdict(gate_result, baseline_name), header, rows, notes
     drops = gate_result.query_drops
     if drops:
@@ -9600,7 +9650,7 @@ def _shown_changes(gate_result):
     """(shown, quiet): the gate rows a report shows, and the slice rows that did
     not move beyond the tolerance, left to the JSON (slices multiply the rows)."""
     quiet = [c for c in gate_result.changes if c.slice is not None
-             and c.status in ("unchanged", "dropped within tolerance")]
+             and c.status in _QUIET_STATUSES]
     return [c for c in gate_result.changes if c not in quiet], quiet
 
 
@@ -10700,7 +10750,7 @@ def _judged_chart(gate_result):
     bars = [_Bar(c.name, c.judged, "%s: judged@k %r" % (c.name, c.judged))
             for c in gate_result.changes
             if c.judged is not None and c.judged < 1 - FLOAT_SLACK and (
-                c.slice is None or c.status not in ("unchanged", "dropped within tolerance"))]
+                c.slice is None or c.status not in _QUIET_STATUSES)]
     if not bars:
         return ""
     return "<h3>judged@k</h3>\n" + _figure(_bar_chart("judged@k below 1", bars),
@@ -10816,7 +10866,7 @@ def _forest_pairs(pairs, changes):
     every overall row, and the slice rows that moved beyond the tolerance or
     improved, the _FOREST_SLICE_ROWS of them that moved most; how many slice
     rows are left out (their intervals are never computed)."""
-    quiet = ("unchanged", "dropped within tolerance")
+    quiet = _QUIET_STATUSES
     slices = [p for p in pairs if p[0] is not None]
     moved = [p for p in slices if getattr(changes.get((p[0], p[1])), "status", None)
              not in quiet]

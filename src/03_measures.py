@@ -197,6 +197,7 @@ class _Spec(NamedTuple):
     view: str                       # what func reads: "ranked" (a _Ranked) or "spans"
     refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
     aggregate: object = None        # set-level measure: the mean is aggregate(cells)
+    fixed: bool = True              # False: the run itself decides the population
 
     @property
     def accepts(self):
@@ -214,7 +215,8 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
-            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None):
+            units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None,
+            fixed=True):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -238,6 +240,11 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     the measure's value over a set of queries is
                     ``aggregate(cells)`` (None: no value); it has no per-query
                     values, so it is gated on the tolerance rule only.
+    ``fixed``       False for a measure whose population the run itself decides
+                    (the queries whose evidence it retrieved): the gate pairs it
+                    on the queries in the population on both sides, a query
+                    entering or leaving it is neither added nor removed, and no
+                    such query is "no comparable queries", not a failure.
 
     A function may return None for a query outside its population.
     """
@@ -263,7 +270,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
-                     view, dict(refused or {}), aggregate)
+                     view, dict(refused or {}), aggregate, fixed)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:

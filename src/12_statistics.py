@@ -599,11 +599,14 @@ class _Side(NamedTuple):
     means only), its record of which queries each mean is over (a
     _population_record; None: not recorded), and the members of its test
     set that have no value for a measure (a judge score's nulls: {measure:
-    ids}), which its values cannot show."""
+    ids}), which its values cannot show, and the measures it was scored on
+    (None: not known; a measure asked for may have no mean, when the run
+    left its population empty)."""
     mean: Dict[str, float]
     values: Optional[Dict[str, Dict[str, float]]] = None
     sets: Optional[dict] = None
     unscored: Optional[Dict[str, Tuple[str, ...]]] = None
+    measures: Optional[Tuple[str, ...]] = None
 
 
 class _Paired(NamedTuple):
@@ -626,8 +629,11 @@ class _Paired(NamedTuple):
 def _paired_view(measure, before, now, fixed=True):
     """The _Paired of ``measure`` between the baseline's side ``before`` and
     the current side ``now`` (two _Side).  ``fixed`` False for a measure
-    whose population the run itself decides: no shared query is then
-    nothing to compare, not a failure.
+    whose population the run itself decides (see measure(fixed=)): no
+    shared query is then nothing to compare (n 0, not missing), a query
+    that left or joined the population while staying in the test set is
+    neither removed nor added, and a side of means alone is checked against
+    the record of the whole test set, not of the measure's own queries.
 
     >>> then = _Side({"mrr@5": 0.5}, {"q1": {"mrr@5": 1.0}, "q2": {"mrr@5": 0.0}})
     >>> now = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}})   # q2, the failing one, dropped
@@ -635,21 +641,34 @@ def _paired_view(measure, before, now, fixed=True):
     (1.0, 1.0, 1, ('q1',), ('q2',), ())
     >>> _paired_view("mrr@5", _Side({"mrr@5": 0.5}, sets=_query_set(["q1", "q2"])), now).missing
     'test set changed; the baseline holds means only: save it again with per-query values'
+    >>> moved = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}, "q2": {}}, measures=("mrr@5",))
+    >>> _paired_view("mrr@5", _Side({"mrr@5": 1.0}, {"q1": {}, "q2": {"mrr@5": 1.0}}), moved,
+    ...              fixed=False)[:7]     # q1 joined, q2 left: both still in the test set
+    (1.0, None, 0, (), (), (), None)
     """
     then, current = _values_of(before, measure), _values_of(now, measure)
     stated = before.mean.get(measure)
     if measure not in now.mean and not current and now.values != {}:
-        return _Paired(stated, None, None, missing="not in the report")
+        if fixed or measure not in (now.measures or ()):
+            return _Paired(stated, None, None, missing="not in the report")
+        if current is None:     # means alone, and the run left the population empty
+            return _Paired(stated, None, 0)
     if then is not None and current is not None:
         both = sorted(then.keys() & current.keys())
         removed = tuple(sorted(then.keys() - current.keys()))
         added = tuple(sorted(current.keys() - then.keys()))
+        if not fixed:   # in the test set on both sides: moved between populations
+            removed = tuple(q for q in removed if q not in now.values)
+            added = tuple(q for q in added if q not in before.values)
         if not both:
             return _Paired(stated, None, 0, (), removed, added,
                            "no query that both sides scored" if fixed else None)
         return _Paired(_mean([then[q] for q in both]), _mean([current[q] for q in both]),
                        len(both), tuple(both), removed, added)
-    theirs, ours = _record_of(before, measure), _record_of(now, measure)
+    if not fixed and measure not in now.mean:     # the run left the population empty
+        return _Paired(stated, None, 0)
+    theirs = _record_of(before, measure, fixed)
+    ours = _record_of(now, measure, fixed)
     if theirs is None and (now.unscored or {}).get(measure):
         # The report says some of its queries lost their value; what the
         # baseline's mean was over is not known: the two cannot be compared.
@@ -667,9 +686,10 @@ def _paired_view(measure, before, now, fixed=True):
         return _Paired(stated, None, None, missing="test set changed; %s" % (
             "the baseline holds means only: save it again with per-query values"
             if then is None else "the report holds means only: write it with --per-query"))
-    return _Paired(stated, now.mean[measure], ours["queries"],
-                   means="the means of the same %s" % _plural(ours["queries"], "query",
-                                                               "queries"))
+    return _Paired(stated, now.mean[measure], ours["queries"] if fixed else None,
+                   means="the means of the same %s%s" % (
+                       "" if fixed else "test set of ",
+                       _plural(ours["queries"], "query", "queries")))
 
 
 def _values_of(side, measure):
@@ -681,15 +701,20 @@ def _values_of(side, measure):
     return {q: v[measure] for q, v in side.values.items() if measure in v}
 
 
-def _record_of(side, measure):
+def _record_of(side, measure, fixed=True):
     """The _query_set of the queries ``measure`` is over on one side: from
-    its values, else from its record (None: not recorded)."""
-    values = _values_of(side, measure)
+    its values, else from its record (None: not recorded); for a measure
+    whose population the run decides (``fixed`` False), that of the whole
+    population (its scored queries)."""
+    values = _values_of(side, measure) if fixed else None
     if values is not None:
         return _query_set(list(values))
+    if not fixed and side.values is not None:
+        return _query_set(list(side.values))
     if side.sets is None:
         return None
-    return side.sets.get("measures", {}).get(measure) or side.sets
+    record = side.sets.get("measures", {}).get(measure) if fixed else None
+    return record or {key: side.sets[key] for key in ("queries", "sha256")}
 
 
 DEFAULT_RESAMPLES = 10000

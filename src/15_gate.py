@@ -154,6 +154,9 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
 
 
 _SHOWN_NAMES = 12     # measures a note names before it says how many more
+NO_COMPARABLE = "no comparable queries"   # the status of a row with nothing to pair, not a failure
+# Statuses of slice rows that the tables and charts leave to the JSON.
+_QUIET_STATUSES = ("unchanged", "dropped within tolerance", NO_COMPARABLE)
 
 
 class _Population(NamedTuple):
@@ -184,8 +187,18 @@ def _gate_views(report, baseline, tolerance, tolerances):
 
 def _views(populations):
     return [_View(population, measure, _paired_view(measure, population.before,
-                                                    population.now))
+                                                    population.now, _fixed(measure)))
             for population in populations for measure in sorted(population.before.mean)]
+
+
+def _fixed(measure):
+    """Whether the test set decides a measure's population (else the run does:
+    see measure(fixed=)); what the gate tells _paired_view.
+
+    >>> _fixed("recall@5")
+    True
+    """
+    return _REGISTRY[parse_measure(measure).name].fixed
 
 
 def _populations(report, baseline, tolerance, tolerances):
@@ -199,7 +212,7 @@ def _populations(report, baseline, tolerance, tolerances):
     rows = _per_query_of(report)
     unscored = {m: tuple(ids) for m, ids in ((report.scores or {}).get("unscored") or {}).items()}
     out = [_Population(None, _Side(baseline.mean, baseline.per_query, then_sets.get("all")),
-                       _Side(report.mean, rows, sets.get("all"), unscored),
+                       _Side(report.mean, rows, sets.get("all"), unscored, report.measures),
                        allowed(None, baseline.mean))]
     then_members, now_members = _members(baseline.membership), _members(report.membership)
     for name, before in sorted((baseline.slices or {}).items()):
@@ -213,7 +226,7 @@ def _populations(report, baseline, tolerance, tolerances):
             name, _Side(before, then, then_sets.get(name)),
             _Side((report.slices or {}).get(name, {}).get("mean", {}), now, sets.get(name),
                   {m: tuple(q for q in ids if q in members or report.membership is None)
-                   for m, ids in unscored.items()}),
+                   for m, ids in unscored.items()}, report.measures),
             allowed(name, before)))
     if baseline.holdout is not None:
         theirs, ours = baseline.holdout, report.holdout
@@ -222,7 +235,7 @@ def _populations(report, baseline, tolerance, tolerances):
             theirs.slice, _Side(theirs.mean, theirs.per_query,
                                 then_sets.get(theirs.slice) or _members_record(theirs, ours,
                                                                                record)),
-            _Side(ours.mean, ours.per_query, record),
+            _Side(ours.mean, ours.per_query, record, None, report.measures),
             allowed(theirs.slice, theirs.mean), ours.revealed, True))
     return out
 
@@ -256,6 +269,8 @@ def _row(view, p_value, alpha, unjudged=None):
             reason = ("the hold-out changed since the baseline, which keeps its means only "
                       "(its per-query values only with --reveal-holdout): save it again")
         change = MeasureChange(measure, paired.baseline, None, None, "missing", reason=reason)
+    elif paired.n == 0:     # a population the run decides, empty on one side or shared by none
+        change = MeasureChange(measure, paired.baseline, None, None, NO_COMPARABLE)
     else:
         change = _change(measure, paired.baseline, paired.current,
                          population.allowed[measure], p_value, alpha)
@@ -379,7 +394,7 @@ def _significance(views, resamples, seed, alpha, means):
                      % (alpha, _shown_names([_change_name(*key) for key in untestable]),
                         _queries_for_significance(len(raw), alpha)))
     unpaired = [_change_name(*_view_key(v)) for v in views
-                if not v.paired.queries and not v.paired.missing
+                if not v.paired.queries and not v.paired.missing and v.paired.n != 0
                 and not _REGISTRY[parse_measure(v.measure).name].aggregate]
     if unpaired:
         notes.append("no per-query values to test on %s: the tolerance rule applies there"

@@ -190,9 +190,12 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
                 else "-"] if judged else []) for c in shown]
     header = (["measure", "baseline", "current", "delta", "n", "status"]
               + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
+    empty = sum(1 for c in quiet if c.status == NO_COMPARABLE)
     notes = list(gate_result.notes) + (
-        ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
-         "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
+        ["%s unchanged or within the tolerance%s, not shown (every row is in the JSON "
+         "output)" % (_plural(len(quiet) - empty, "slice row", "slice rows"),
+                      ", %d with no comparable queries" % empty if empty else "")]
+        if quiet else [])
     yield _gate_verdict(gate_result, baseline_name), header, rows, notes
     drops = gate_result.query_drops
     if drops:
@@ -222,7 +225,7 @@ def _shown_changes(gate_result):
     """(shown, quiet): the gate rows a report shows, and the slice rows that did
     not move beyond the tolerance, left to the JSON (slices multiply the rows)."""
     quiet = [c for c in gate_result.changes if c.slice is not None
-             and c.status in ("unchanged", "dropped within tolerance")]
+             and c.status in _QUIET_STATUSES]
     return [c for c in gate_result.changes if c not in quiet], quiet
 
 

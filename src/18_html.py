@@ -324,7 +324,7 @@ def _judged_chart(gate_result):
     bars = [_Bar(c.name, c.judged, "%s: judged@k %r" % (c.name, c.judged))
             for c in gate_result.changes
             if c.judged is not None and c.judged < 1 - FLOAT_SLACK and (
-                c.slice is None or c.status not in ("unchanged", "dropped within tolerance"))]
+                c.slice is None or c.status not in _QUIET_STATUSES)]
     if not bars:
         return ""
     return "<h3>judged@k</h3>\n" + _figure(_bar_chart("judged@k below 1", bars),
@@ -440,7 +440,7 @@ def _forest_pairs(pairs, changes):
     every overall row, and the slice rows that moved beyond the tolerance or
     improved, the _FOREST_SLICE_ROWS of them that moved most; how many slice
     rows are left out (their intervals are never computed)."""
-    quiet = ("unchanged", "dropped within tolerance")
+    quiet = _QUIET_STATUSES
     slices = [p for p in pairs if p[0] is not None]
     moved = [p for p in slices if getattr(changes.get((p[0], p[1])), "status", None)
              not in quiet]
