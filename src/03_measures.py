@@ -176,7 +176,12 @@ POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel",
                "unanswerable": 'the queries stated unanswerable ("answerable": false)',
                "stated": "the answerable queries and those stated unanswerable",
                "scores": "the queries the score files give a value for the field; those "
-                         "without one are listed as unscored"}
+                         "without one are listed as unscored",
+               "evidence": "the answerable queries with an answer verdict whose evidence the "
+                           "top k hold (every relevant unit; one with evidence=success): "
+                           "the run decides which",
+               "no_evidence": "the answerable queries with an answer verdict whose evidence "
+                              "the top k do not hold: the run decides which"}
 # Populations of queries with no relevant id: only a statement puts a query
 # there (see _answerability), never the lack of a label.
 _UNANSWERABLE_POPULATIONS = frozenset(("unanswerable", "stated"))
@@ -232,6 +237,10 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     scorer hands the function the ranking of those units;
     ``view``        "spans" for a character measure: the function gets the
                     query's top chunks (a _Context) and its span labels;
+                    "scores" for a score read from a file (never called);
+                    "stages" for a measure that joins the query's evidence
+                    (what the function returns, from the ranking of its unit)
+                    with its answer verdict (see _with_stages, 13_stages);
     ``refused``     ``{"param=value": reason}`` for values refused with a reason;
     ``unjudged``    False for a measure of labels themselves (judged): a
                     measure of a ranking takes the option ``unjudged``.
@@ -300,7 +309,7 @@ def available_measures():
     """Names of the registered measures, sorted.
 
     >>> available_measures()[:4]
-    ['abstained', 'abstention_f1', 'answered', 'bpref']
+    ['abstained', 'abstention_f1', 'answer_given_evidence', 'answer_without_evidence']
     """
     return sorted(_REGISTRY)
 
@@ -309,7 +318,7 @@ def describe_measures():
     """The registry as text, one block per measure: what ``rag-eval
     --list-measures`` prints.
 
-    >>> print(describe_measures().split("\\n\\n")[4])
+    >>> print(describe_measures().split("\\n\\n")[6])
     bpref (no cutoff)
       how rarely judged non-relevant ids rank above the relevant ones; unjudged ids are skipped
       parameter rel: int, default 1, a positive integer: lowest grade that counts as relevant
@@ -827,6 +836,61 @@ def score_field(ranked, grades, field=None):
     """Never called on a ranking: the values come from a score file."""
     raise EvalError("score(field=%s) is read from a score file (--scores, evaluate_scores()), "
                     "not computed from a run" % field)
+
+
+# --- answer stages: retrieval outcome joined with the answer verdict ---------------
+#
+# answer_given_evidence@k and answer_without_evidence@k split the answerable
+# queries that have an answer verdict (--answer FIELD of the score files) by
+# whether the top k hold their evidence (complete(unit=U)@k, or success with
+# evidence=success), and score each query of its half 1 when the answer
+# passes.  The scorer calls the function below on the ranking of the unit,
+# as it calls complete or success; the join with the verdicts
+# (_with_stages, in 13_stages) keeps each query in one half and gives it its
+# pass/fail value.  Which half a query is in is the run's doing: fixed=False.
+
+EVIDENCE_RULES = ("complete", "success")
+EVIDENCE = Param(str, "complete", "when a query's evidence counts as retrieved: every relevant "
+                 "unit in the top k (complete), or one (success: single-evidence test sets)",
+                 choices=EVIDENCE_RULES)
+THRESHOLD = Param(float, None, "the answer passes when the mean of its judge runs is at "
+                  "least X in the field's own units (at most X for a field declared lower "
+                  "is better, --score-range F=HI:LO); a boolean passes when true",
+                  default_text="the midpoint of the field's range")
+_STAGE_PARAMS = {"field": FIELD, "evidence": EVIDENCE, "threshold": THRESHOLD, "rel": REL}
+
+
+def _evidence_found(ranked, grades, k, evidence, rel):
+    """1.0 when the top k hold the query's evidence: every relevant unit
+    (complete), or one (success).
+
+    >>> ranked = _from_grades([1, None])
+    >>> _evidence_found(ranked, (1, 1), 2, "complete", 1), _evidence_found(ranked, (1, 1), 2, "success", 1)
+    (0.0, 1.0)
+    """
+    return (complete if evidence == "complete" else success)(ranked, grades, k, rel)
+
+
+@measure("answer_given_evidence", params=_STAGE_PARAMS, units=UNITS, view="stages",
+         population="evidence", unjudged=False, fixed=False,
+         summary="over the queries whose evidence the top k hold: share whose answer "
+                 "passes (the generator's quality when retrieval did its job)")
+def answer_given_evidence(ranked, grades, k, field=None, evidence="complete", threshold=None,
+                          rel=1):
+    """The query's evidence (see _evidence_found); the join with its answer
+    verdict keeps it when found, with value 1 when the answer passes."""
+    return _evidence_found(ranked, grades, k, evidence, rel)
+
+
+@measure("answer_without_evidence", params=_STAGE_PARAMS, units=UNITS, view="stages",
+         population="no_evidence", unjudged=False, fixed=False,
+         summary="over the queries whose evidence the top k do not hold: share whose answer "
+                 "still passes (model memory, or a missing label)")
+def answer_without_evidence(ranked, grades, k, field=None, evidence="complete",
+                            threshold=None, rel=1):
+    """The query's evidence (see _evidence_found); the join with its answer
+    verdict keeps it when not found, with value 1 when the answer passes."""
+    return _evidence_found(ranked, grades, k, evidence, rel)
 
 
 # --- units: documents, evidence spans, characters ------------------------------

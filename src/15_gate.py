@@ -108,6 +108,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                         % (baseline.source, baseline.rel, report.rel))
     _check_same_min_score(report, baseline)
     _check_same_ranges(report, baseline)
+    _check_same_stages(report.stages, baseline.stages, baseline.source)
     same_notes += _check_same_judge(report, baseline)
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
@@ -126,13 +127,15 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         pvalues, notes = _significance(views, resamples, seed, alpha, baseline.mean)
     changes = tuple(_row(view, pvalues.get(_view_key(view)), alpha, report.unjudged)
                     for view in views)
+    attribution, stage_notes = _gate_attribution(report, baseline)
+    changes = _with_main_stage(changes, attribution)
     held = _held_ids(report)
     overall = [v for v in views if v.population.name is None]
     added, removed = _changed_queries(report, baseline, held)
     notes = (_meta_notes(report, meta_changes, baseline) + same_notes
              + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled)
              + _test_set_notes(views, added, removed, held) + notes
-             + _slice_notes(report, baseline)
+             + _slice_notes(report, baseline) + stage_notes
              + _judge_noise_notes(report, baseline, populations[0].allowed))
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
         [(p.name, p.now.values, p.allowed) for p in populations
@@ -149,8 +152,40 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         passed, changes, _tolerance_text(tolerance), tuple(notes),
         mode if pvalues or mode == "tolerance" else "tolerance", added, removed, drops,
         meta_changes or (), relabelled, _moved(report, baseline),
-        {name: _tolerance_text(t) for name, t in tolerances.items()}, frozen),
+        {name: _tolerance_text(t) for name, t in tolerances.items()}, frozen, attribution),
         report.drift)
+
+
+def _gate_attribution(report, baseline):
+    """({field: attribution} of the answer stages, or None; notes): against a
+    baseline with each query's stage, which stage the answers that changed
+    moved through (see _attribution), over the queries both sides staged;
+    a note says why there is none when only one side can tell."""
+    ours, theirs = report.stages, baseline.stages
+    if ours is None and theirs is None:
+        return None, []
+    if ours is None:
+        return None, ["the baseline holds answer stages and the report none: give --scores "
+                      "with the answer field (%s) to see them" % theirs["field"]]
+    if theirs is None:
+        return None, ["the baseline holds no answer stages: save it again with --answer %s to "
+                      "see which stage the answers that change break at" % ours["field"]]
+    if "per_query" not in ours or "per_query" not in theirs:
+        return None, ["answer stages: the %s keeps no per-query stages, so no attribution "
+                      "(%s)" % (("report", "write it with --per-query") if "per_query" not in ours
+                                else ("baseline", "save it again with --save-baseline"))]
+    return {ours["field"]: _attribution(theirs["per_query"], ours["per_query"],
+                                        ours["k"])}, []
+
+
+def _with_main_stage(changes, attribution):
+    """The changes with the regression of each attributed answer field's
+    score (score(field=F), over every query) naming its main stage."""
+    if not attribution:
+        return changes
+    return tuple(c._replace(main_stage=_main_stage(attribution[_field_of(c.measure)]))
+                 if c.slice is None and c.status == "regressed"
+                 and _field_of(c.measure) in attribution else c for c in changes)
 
 
 _SHOWN_NAMES = 12     # measures a note names before it says how many more
@@ -195,8 +230,8 @@ def _fixed(measure):
     """Whether the test set decides a measure's population (else the run does:
     see measure(fixed=)); what the gate tells _paired_view.
 
-    >>> _fixed("recall@5")
-    True
+    >>> _fixed("recall@5"), _fixed("answer_given_evidence(field=correct)@5")
+    (True, False)
     """
     return _REGISTRY[parse_measure(measure).name].fixed
 
