@@ -473,8 +473,8 @@ def _bounds_section(report, per_query):
         return "-" if pair is None else "[%.4f, %.4f]" % tuple(pair)
     rows = [[q] + [cell(v.get(m)) for m in report.measures]
             for q, v in bounds["per_query"].items()] if per_query else []
-    rows.append(["mean"] + [cell(bounds["mean"][m]) for m in report.measures])
-    unbounded = [m for m in report.measures if bounds["mean"][m] is None]
+    rows.append(["mean"] + [cell(bounds["mean"].get(m)) for m in report.measures])
+    unbounded = [m for m in report.measures if bounds["mean"].get(m) is None]
     notes = ["lo: every unjudged id in the top k non-relevant; hi: the best labelling "
              "(map and ndcg: the least and greatest value over every labelling)"]
     if unbounded:

@@ -773,6 +773,18 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         code, out, err = self.cli("--format", "trec", "--per-query")
         self.assertIn("score(field=faithfulness)\tq2\t0.6000", out)
 
+    def test_both_tiers_with_unjudged_bounds(self):
+        # Found while adding answer stages: the bounds table read a bound for every
+        # measure of the report, and a judge score has none (a KeyError, exit 2).
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}')
+        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q3": ["c"]}')
+        scores = self.write("s.jsonl", self.SCORES)
+        code, out, err = run_cli(qrels, run, "--scores", scores, "--metrics",
+                                 "mrr@2,score(field=faithfulness)", "--unjudged-bounds")
+        self.assertEqual(code, 0, err)
+        self.assertIn("no bounds (only recall, precision, success, mrr, map and ndcg over ids "
+                      "with unjudged=nonrel have them): %s" % self.F, out)
+
     def test_both_tiers_with_slices_and_a_holdout(self):
         queries = self.write("meta.jsonl", jsonl(
             {"query_id": "q1", "slices": {"source": "real"}},
