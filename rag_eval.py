@@ -8492,7 +8492,7 @@ def evaluate_stages(qrels, run, scores, answer=None, *, k=DEFAULT_K, measures=No
     elif stages_k is not None or stages_evidence is not None:
         raise EvalError("stages_k and stages_evidence apply with answer= (the verdict field)")
     named = _stage_measures(stage_names, k, files, rel=rel, unit=unit, thresholds=thresholds,
-                            evidence=stages_evidence)
+                            evidence=stages_evidence, answer=answer)
     plan = _stage_plan(named, settings, files, rel) if settings is not None or named else None
     scored = () if retrieval == [] else resolve_measures(retrieval, k, rel=rel, gain=gain,
                                                          unit=unit)
@@ -8568,13 +8568,15 @@ def _canonical_stage_measure(m, files):
                                           if v != spec.accepts[key].default)))
 
 
-def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evidence=None):
+def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evidence=None,
+                    answer=None):
     """The stage measures of ``items`` (names, or Measures), in order: what a
     name leaves out is filled in as --rel and --unit fill in every name,
-    and from the --pass-threshold of its field (``thresholds``, in the
-    field's units) and --stages-evidence (``evidence``); a name without @k
-    is taken at every cutoff of ``k``.  Each field must be in ``files``
-    ({field: Scores}); a threshold at its field's midpoint is left out.
+    and from --answer (``answer``: the field), the --pass-threshold of its
+    field (``thresholds``, in the field's units) and --stages-evidence
+    (``evidence``); a name without @k is taken at every cutoff of ``k``.
+    Each field must be in ``files`` ({field: Scores}); a threshold at its
+    field's midpoint is left out.
 
     >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
     >>> [str(m) for m in _stage_measures(["answer_given_evidence(field=ok)"], "3,5", {"ok": s},
@@ -8592,7 +8594,9 @@ def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evide
                 overrides["unit"] = unit
             if evidence is not None:
                 overrides["evidence"] = evidence
-            field = name.params.get("field")
+            if answer is not None:
+                overrides["field"] = answer
+            field = name.params.get("field", answer)
             if field in (thresholds or {}):
                 overrides["threshold"] = thresholds[field]
             found = [_complete(name, c, overrides)
@@ -12682,7 +12686,8 @@ def _cli_stage_plan(args, baseline, files, thresholds, stage_names, adopted, rel
     if settings is not None and baseline is not None:
         _check_same_stages(settings, theirs, baseline.source)
     named = _stage_measures(stage_names, k, files, rel=rel, unit=args.unit,
-                            thresholds=thresholds, evidence=args.stages_evidence)
+                            thresholds=thresholds, evidence=args.stages_evidence,
+                            answer=args.answer)
     named += [m for m in (_canonical_stage_measure(m, files) for m in adopted
                           if dict(m.params)["field"] in files) if m not in named]
     if settings is None and not named:

@@ -704,7 +704,8 @@ def _cli_stage_plan(args, baseline, files, thresholds, stage_names, adopted, rel
     if settings is not None and baseline is not None:
         _check_same_stages(settings, theirs, baseline.source)
     named = _stage_measures(stage_names, k, files, rel=rel, unit=args.unit,
-                            thresholds=thresholds, evidence=args.stages_evidence)
+                            thresholds=thresholds, evidence=args.stages_evidence,
+                            answer=args.answer)
     named += [m for m in (_canonical_stage_measure(m, files) for m in adopted
                           if dict(m.params)["field"] in files) if m not in named]
     if settings is None and not named:
