@@ -690,6 +690,9 @@ class MembershipChange(NamedTuple):
 class GateResult(NamedTuple):
     """The verdict of :func:`gate`.  In a boolean context it is that verdict,
     so ``assert gate(report, baseline)`` fails on a failed gate.
+    ``attribution`` is None unless both the report and the baseline hold
+    each query's answer stage (Report.stages): then, per answer field, which
+    stage the answers that changed moved through (see _attribution).
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> bool(gate(r, {"mrr@2": 0.9})), bool(gate(r, {"mrr@2": 0.5}))
@@ -8496,6 +8499,9 @@ def evaluate_stages(qrels, run, scores, answer=None, *, k=DEFAULT_K, measures=No
     plan = _stage_plan(named, settings, files, rel) if settings is not None or named else None
     scored = () if retrieval == [] else resolve_measures(retrieval, k, rel=rel, gain=gain,
                                                          unit=unit)
+    if not scored and plan is None:
+        raise EvalError("measures names no measure of the run (name one, e.g. recall@5, or "
+                        "score the judge alone with evaluate_scores)")
     testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     report = _evaluate(qrels, run, tuple(scored) + (plan.measures if plan else ()), rel,
@@ -11701,10 +11707,10 @@ def _judged_chart(gate_result):
                    "low a drop may be missing labels (--to-label FILE lists them).")
 
 
-def _stages_chart(stages, before=None):
+def _stages_chart(stages, before=None, lower=False):
     """The answer stages as one stacked bar per side (the baseline's when it
     holds stages, the current), each stage a segment of its share of the
-    staged queries, with a legend."""
+    staged queries, with a legend; ``lower``: the field is lower is better."""
     sides = ([("baseline", before["counts"])] if before is not None else []) + [
         ("current", stages["counts"])]
     top, x_of = 8, _scale(0.0, 1.0)
@@ -11728,7 +11734,7 @@ def _stages_chart(stages, before=None):
         x += 30 + 7 * len(stage)
     caption = ("Each bar: the answerable queries with a verdict, split by stage (%s; green: "
                "pass, orange: generation_miss, red: retrieval_miss, purple: unsupported_pass)."
-               % _stages_setting_text(stages))
+               % _stages_setting_text(stages, lower))
     return "<h3>Answer stages</h3>\n" + _figure(_svg("answer stages, %s" % " against ".join(
         side for side, _ in reversed(sides)), legend + 18, parts), caption)
 
@@ -11910,7 +11916,8 @@ def render_html(report, gate_result=None, comparisons=(), *, per_query=False,
         title += ": judge drift FAILED"
     charts = ["<h2>Charts</h2>\n", _means_chart(report, gate_result)]
     if report.stages is not None:
-        charts.append(_stages_chart(report.stages, getattr(baseline, "stages", None)))
+        charts.append(_stages_chart(report.stages, getattr(baseline, "stages", None),
+                                    _lower_is_better(report, report.stages["field"])))
     if gate_result is not None:
         charts += [_judged_chart(gate_result), _gate_charts(report, gate_result, baseline,
                                                             resamples, seed)]

@@ -469,6 +469,9 @@ class MembershipChange(NamedTuple):
 class GateResult(NamedTuple):
     """The verdict of :func:`gate`.  In a boolean context it is that verdict,
     so ``assert gate(report, baseline)`` fails on a failed gate.
+    ``attribution`` is None unless both the report and the baseline hold
+    each query's answer stage (Report.stages): then, per answer field, which
+    stage the answers that changed moved through (see _attribution).
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> bool(gate(r, {"mrr@2": 0.9})), bool(gate(r, {"mrr@2": 0.5}))

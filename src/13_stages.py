@@ -155,6 +155,9 @@ def evaluate_stages(qrels, run, scores, answer=None, *, k=DEFAULT_K, measures=No
     plan = _stage_plan(named, settings, files, rel) if settings is not None or named else None
     scored = () if retrieval == [] else resolve_measures(retrieval, k, rel=rel, gain=gain,
                                                          unit=unit)
+    if not scored and plan is None:
+        raise EvalError("measures names no measure of the run (name one, e.g. recall@5, or "
+                        "score the judge alone with evaluate_scores)")
     testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
     qrels = _validated(qrels, "qrels", _check_qrels_query)
     report = _evaluate(qrels, run, tuple(scored) + (plan.measures if plan else ()), rel,

@@ -336,10 +336,10 @@ def _judged_chart(gate_result):
                    "low a drop may be missing labels (--to-label FILE lists them).")
 
 
-def _stages_chart(stages, before=None):
+def _stages_chart(stages, before=None, lower=False):
     """The answer stages as one stacked bar per side (the baseline's when it
     holds stages, the current), each stage a segment of its share of the
-    staged queries, with a legend."""
+    staged queries, with a legend; ``lower``: the field is lower is better."""
     sides = ([("baseline", before["counts"])] if before is not None else []) + [
         ("current", stages["counts"])]
     top, x_of = 8, _scale(0.0, 1.0)
@@ -363,7 +363,7 @@ def _stages_chart(stages, before=None):
         x += 30 + 7 * len(stage)
     caption = ("Each bar: the answerable queries with a verdict, split by stage (%s; green: "
                "pass, orange: generation_miss, red: retrieval_miss, purple: unsupported_pass)."
-               % _stages_setting_text(stages))
+               % _stages_setting_text(stages, lower))
     return "<h3>Answer stages</h3>\n" + _figure(_svg("answer stages, %s" % " against ".join(
         side for side, _ in reversed(sides)), legend + 18, parts), caption)
 
@@ -545,7 +545,8 @@ def render_html(report, gate_result=None, comparisons=(), *, per_query=False,
         title += ": judge drift FAILED"
     charts = ["<h2>Charts</h2>\n", _means_chart(report, gate_result)]
     if report.stages is not None:
-        charts.append(_stages_chart(report.stages, getattr(baseline, "stages", None)))
+        charts.append(_stages_chart(report.stages, getattr(baseline, "stages", None),
+                                    _lower_is_better(report, report.stages["field"])))
     if gate_result is not None:
         charts += [_judged_chart(gate_result), _gate_charts(report, gate_result, baseline,
                                                             resamples, seed)]

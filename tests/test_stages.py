@@ -174,6 +174,23 @@ class StagesCliTest(TempDir, unittest.TestCase):
         self.assertNotIn("baseline: pass", alone)
         self.assertNotIn("<script", html)
 
+    def test_a_lower_is_better_field_passes_at_or_below(self):
+        harm = dict(zip(QRELS, (1, 2, 4, 5, 1, 3, 2, 4)))
+        q, r, _ = self.files()
+        s = self.write("harm.jsonl", verdicts(harm, "harm"))
+        for fmt, words in (("text", "harm passes at <= 2"), ("html", "harm passes at &lt;= 2")):
+            code, out, err = run_cli(q, r, "--scores", s, "--score-range", "harm=5:1",
+                                     "--answer", "harm", "--pass-threshold", "harm=2", "--k", "2",
+                                     "--format", fmt)
+            self.assertEqual(code, 0, err)
+            self.assertIn(words, out)
+        code, out, _ = run_cli(q, r, "--scores", s, "--score-range", "harm=5:1", "--answer",
+                               "harm", "--pass-threshold", "harm=2", "--k", "2", "--format",
+                               "json")
+        # harm 1, 2 pass (<= 2), 4, 5 fail with their evidence; 1, 2 pass and 3, 4 fail without.
+        self.assertEqual(json.loads(out)["stages"]["counts"], {
+            "pass": 2, "generation_miss": 2, "retrieval_miss": 2, "unsupported_pass": 2})
+
     def test_to_label_lists_the_unsupported_passes_first(self):
         path = os.path.join(self.tmp, "label.jsonl")
         self.cli("--answer", "correct", "--k", "2", "--to-label", path)
@@ -373,6 +390,8 @@ class StagesLibraryTest(TempDir, unittest.TestCase):
             rag_eval.evaluate_stages(QRELS, RUN, self.scores(), "nope")
         with self.assertRaisesRegex(rag_eval.EvalError, "apply with answer="):
             rag_eval.evaluate_stages(QRELS, RUN, self.scores(), stages_k=2)
+        with self.assertRaisesRegex(rag_eval.EvalError, "names no measure of the run"):
+            rag_eval.evaluate_stages(QRELS, RUN, self.scores(), measures="score(field=correct)")
         # Without answer=: both tiers in one report, no stages block.
         both = rag_eval.evaluate_stages(QRELS, RUN, self.scores(), k=2)
         self.assertIsNone(both.stages)
