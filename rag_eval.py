@@ -58,6 +58,10 @@ Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential;
     score                a per-query score made elsewhere (a judge's), read from a
                          score file: the mean of its runs, mapped onto [0, 1];
                          written score(field=NAME) (no cutoff)
+    answer_given_evidence@k    over the answerable queries with an answer verdict
+                         whose evidence the top k hold: 1 if the answer passes;
+                         written answer_given_evidence(field=NAME)@k
+    answer_without_evidence@k  the same over those whose evidence the top k miss
 
 Labels that survive re-chunking: a label may name a document or a character
 span of one; with a chunk map (``chunks=``) or ``doc_sep=``, ``unit=doc`` and
@@ -94,7 +98,7 @@ __all__ = [
     "EvalError", "FieldDrift", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
     "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Scores",
     "Sweep", "assert_no_regression", "available_measures", "bootstrap_ci", "cohen_kappa",
-    "compare", "compare_all", "evaluate", "evaluate_files", "evaluate_scores", "field_drift",
+    "compare", "compare_all", "evaluate", "evaluate_files", "evaluate_scores", "evaluate_stages", "field_drift",
     "gate", "holm", "judge_drift", "load_baseline", "load_chunks", "load_qrels",
     "load_queries", "load_report", "load_run", "load_scores", "main", "margin_of_error",
     "mcnemar_p",
@@ -322,7 +326,13 @@ class Report(NamedTuple):
     treats the report as means only.  ``query_sets`` is None unless the
     report was read back from JSON: then it is what the JSON recorded of
     which queries each mean is over (see _query_sets), which a report
-    scored here computes from its values.
+    scored here computes from its values.  ``stages`` is None unless the
+    report joins retrieval with an answer verdict (--answer FIELD, see
+    _with_stages): then the stage settings (``field``, ``threshold``, ``k``,
+    ``unit``, ``evidence``), the ``counts`` of the four stages (pass,
+    generation_miss, retrieval_miss, unsupported_pass), the queries counted
+    ``apart``, the counts of every slice (``slices``) and of the hold-out,
+    and each query's stage (``per_query``, never a held-out query).
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -362,6 +372,7 @@ class Report(NamedTuple):
     drift: Optional[dict] = None
     scored_count: Optional[int] = None
     query_sets: Optional[dict] = None
+    stages: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -436,6 +447,8 @@ class Report(NamedTuple):
             out["scores"] = json.loads(json.dumps(self.scores))    # a deep copy
         if self.drift is not None:
             out["drift"] = json.loads(json.dumps(self.drift))
+        if self.stages is not None:
+            out["stages"] = _stages_json(self.stages, per_query, self.by)
         if self.unjudged is not None:
             out["unjudged_bounds"] = {"mean": dict(self.unjudged["mean"])}
             if per_query:
@@ -501,6 +514,17 @@ def _population_record(values, measures, cells=None, anonymous=False):
     if other:
         record["measures"] = other
     return record
+
+
+def _stages_json(stages, per_query, by):
+    """A report's stages block as the JSON writes it (a copy): each query's
+    stage only with ``per_query``, the slices of the ``by`` fields only (as
+    the report's own slices)."""
+    out = json.loads(json.dumps({key: value for key, value in stages.items()
+                                 if key != "per_query" or per_query}))
+    out["slices"] = {name: counts for name, counts in out.get("slices", {}).items()
+                     if _slice_field(name) in by}
+    return out
 
 
 def _gated_average(report):
@@ -619,6 +643,7 @@ class Baseline(NamedTuple):
     min_score: Optional[float] = None
     scores: Optional[dict] = None     # {"inputs": [...], "ranges": {field: [lo, hi]}}
     query_sets: Optional[dict] = None  # {population: record}: see _query_sets
+    stages: Optional[dict] = None     # the settings, counts and per-query stages (Report.stages)
 
 
 class MeasureChange(NamedTuple):
@@ -651,6 +676,15 @@ class MeasureChange(NamedTuple):
     (``score(...)``) when the report's drift check (``Report.drift``: --drift,
     or :func:`judge_drift`) failed: the judge itself moved, so the drop may be
     the judge's.  It stays a regression.
+
+    ``main_stage`` is set on a regression of the answer field's score
+    (``score(field=F)``, F the report's stages field) when the gate could
+    attribute its newly failing queries (see GateResult.attribution):
+    ``"retrieval"`` when more of them lack their evidence now,
+    ``"generation"`` when more have it, ``"alike"`` on a tie.
+    ``status`` ``no comparable queries`` is a measure whose population the
+    run decides (answer_given_evidence) with no query in it on both sides:
+    nothing to compare, not a failure.
     """
     measure: str
     baseline: float
@@ -666,6 +700,7 @@ class MeasureChange(NamedTuple):
     removed: int = 0
     added: int = 0
     reason: Optional[str] = None
+    main_stage: Optional[str] = None
 
     @property
     def name(self):
@@ -699,6 +734,9 @@ class MembershipChange(NamedTuple):
 class GateResult(NamedTuple):
     """The verdict of :func:`gate`.  In a boolean context it is that verdict,
     so ``assert gate(report, baseline)`` fails on a failed gate.
+    ``attribution`` is None unless both the report and the baseline hold
+    each query's answer stage (Report.stages): then, per answer field, which
+    stage the answers that changed moved through (see _attribution).
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> bool(gate(r, {"mrr@2": 0.9})), bool(gate(r, {"mrr@2": 0.5}))
@@ -717,6 +755,9 @@ class GateResult(NamedTuple):
     moved: Tuple[MembershipChange, ...] = ()
     slice_tolerances: Optional[Dict[str, str]] = None   # --slice-max-drop, as given
     removed_failing: int = 0       # --fail-on-removed: the removed queries that fail it
+    # {field: {"newly_failed", "retrieval", "lost_evidence", "generation", "newly_passed",
+    # "p", "queries"}}: which stage the answers that changed moved through (_attribution)
+    attribution: Optional[Dict[str, dict]] = None
 
     def __bool__(self):
         return bool(self.passed)
@@ -764,6 +805,7 @@ class GateResult(NamedTuple):
                           for m in self.moved]},
             "notes": list(self.notes),
             "removed_failing": self.removed_failing,
+            "attribution": json.loads(json.dumps(self.attribution or {})),
         }
 
     def _repr_html_(self):
@@ -827,7 +869,10 @@ class Param(NamedTuple):
     ``kind`` is int, float or str; a str parameter allows only ``choices``, a
     number nothing below ``minimum``.  ``peer_values`` maps a peer's
     ``key=value`` spelling to our value (ir_measures' ``dcg=log2`` is
-    ``gain=linear``).
+    ``gain=linear``).  ``default_text`` says what a default of None stands
+    for when it is worked out from the data (a threshold at the midpoint of
+    the field's range); without it, a str parameter with no default is a
+    required name.
     """
     kind: type
     default: object
@@ -836,6 +881,18 @@ class Param(NamedTuple):
     minimum: object = None
     peer_values: Tuple[Tuple[str, object], ...] = ()
     maximum: object = None
+    default_text: Optional[str] = None
+
+    @property
+    def required(self):
+        """True when a name must give the parameter: a required name
+        (``score(field=...)``), or a choice with no default.
+
+        >>> FIELD.required, REL.required
+        (True, False)
+        """
+        return bool(self.choices and self.default not in self.choices
+                    or self.kind is str and self.default is None and self.default_text is None)
 
     def rule(self):
         """What a value must be, in words.
@@ -937,7 +994,12 @@ POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel",
                "unanswerable": 'the queries stated unanswerable ("answerable": false)',
                "stated": "the answerable queries and those stated unanswerable",
                "scores": "the queries the score files give a value for the field; those "
-                         "without one are listed as unscored"}
+                         "without one are listed as unscored",
+               "evidence": "the answerable queries with an answer verdict whose evidence the "
+                           "top k hold (every relevant unit; one with evidence=success): "
+                           "the run decides which",
+               "no_evidence": "the answerable queries with an answer verdict whose evidence "
+                              "the top k do not hold: the run decides which"}
 # Populations of queries with no relevant id: only a statement puts a query
 # there (see _answerability), never the lack of a label.
 _UNANSWERABLE_POPULATIONS = frozenset(("unanswerable", "stated"))
@@ -959,6 +1021,7 @@ class _Spec(NamedTuple):
     refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
     aggregate: object = None        # set-level measure: the mean is aggregate(cells)
     labels: bool = True             # False: no label decides its value (diversity)
+    fixed: bool = True              # False: the run itself decides the population
 
     @property
     def accepts(self):
@@ -977,7 +1040,7 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
             units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None,
-            labels=True):
+            labels=True, fixed=True):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -993,6 +1056,10 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     scorer hands the function the ranking of those units;
     ``view``        "spans" for a character measure: the function gets the
                     query's top chunks (a _Context) and its span labels;
+                    "scores" for a score read from a file (never called);
+                    "stages" for a measure that joins the query's evidence
+                    (what the function returns, from the ranking of its unit)
+                    with its answer verdict (see _with_stages, 13_stages);
     ``refused``     ``{"param=value": reason}`` for values refused with a reason;
     ``unjudged``    False for a measure of labels themselves (judged): a
                     measure of a ranking takes the option ``unjudged``.
@@ -1004,6 +1071,11 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
     ``labels``      False for a measure whose value no label decides (diversity,
                     the abstention measures): the check that a run meets a
                     label (see _label_checks) leaves it out.
+    ``fixed``       False for a measure whose population the run itself decides
+                    (the queries whose evidence it retrieved): the gate pairs it
+                    on the queries in the population on both sides, a query
+                    entering or leaving it is neither added nor removed, and no
+                    such query is "no comparable queries", not a failure.
 
     A function may return None for a query outside its population.
     """
@@ -1029,7 +1101,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
-                     view, dict(refused or {}), aggregate, labels)
+                     view, dict(refused or {}), aggregate, labels, fixed)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:
@@ -1059,7 +1131,7 @@ def available_measures():
     """Names of the registered measures, sorted.
 
     >>> available_measures()[:4]
-    ['abstained', 'abstention_f1', 'answered', 'bpref']
+    ['abstained', 'abstention_f1', 'answer_given_evidence', 'answer_without_evidence']
     """
     return sorted(_REGISTRY)
 
@@ -1068,7 +1140,7 @@ def describe_measures():
     """The registry as text, one block per measure: what ``rag-eval
     --list-measures`` prints.
 
-    >>> print(describe_measures().split("\\n\\n")[4])
+    >>> print(describe_measures().split("\\n\\n")[6])
     bpref (no cutoff)
       how rarely judged non-relevant ids rank above the relevant ones; unjudged ids are skipped
       parameter rel: int, default 1, a positive integer: lowest grade that counts as relevant
@@ -1086,11 +1158,10 @@ def describe_measures():
         shown = dict(spec.params, **{k: v for k, v in spec.options.items() if k != "budget"})
         for key, param in shown.items():
             aliases = ["%s means %s" % pair for pair in param.peer_values]
-            required = (param.choices and param.default not in param.choices
-                        or param.kind is str and param.default is None)
             lines.append("  parameter %s: %s, %s, %s%s: %s"
-                         % (key, param.kind.__name__, "required" if required else
-                            "default %s" % _value_text(param.default), param.rule(),
+                         % (key, param.kind.__name__, "required" if param.required else
+                            "default %s" % (param.default_text or _value_text(param.default)),
+                            param.rule(),
                             " (%s)" % ", ".join(aliases) if aliases else "", param.meaning))
         lines.append("  mean over: %s (%s)" % (spec.population, POPULATIONS[spec.population]))
         if spec.peers:
@@ -1588,6 +1659,61 @@ def score_field(ranked, grades, field=None):
     """Never called on a ranking: the values come from a score file."""
     raise EvalError("score(field=%s) is read from a score file (--scores, evaluate_scores()), "
                     "not computed from a run" % field)
+
+
+# --- answer stages: retrieval outcome joined with the answer verdict ---------------
+#
+# answer_given_evidence@k and answer_without_evidence@k split the answerable
+# queries that have an answer verdict (--answer FIELD of the score files) by
+# whether the top k hold their evidence (complete(unit=U)@k, or success with
+# evidence=success), and score each query of its half 1 when the answer
+# passes.  The scorer calls the function below on the ranking of the unit,
+# as it calls complete or success; the join with the verdicts
+# (_with_stages, in 13_stages) keeps each query in one half and gives it its
+# pass/fail value.  Which half a query is in is the run's doing: fixed=False.
+
+EVIDENCE_RULES = ("complete", "success")
+EVIDENCE = Param(str, "complete", "when a query's evidence counts as retrieved: every relevant "
+                 "unit in the top k (complete), or one (success: single-evidence test sets)",
+                 choices=EVIDENCE_RULES)
+THRESHOLD = Param(float, None, "the answer passes when the mean of its judge runs is at "
+                  "least X in the field's own units (at most X for a field declared lower "
+                  "is better, --score-range F=HI:LO); a boolean passes when true",
+                  default_text="the midpoint of the field's range")
+_STAGE_PARAMS = {"field": FIELD, "evidence": EVIDENCE, "threshold": THRESHOLD, "rel": REL}
+
+
+def _evidence_found(ranked, grades, k, evidence, rel):
+    """1.0 when the top k hold the query's evidence: every relevant unit
+    (complete), or one (success).
+
+    >>> ranked = _from_grades([1, None])
+    >>> _evidence_found(ranked, (1, 1), 2, "complete", 1), _evidence_found(ranked, (1, 1), 2, "success", 1)
+    (0.0, 1.0)
+    """
+    return (complete if evidence == "complete" else success)(ranked, grades, k, rel)
+
+
+@measure("answer_given_evidence", params=_STAGE_PARAMS, units=UNITS, view="stages",
+         population="evidence", unjudged=False, fixed=False,
+         summary="over the queries whose evidence the top k hold: share whose answer "
+                 "passes (the generator's quality when retrieval did its job)")
+def answer_given_evidence(ranked, grades, k, field=None, evidence="complete", threshold=None,
+                          rel=1):
+    """The query's evidence (see _evidence_found); the join with its answer
+    verdict keeps it when found, with value 1 when the answer passes."""
+    return _evidence_found(ranked, grades, k, evidence, rel)
+
+
+@measure("answer_without_evidence", params=_STAGE_PARAMS, units=UNITS, view="stages",
+         population="no_evidence", unjudged=False, fixed=False,
+         summary="over the queries whose evidence the top k do not hold: share whose answer "
+                 "still passes (model memory, or a missing label)")
+def answer_without_evidence(ranked, grades, k, field=None, evidence="complete",
+                            threshold=None, rel=1):
+    """The query's evidence (see _evidence_found); the join with its answer
+    verdict keeps it when not found, with value 1 when the answer passes."""
+    return _evidence_found(ranked, grades, k, evidence, rel)
 
 
 # --- units: documents, evidence spans, characters ------------------------------
@@ -2109,7 +2235,7 @@ def _check_options(spec, params, text):
     (its default included: diversity counts documents only), cover only for
     evidence."""
     for key, param in spec.params.items():
-        if param.default is None and key not in params:
+        if param.required and key not in params:
             raise EvalError("measure %r: %s needs %s=...: e.g. %s(%s=faithfulness)"
                             % (text, spec.name, key, spec.name, key))
     unit = params.get("unit", "id")
@@ -5521,11 +5647,14 @@ def _unjudged_top(ranking, labels, depth, doc_of=None):
     return out
 
 
-def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True):
+def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True,
+                   first=frozenset()):
     """The rows of --to-label: for each (query, id) unjudged in the top
     ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
     stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
-    "runs", "grade": None}, sorted by best rank, then query, then id.  Only
+    "runs", "grade": None}, sorted by best rank, then query, then id; every
+    row of the ``first`` queries (unsupported_pass: their answer passed
+    without the evidence) comes before any other.  Only
     queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
     With a ``mapping``, an id whose document is labelled is judged when the
     measures count documents (``by_doc``); the rows name the documents.
@@ -5534,6 +5663,10 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     ...                       {"q": {"a": 1}}, 2)
     >>> [(r["id"], r["best_rank"], r["runs"]) for r in rows]
     [('x', 1, ['new']), ('y', 1, ['old']), ('z', 2, ['old'])]
+    >>> [(r["query_id"], r["id"]) for r in _to_label_rows(
+    ...     [("run", {"p": ["x"], "q": ["b", "y"]})], {"p": {"a": 1}, "q": {"a": 1}}, 2,
+    ...     first={"q"})]
+    [('q', 'b'), ('q', 'y'), ('p', 'x')]
     """
     found = {}      # (qid, id) -> [best rank, run names]
     for name, queries in runs:
@@ -5548,8 +5681,8 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
                 if name not in entry[1]:
                     entry[1].append(name)
     rows = []
-    for (qid, doc), (rank, names) in sorted(found.items(),
-                                            key=lambda item: (item[1][0], item[0])):
+    for (qid, doc), (rank, names) in sorted(found.items(), key=lambda item: (
+            item[0][0] not in first, item[1][0], item[0])):
         row = {"query_id": qid, "id": doc}
         if mapping is not None:
             chunk = _chunk_lookup(mapping)(doc)
@@ -5821,10 +5954,19 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     {'embedding.model': 'bge-m3'}
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
+    _refuse_joined(measures)
     meta = _checked_meta(meta)
     average = _checked_average(average)
     testset = _test_set(queries, by, holdout, as_of, reveal_holdout, average)
-    qrels = _validated(qrels, "qrels", _check_qrels_query)
+    report = _evaluate(_validated(qrels, "qrels", _check_qrels_query), run, measures, rel, average,
+                       skip_extra_queries, chunks, doc_sep, testset, min_score, unjudged_bounds)
+    return _with_meta(report, meta)
+
+
+def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, doc_sep, testset,
+              min_score, unjudged_bounds):
+    """evaluate() with its measures resolved, its qrels validated and its
+    _TestSet made (None: no query metadata)."""
     rising = []
     run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
     if testset is not None:
@@ -5834,7 +5976,17 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
                     testset)._replace(min_score=scorer.min_score)
     report = _with_rising_note(report, "run", rising, testset)
-    return _with_meta(report._replace(label_sha256=_label_hashes(qrels, testset)), meta)
+    return report._replace(label_sha256=_label_hashes(qrels, testset))
+
+
+def _refuse_joined(measures):
+    """A stage measure needs the judge's verdicts beside the run: refused by
+    evaluate() and evaluate_files(), which score the run alone."""
+    for m in measures:
+        if _REGISTRY[m.name].view == "stages":
+            raise EvalError("%s joins retrieval with the judge's verdicts: score it with "
+                            "evaluate_stages() (on the command line: --scores and --answer)"
+                            % (m,))
 
 
 @_gc_paused
@@ -5853,6 +6005,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     {'mrr@5': 0.5}
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
+    _refuse_joined(measures)
     average = _checked_average(average)
     meta = _checked_meta(meta)
     qrels, qrels_info, described = _read_qrels(qrels, qrels_format,
@@ -7599,7 +7752,9 @@ class _Side(NamedTuple):
     set that have no value for a measure (a judge score's nulls: {measure:
     ids}), which its values cannot show.  ``anonymous`` for the hold-out:
     its records name no subset of its queries, only its whole set (a subset
-    as small as the one query a judge could not score would be guessed)."""
+    as small as the one query a judge could not score would be guessed).
+    ``scored``: the measures the report scored (None: not known; a measure
+    asked for may have no mean, when the run left its population empty)."""
     mean: Dict[str, float]
     values: Optional[Dict[str, Dict[str, float]]] = None
     sets: Optional[dict] = None
@@ -7633,8 +7788,11 @@ _BARE = "the baseline records no query set, so a changed test set cannot be seen
 def _paired_view(measure, before, now, fixed=True):
     """The _Paired of ``measure`` between the baseline's side ``before`` and
     the current side ``now`` (two _Side).  ``fixed`` False for a measure
-    whose population the run itself decides: no shared query is then
-    nothing to compare, not a failure.
+    whose population the run itself decides (see measure(fixed=)): no
+    shared query is then nothing to compare (n 0, not missing), a query
+    that left or joined the population while staying in the test set is
+    neither removed nor added, and a side of means alone is checked against
+    the record of the whole test set, not of the measure's own queries.
 
     >>> then = _Side({"mrr@5": 0.5}, {"q1": {"mrr@5": 1.0}, "q2": {"mrr@5": 0.0}})
     >>> now = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}})   # q2, the failing one, dropped
@@ -7642,6 +7800,10 @@ def _paired_view(measure, before, now, fixed=True):
     (1.0, 1.0, 1, ('q1',), ('q2',), ())
     >>> _paired_view("mrr@5", _Side({"mrr@5": 0.5}, sets=_query_set(["q1", "q2"])), now).missing
     'test set changed; the baseline holds means only: save it again with per-query values'
+    >>> moved = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}, "q2": {}}, scored=frozenset({"mrr@5"}))
+    >>> _paired_view("mrr@5", _Side({"mrr@5": 1.0}, {"q1": {}, "q2": {"mrr@5": 1.0}}), moved,
+    ...              fixed=False)[:7]     # q1 joined, q2 left: both still in the test set
+    (1.0, None, 0, (), (), (), None)
     """
     then, current = _values_of(before, measure), _values_of(now, measure)
     stated = before.mean.get(measure)
@@ -7652,20 +7814,25 @@ def _paired_view(measure, before, now, fixed=True):
         both = sorted(then.keys() & current.keys())
         removed = tuple(sorted(then.keys() - current.keys()))
         added = tuple(sorted(current.keys() - then.keys()))
+        if not fixed:   # in the test set on both sides: moved between populations
+            removed = tuple(q for q in removed if q not in now.values)
+            added = tuple(q for q in added if q not in before.values)
         if not both:
             return _Paired(stated, None, 0, (), removed, added,
                            "no query that both sides scored" if fixed else None)
         return _Paired(_mean([then[q] for q in both]), _mean([current[q] for q in both]),
                        len(both), tuple(both), removed, added)
     if measure not in now.mean:
+        if not fixed:       # means alone, and the run left the population empty
+            return _Paired(stated, None, 0)
         return _Paired(stated, None, None, missing="no query scores it now")
-    return _paired_means(measure, before, now, stated)
+    return _paired_means(measure, before, now, stated, fixed)
 
 
-def _paired_means(measure, before, now, stated):
+def _paired_means(measure, before, now, stated, fixed=True):
     """The _Paired of a measure a side holds no per-query values for: its
     two means, compared when both sides' records of their queries agree."""
-    theirs, ours = _record_of(before, measure), _record_of(now, measure)
+    theirs, ours = _record_of(before, measure, fixed), _record_of(now, measure, fixed)
     bare = before.values is None and before.sets is None     # a file of means
     if theirs is None and not bare:
         # A baseline with per-query values but no record of the queries this
@@ -7691,9 +7858,10 @@ def _paired_means(measure, before, now, stated):
         else:
             why = "the report holds means only: write it with --per-query"
         return _Paired(stated, None, None, missing="test set changed; " + why, changed=True)
-    return _Paired(stated, now.mean[measure], ours["queries"],
-                   means="the means of the same %s" % _plural(ours["queries"], "query",
-                                                               "queries"))
+    return _Paired(stated, now.mean[measure], ours["queries"] if fixed else None,
+                   means="the means of the same %s%s" % (
+                       "" if fixed else "test set of ",
+                       _plural(ours["queries"], "query", "queries")))
 
 
 def _values_of(side, measure):
@@ -7705,22 +7873,26 @@ def _values_of(side, measure):
     return {q: v[measure] for q, v in side.values.items() if measure in v}
 
 
-def _record_of(side, measure):
+def _record_of(side, measure, fixed=True):
     """The _query_set of the queries ``measure`` is over on one side: from
     its values, else from its record (None: not recorded).  An anonymous
     side's (the hold-out's) is the count of those queries with the sha256
-    of the whole population: it names no subset."""
-    values = _values_of(side, measure)
+    of the whole population: it names no subset.  For a measure whose
+    population the run decides (``fixed`` False), that of the whole
+    population (its scored queries)."""
+    values = _values_of(side, measure) if fixed else None
     if values is not None:
         record = _query_set(list(values))
         if side.anonymous:
             record["sha256"] = _query_set(list(side.values))["sha256"]
         return record
+    if not fixed and side.values is not None:
+        return _query_set(list(side.values))
     if side.sets is None:
         return None
-    record = side.sets.get("measures", {}).get(measure)
+    record = side.sets.get("measures", {}).get(measure) if fixed else None
     if record is None:
-        return side.sets
+        return {key: side.sets[key] for key in ("queries", "sha256")}
     return record if "sha256" in record else dict(record, sha256=side.sets["sha256"])
 
 
@@ -8345,10 +8517,18 @@ def _with_scores(report, scored):
                  for q in sorted(set(ours.per_query or ()) | set(theirs.per_query or ()))}
     unscored = tuple(q for q in sorted(set(ours.ids["unscored"]) | set(theirs.ids["unscored"]))
                      if q not in held_rows)
-    return merged._replace(holdout=_held_out(ours.slice, (held_rows, unscored,
-                                                          ours.ids["missing"]),
-                                             names, ours.revealed, ours.ids["all"],
-                                             report.cells))
+    held = _held_out(ours.slice, (held_rows, unscored, ours.ids["missing"]), names,
+                     ours.revealed, ours.ids["all"])
+    # A set-level measure's hold-out mean is of cells the report no longer holds
+    # (the test set set them apart): kept as the retrieval report made it.
+    kept = {m: v for m, v in ours.mean.items() if m not in held.mean}
+    if not kept:
+        return merged._replace(holdout=held)
+    counts = dict(held.n or dict.fromkeys(held.mean, held.queries),
+                  **{m: (ours.n or {}).get(m, ours.queries) for m in kept})
+    return merged._replace(holdout=held._replace(
+        mean={m: kept.get(m, held.mean.get(m)) for m in names if m in kept or m in held.mean},
+        n=None if all(v == held.queries for v in counts.values()) else counts))
 
 
 def _files_by_field(scores):
@@ -8549,6 +8729,573 @@ def _borderline(runs, threshold, given):
 
 
 # ===========================================================================
+# src/13_stages.py
+#
+# Stages: which stage broke, retrieval or generation.
+#
+# Each scored, answerable query with an answer verdict (--answer FIELD: the
+# mean of the query's judge runs, passing at the field's --pass-threshold X,
+# a boolean when true) is in one stage, by whether the top k hold its
+# evidence (complete(unit=U)@k, or success with --stages-evidence success)
+# and whether its answer passes:
+#
+#   pass              evidence retrieved, answer passes
+#   generation_miss   evidence retrieved, answer fails: the context held what was needed
+#   retrieval_miss    evidence not retrieved, answer fails
+#   unsupported_pass  evidence not retrieved, answer passes: model memory, or a missing label
+#
+# Queries stated unanswerable, answerable queries without a verdict and
+# verdicts on queries without a relevant label are counted apart, never in
+# these four.  _with_stages joins a report of both tiers with the verdicts:
+# the stage measures (answer_given_evidence@k, answer_without_evidence@k, see
+# 03_measures: the scorer gives them each query's evidence) get their values
+# and populations, and the report its stages block (Report.stages).
+# _attribution says, against a baseline's per-query stages, which stage the
+# answers that changed moved through (the gate's attribution line).
+#
+# Uses: 01_head to 13_judge_scores.  Used by: baselines, the gate, reports,
+# the report reader, HTML, the command line.
+# ===========================================================================
+
+STAGES = ("pass", "generation_miss", "retrieval_miss", "unsupported_pass")
+_PASSING = frozenset(("pass", "unsupported_pass"))
+_STAGE_SETTINGS = ("field", "threshold", "k", "unit", "evidence", "cover")
+_STAGE_MEASURES = ("answer_given_evidence", "answer_without_evidence")
+
+
+def _stage(found, passed):
+    """The stage of a query: whether the top k hold its evidence, whether its
+    answer passes.
+
+    >>> [_stage(found, passed) for found in (True, False) for passed in (True, False)]
+    ['pass', 'generation_miss', 'unsupported_pass', 'retrieval_miss']
+    """
+    if found:
+        return "pass" if passed else "generation_miss"
+    return "unsupported_pass" if passed else "retrieval_miss"
+
+
+def _is_stage_measure(m):
+    """True for a measure that joins retrieval with the answer verdicts."""
+    return _REGISTRY[parse_measure(m).name].view == "stages"
+
+
+def _midpoint(lo, hi):
+    """The default pass threshold of a field of range [lo, hi]: its midpoint.
+
+    >>> _midpoint(0.0, 1.0), _midpoint(1.0, 5.0), _midpoint(5.0, 1.0)
+    (0.5, 3.0, 3.0)
+    """
+    return (lo + hi) / 2 + 0.0
+
+
+def _checked_threshold(field, value, scores, what):
+    """A pass threshold of ``field`` in its own units (None: the midpoint of
+    its range), checked to lie in the range; returns it as a float."""
+    lo, hi = scores.ranges[field]
+    if value is None:
+        return _midpoint(lo, hi)
+    x = _as_score(value, what)
+    if not min(lo, hi) <= x <= max(lo, hi):
+        raise EvalError("%s, %s, is outside the range [%s, %s] of %s"
+                        % (what, _number_text(x), _number_text(lo), _number_text(hi), field))
+    return x + 0.0
+
+
+def _stage_settings(field, files, *, threshold=None, k=DEFAULT_K, unit="id",
+                    evidence="complete", cover=COVER.default):
+    """The settings of the stages block, checked: ``field`` a score field of
+    ``files`` ({field: Scores}), ``threshold`` in its units (default the
+    midpoint of its range), one cutoff ``k``, the ``unit``, the
+    ``evidence`` rule and, for unit=evidence, the ``cover``.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "correct": true}'))
+    >>> _stage_settings("correct", {"correct": s}, k=3)
+    {'field': 'correct', 'threshold': 0.5, 'k': 3, 'unit': 'id', 'evidence': 'complete'}
+    """
+    _checked_field_name(field, "--answer (answer=)")
+    if field not in files:
+        raise EvalError("--answer %s: no score file has the field %r (fields: %s)"
+                        % (field, field, ", ".join(files) or "none"))
+    if unit not in UNITS:
+        raise EvalError("unit must be one of %s, got %r" % (", ".join(UNITS), unit))
+    if evidence not in EVIDENCE_RULES:
+        raise EvalError("--stages-evidence must be one of %s, got %s"
+                        % (", ".join(EVIDENCE_RULES), _short_repr(evidence)))
+    out = {"field": field,
+           "threshold": _checked_threshold(field, threshold, files[field],
+                                           "the pass threshold of %s" % field),
+           "k": _cutoff_int(k, "--stages-k (stages_k=)"), "unit": unit, "evidence": evidence}
+    if unit == "evidence":
+        out["cover"] = _param_value(_REGISTRY["answer_given_evidence"], "cover", cover, "cover")
+    return out
+
+
+def evaluate_stages(qrels, run, scores, answer=None, *, k=DEFAULT_K, measures=None, rel=1,
+                    gain="exponential", unit="id", pass_threshold=None, stages_k=None,
+                    stages_evidence=None, allow_missing_scores=False, skip_extra_queries=False,
+                    chunks=None, doc_sep=None, queries=None, by=(), holdout=None, as_of=None,
+                    reveal_holdout=False, min_score=None, meta=None):
+    """Both tiers in one :class:`Report`, joined by the answer verdicts: the
+    run against ``qrels`` (as :func:`evaluate`) beside the judge ``scores``
+    (a :class:`Scores` or a list, as :func:`evaluate_scores`), each measure
+    over its own queries, every query of the qrels needing a score unless
+    ``allow_missing_scores``.  ``measures`` names both kinds
+    (``score(field=F)`` for a judge field; default: evaluate's and every
+    field) and the stage measures.
+
+    ``answer`` names the field that is each query's answer verdict (the
+    command line's --answer): its stage at one cutoff (``stages_k``,
+    default the smallest of ``k``) by whether the top k hold its evidence
+    (every relevant ``unit``, or one with ``stages_evidence="success"``)
+    and whether the verdict passes (at ``pass_threshold[answer]`` in the
+    field's units, default the midpoint of its range; a boolean when true).
+    The report then holds ``stages`` (see :class:`Report`) and, unless
+    ``measures`` names stage measures, answer_given_evidence@k and
+    answer_without_evidence@k; :func:`gate` attributes its changes.  A
+    verdict for a query the qrels (and ``queries``) do not hold is an error
+    unless ``skip_extra_queries``.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}\\n{"query_id": "q2", "ok": true}\\n'
+    ...                             '{"query_id": "q3", "ok": false}\\n'))
+    >>> r = evaluate_stages({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}},
+    ...                     {"q1": ["a"], "q2": ["x"], "q3": ["c"]}, s, "ok", k=1, measures="recall")
+    >>> r.stages["counts"], r.stages["per_query"]
+    ({'pass': 1, 'generation_miss': 1, 'retrieval_miss': 0, 'unsupported_pass': 1}, {'q1': 'pass', 'q2': 'unsupported_pass', 'q3': 'generation_miss'})
+    >>> r.mean["answer_given_evidence(field=ok)@1"], r.mean["answer_without_evidence(field=ok)@1"]
+    (0.5, 1.0)
+    """
+    scores = [scores] if isinstance(scores, Scores) else scores
+    if not isinstance(scores, (list, tuple)) or not scores or not all(
+            isinstance(one, Scores) for one in scores):
+        raise EvalError("scores must be a Scores (see load_scores) or a list of them")
+    files = _files_by_field(scores)
+    meta = _checked_meta(meta)
+    retrieval, judged_names, stage_names = _tier_names(measures)
+    thresholds = dict(pass_threshold or {})
+    settings = None
+    if answer is not None:
+        settings = _stage_settings(
+            answer, files, threshold=thresholds.get(answer),
+            k=stages_k if stages_k is not None else parse_cutoffs(k)[0], unit=unit,
+            evidence=stages_evidence or "complete")
+        if judged_names is not None and not any(_field_of(m) == answer for m in judged_names):
+            judged_names.append("score(field=%s)" % answer)
+    elif stages_k is not None or stages_evidence is not None:
+        raise EvalError("stages_k and stages_evidence apply with answer= (the verdict field)")
+    named = _stage_measures(stage_names, k, files, rel=rel, unit=unit, thresholds=thresholds,
+                            evidence=stages_evidence, answer=answer)
+    plan = _stage_plan(named, settings, files, rel) if settings is not None or named else None
+    scored = () if retrieval == [] else resolve_measures(retrieval, k, rel=rel, gain=gain,
+                                                         unit=unit)
+    if not scored and plan is None:
+        raise EvalError("measures names no measure of the run (name one, e.g. recall@5, or "
+                        "score the judge alone with evaluate_scores)")
+    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
+    qrels = _validated(qrels, "qrels", _check_qrels_query)
+    report = _evaluate(qrels, run, tuple(scored) + (plan.measures if plan else ()), rel,
+                       "scored", skip_extra_queries, chunks, doc_sep, testset, min_score, False)
+    report = _with_scores(report, _evaluate_scores(scores, judged_names, testset,
+                                                   allow_missing_scores, thresholds, qrels))
+    if plan is not None:
+        stated = frozenset() if testset is None else frozenset(
+            q for q, info in testset.queries.items() if info.get("answerable") is False)
+        report = _with_stages(report, plan, stated=stated, qrels=qrels, testset=testset,
+                              skip_extra=skip_extra_queries)
+    return _with_meta(report, meta)
+
+
+def _tier_names(measures):
+    """(retrieval names, judge score names, stage measure names) of
+    ``measures`` (None: the defaults of each: evaluate's, every field, none;
+    a retrieval list empty when only the other kinds are named).
+
+    >>> _tier_names("recall@5,score(field=ok),answer_given_evidence(field=ok)@5")
+    (['recall@5'], ['score(field=ok)'], ['answer_given_evidence(field=ok)@5'])
+    """
+    if measures is None:
+        return None, None, []
+    if isinstance(measures, str):
+        measures = _split_top_level(measures)
+    if not isinstance(measures, (list, tuple)):
+        raise EvalError("measures must be a list of names or one comma-separated string, got %s"
+                        % _short_repr(measures))
+    tiers = ([], [], [])
+    for item in measures:
+        if not isinstance(item, (str, Measure)):
+            raise EvalError("a measure name must be a string, got %r" % (item,))
+        name = item.name if isinstance(item, Measure) else _read_name(item).measure
+        view = _REGISTRY[name].view
+        tiers[1 if view == "scores" else 2 if view == "stages" else 0].append(item)
+    return tiers[0], tiers[1] or None, tiers[2]
+
+
+def _stage_measure(name, settings, scores, rel=1):
+    """The stage measure ``name`` at the stages ``settings`` (its threshold
+    left out at the midpoint of the field's range, as every default is).
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "grade": 4}'), ranges={"grade": (1, 5)})
+    >>> settings = _stage_settings("grade", {"grade": s}, threshold=4, k=5, unit="doc")
+    >>> str(_stage_measure("answer_given_evidence", settings, s))
+    'answer_given_evidence(field=grade,threshold=4.0,unit=doc)@5'
+    """
+    params = {"field": settings["field"], "evidence": settings["evidence"],
+              "unit": settings["unit"], "rel": rel, "threshold": settings["threshold"],
+              "cover": settings.get("cover", COVER.default)}
+    return _canonical_stage_measure(Measure(name, settings["k"], tuple(sorted(params.items()))),
+                                    {settings["field"]: scores})
+
+
+def _canonical_stage_measure(m, files):
+    """``m`` with its threshold checked against its field's range and left
+    out at the midpoint (the default), its other defaults left out."""
+    params = dict(m.params)
+    field = params["field"]
+    if field not in files:
+        raise EvalError("%s: no score file has the field %r (fields: %s)"
+                        % (m, field, ", ".join(files) or "none"))
+    lo, hi = files[field].ranges[field]
+    threshold = _checked_threshold(field, params.get("threshold"), files[field],
+                                   "%s: the threshold" % (m,))
+    params["threshold"] = None if threshold == _midpoint(lo, hi) else threshold
+    spec = _REGISTRY[m.name]
+    return m._replace(params=tuple(sorted((key, v) for key, v in params.items()
+                                          if v != spec.accepts[key].default)))
+
+
+def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evidence=None,
+                    answer=None):
+    """The stage measures of ``items`` (names, or Measures), in order: what a
+    name leaves out is filled in as --rel and --unit fill in every name,
+    and from --answer (``answer``: the field), the --pass-threshold of its
+    field (``thresholds``, in the field's units) and --stages-evidence
+    (``evidence``); a name without @k is taken at every cutoff of ``k``.
+    Each field must be in ``files`` ({field: Scores}); a threshold at its
+    field's midpoint is left out.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
+    >>> [str(m) for m in _stage_measures(["answer_given_evidence(field=ok)"], "3,5", {"ok": s},
+    ...                                  thresholds={"ok": 1}, evidence="success")]
+    ['answer_given_evidence(evidence=success,field=ok,threshold=1.0)@3', 'answer_given_evidence(evidence=success,field=ok,threshold=1.0)@5']
+    """
+    out = []
+    for item in items:
+        if isinstance(item, Measure):
+            found = [_checked_measure(item)]
+        else:
+            name = _read_name(item)
+            overrides = {"rel": rel}
+            if unit != "id":
+                overrides["unit"] = unit
+            if evidence is not None:
+                overrides["evidence"] = evidence
+            if answer is not None:
+                overrides["field"] = answer
+            field = name.params.get("field", answer)
+            if field in (thresholds or {}):
+                overrides["threshold"] = thresholds[field]
+            found = [_complete(name, c, overrides)
+                     for c in (parse_cutoffs(k) if _expands(name) else (None,))]
+        for m in found:
+            if _REGISTRY[m.name].view != "stages":
+                raise EvalError("%s is not a stage measure" % (m,))
+            m = _canonical_stage_measure(m, files)
+            if m not in out:
+                out.append(m)
+    return out
+
+
+class _StagePlan(NamedTuple):
+    """What _with_stages joins: the stage ``measures`` the scorer gives each
+    query's evidence (those ``shown``, then the block's when it is not one of
+    them), the name whose evidence the stages block reads (``block``, None
+    without --answer), the block's ``settings`` and the score ``files``
+    ({field: Scores}) the verdicts come from."""
+    settings: Optional[dict]
+    measures: Tuple[Measure, ...]
+    shown: Tuple[str, ...]
+    block: Optional[str]
+    files: Dict[str, "Scores"]
+
+
+def _stage_plan(named, settings, files, rel=1):
+    """The _StagePlan of the stage measures ``named`` (see _stage_measures)
+    and the stages ``settings`` (None: no stages block): with settings and no
+    stage measure named, both stage measures at the settings.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
+    >>> plan = _stage_plan([], _stage_settings("ok", {"ok": s}), {"ok": s})
+    >>> plan.shown, plan.block
+    (('answer_given_evidence(field=ok)@5', 'answer_without_evidence(field=ok)@5'), 'answer_given_evidence(field=ok)@5')
+    """
+    named = list(named)
+    block = None
+    if settings is not None:
+        scores = files[settings["field"]]
+        ours = [_stage_measure(name, settings, scores, rel) for name in _STAGE_MEASURES]
+        if not named:
+            named = ours
+        # Both stage measures read the same evidence: either one at the settings serves.
+        block = next((m for m in named if m in ours), ours[0])
+    measures = named + ([block] if block is not None and block not in named else [])
+    return _StagePlan(settings, tuple(measures), tuple(str(m) for m in named),
+                      None if block is None else str(block), files)
+
+
+def _passes(value, threshold):
+    """Whether a verdict passes: the query's mean on [0, 1] at or above the
+    threshold mapped onto [0, 1] (within 1e-9: float rounding), which is at
+    or above X in the field's units, or at or below it for a field declared
+    lower is better."""
+    return value >= threshold - FLOAT_SLACK
+
+
+def _mapped_threshold(m, files):
+    """(field, threshold on [0, 1]) of a stage measure."""
+    params = dict(m.params)
+    field = params["field"]
+    lo, hi = files[field].ranges[field]
+    x = params.get("threshold")
+    return field, 0.5 if x is None else (x - lo) / (hi - lo) + 0.0
+
+
+def _with_stages(report, plan, *, stated=frozenset(), qrels=None, testset=None,
+                 skip_extra=False):
+    """``report`` (both tiers, its stage measures holding each query's
+    evidence: see answer_given_evidence) joined with the answer verdicts of
+    ``plan``: the stage measures get their values (1 when the answer passes)
+    over their halves, their means, n, slices and hold-out; with settings,
+    the report gets its stages block (see Report.stages).  ``stated`` are the
+    queries stated unanswerable, ``qrels`` and ``testset`` the test set: a
+    verdict for a query of neither is an error unless ``skip_extra``."""
+    if report.average != "scored":
+        raise EvalError("answer stages are not for trec_eval's average, which is never gated: "
+                        "drop --answer or the average")
+    calls = {str(m): (m.name,) + _mapped_threshold(m, plan.files) for m in plan.measures}
+    verdicts = {field: plan.files[field].values(field) for _, field, _ in calls.values()}
+    hidden = frozenset(calls) - set(plan.shown)
+    members = set(qrels or ()) | set(testset.queries if testset is not None else ())
+    if qrels is not None:
+        _drop_stray_verdicts(verdicts, members)
+    warnings = list(report.warnings)
+    block = _stages_block(report, plan, calls, verdicts, stated, members, warnings)
+
+    def staged(rows):
+        return {q: _staged_row(q, row, calls, verdicts, hidden) for q, row in rows.items()}
+    measures = tuple(m for m in report.measures if m not in hidden)
+    per_query = staged(report.per_query)
+    report = report._replace(measures=measures, per_query=per_query, warnings=tuple(warnings),
+                             stages=block, **_stage_means(report.mean, report.n, per_query,
+                                                          measures, calls))
+    if report.unjudged is not None:
+        report = report._replace(unjudged=dict(report.unjudged, mean={
+            m: v for m, v in report.unjudged["mean"].items() if m not in hidden}))
+    if report.membership is not None:
+        report = report._replace(slices=_slice_stats(report, report.membership))
+    held = report.holdout
+    if held is not None and held.per_query is not None:
+        rows = staged(held.per_query)
+        report = report._replace(holdout=held._replace(per_query=rows, **_stage_means(
+            held.mean, held.n, rows, measures, calls)))
+    return report
+
+
+def _stage_means(mean, n, per_query, measures, calls):
+    """{"mean", "n"} of a population (the report's, the hold-out's) whose
+    ``per_query`` rows hold the stage measures' values now: their means over
+    their halves, the other measures' as they were (``mean``, ``n``: None
+    when every measure was over every row); n None when every measure is
+    over every row.
+
+    >>> s = "answer_given_evidence(field=ok)@1"
+    >>> _stage_means({"recall@1": 0.5}, None, {"a": {"recall@1": 1.0, s: 1.0},
+    ...              "b": {"recall@1": 0.0}}, ("recall@1", s), {s: None})
+    {'mean': {'recall@1': 0.5, 'answer_given_evidence(field=ok)@1': 1.0}, 'n': {'recall@1': 2, 'answer_given_evidence(field=ok)@1': 1}}
+    """
+    stage = [m for m in measures if m in calls]
+    means, counts = _population_means(per_query, stage)
+    counts = counts or dict.fromkeys(stage, len(per_query))
+    out = {m: means[m] if m in calls else mean[m] for m in measures
+           if m in (means if m in calls else mean)}
+    total = {m: counts[m] if m in calls else (n or {}).get(m, len(per_query)) for m in measures}
+    return {"mean": out,
+            "n": None if all(v == len(per_query) for v in total.values()) else total}
+
+
+def _staged_row(qid, row, calls, verdicts, hidden):
+    """A query's values with each stage measure's evidence made its value: 1
+    or 0 as the answer passes, kept in the measure's half only (and not
+    kept without a verdict, nor for a hidden measure)."""
+    out = {}
+    for name, value in row.items():
+        if name not in calls:
+            out[name] = value
+            continue
+        kind, field, threshold = calls[name]
+        verdict = verdicts[field].get(qid)
+        if name in hidden or verdict is None:
+            continue
+        if (value == 1.0) == (kind == "answer_given_evidence"):
+            out[name] = 1.0 if _passes(verdict, threshold) else 0.0
+    return out
+
+
+def _drop_stray_verdicts(verdicts, members):
+    """No verdict of a query the test set does not hold takes a stage: such
+    score lines are the stray-row rule's (_extra_score_queries: exit 2, or
+    left out with --skip-extra-queries and said so, once), and are left out
+    of the stages too."""
+    for values in verdicts.values():
+        for qid in [q for q in values if q not in members]:
+            del values[qid]
+
+
+def _stages_block(report, plan, calls, verdicts, stated, members, warnings):
+    """The stages block of the report (None without settings): each query's
+    stage at the settings, the counts, the queries counted apart, the
+    counts of every slice and of the hold-out; a warning names the queries
+    of the test set with a verdict and no relevant label."""
+    settings = plan.settings
+    if settings is None:
+        return None
+    _, field, threshold = calls[plan.block]
+
+    def stages_of(rows):
+        found = {q: row[plan.block] == 1.0 for q, row in rows.items() if plan.block in row}
+        return ({q: _stage(f, _passes(verdicts[field][q], threshold))
+                 for q, f in found.items() if q in verdicts[field]},
+                [q for q in found if q not in verdicts[field]])
+    per_query, no_verdict = stages_of(report.per_query)
+    unlabelled = sorted(q for q in report.per_query if plan.block not in report.per_query[q]
+                        and q in verdicts[field] and q not in stated and q in members)
+    if unlabelled:
+        warnings.append("%s a %s verdict and no relevant label: in no stage (label them to see "
+                        "their stage): %s" % (_plural(len(unlabelled), "query has",
+                                                      "queries have"), field,
+                                              _preview(unlabelled)))
+    block = dict(settings, counts=_stage_counts(per_query.values()),
+                 apart={"unanswerable": (report.answerability or {}).get("unanswerable", 0),
+                        "no_verdict": len(no_verdict), "unlabelled": len(unlabelled)},
+                 slices=_slice_counts(per_query, report.membership),
+                 per_query=dict(sorted(per_query.items())))
+    held = report.holdout
+    if held is not None and held.per_query is not None:
+        block["holdout"] = {"slice": held.slice,
+                            "counts": _stage_counts(stages_of(held.per_query)[0].values())}
+    return block
+
+
+def _stage_counts(stages):
+    """{stage: count} of the four stages, in order.
+
+    >>> _stage_counts(["pass", "retrieval_miss", "pass"])
+    {'pass': 2, 'generation_miss': 0, 'retrieval_miss': 1, 'unsupported_pass': 0}
+    """
+    counts = dict.fromkeys(STAGES, 0)
+    for stage in stages:
+        counts[stage] += 1
+    return counts
+
+
+def _slice_counts(stages, membership):
+    """{slice: stage counts} of every slice the membership names.
+
+    >>> _slice_counts({"q1": "pass", "q2": "retrieval_miss"},
+    ...               {"q1": ("a=1",), "q2": ("a=1", "b=2")})["b=2"]
+    {'pass': 0, 'generation_miss': 0, 'retrieval_miss': 1, 'unsupported_pass': 0}
+    """
+    members = {}
+    for qid, names in (membership or {}).items():
+        for name in names:
+            members.setdefault(name, []).append(qid)
+    return {name: _stage_counts(stages[q] for q in qids if q in stages)
+            for name, qids in sorted(members.items())}
+
+
+def _check_same_stages(ours, theirs, source):
+    """Refuse (EvalError, one line) to gate stages made with settings other
+    than the baseline's: which stage a query is in means something else.
+
+    >>> _check_same_stages({"field": "ok", "threshold": 0.5, "k": 5, "unit": "id",
+    ...                     "evidence": "complete"}, {"field": "ok", "threshold": 0.5, "k": 3,
+    ...                     "unit": "id", "evidence": "complete"}, "b.json")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: b.json was saved with other answer stages: k 3, now 5; give its settings (--answer ok --pass-threshold ok=0.5 --stages-k 3 --unit id --stages-evidence complete) or save a new baseline
+    """
+    if ours is None or theirs is None:
+        return
+    differ = [key for key in _STAGE_SETTINGS if ours.get(key) != theirs.get(key)]
+    if differ:
+        raise EvalError("%s was saved with other answer stages: %s; give its settings (%s) or "
+                        "save a new baseline" % (source, ", ".join(
+                            "%s %s, now %s" % (key, _setting_text(theirs.get(key)),
+                                               _setting_text(ours.get(key))) for key in differ),
+                            _settings_options(theirs)))
+
+
+def _setting_text(value):
+    if value is None:
+        return "none"
+    return _number_text(value) if isinstance(value, float) else str(value)
+
+
+def _settings_options(settings):
+    """The command-line options that give a stages block's settings."""
+    return "--answer %s --pass-threshold %s=%s --stages-k %d --unit %s --stages-evidence %s" % (
+        settings["field"], settings["field"], _number_text(settings["threshold"]),
+        settings["k"], settings["unit"], settings["evidence"])
+
+
+def _attribution(then, now, k):
+    """Which stage the answers that changed moved through: ``then`` and
+    ``now`` map each query to its stage (the baseline's and the report's).
+    Over the queries both hold (``paired``), those that moved from passing
+    (pass, unsupported_pass) to failing (``newly_failed``): ``retrieval``
+    those whose top ``k`` lack their evidence now (``lost_evidence`` of them
+    held it in the baseline), ``generation`` those whose top k hold it
+    (``kept_evidence`` of them held it then too); those that moved the other
+    way (``newly_passed``); the exact McNemar p of the pass/fail change
+    (``p``); and the ids of each group (``queries``).
+
+    >>> a = _attribution({"q1": "pass", "q2": "pass", "q3": "unsupported_pass",
+    ...                   "q4": "retrieval_miss"}, {"q1": "retrieval_miss", "q2": "generation_miss",
+    ...                   "q3": "retrieval_miss", "q4": "pass"}, 5)
+    >>> [a[key] for key in ("newly_failed", "retrieval", "lost_evidence", "generation",
+    ...                     "newly_passed", "p")]      # p: 2 * (1 + 4) / 2**4
+    [3, 2, 1, 1, 1, 0.625]
+    """
+    both = sorted(then.keys() & now.keys())
+    failed = [q for q in both if then[q] in _PASSING and now[q] not in _PASSING]
+    retrieval = [q for q in failed if now[q] == "retrieval_miss"]
+    generation = [q for q in failed if now[q] == "generation_miss"]
+    passed = [q for q in both if then[q] not in _PASSING and now[q] in _PASSING]
+    return {"k": k, "paired": len(both), "newly_failed": len(failed),
+            "retrieval": len(retrieval),
+            "lost_evidence": sum(1 for q in retrieval if then[q] == "pass"),
+            "generation": len(generation),
+            "kept_evidence": sum(1 for q in generation if then[q] == "pass"),
+            "newly_passed": len(passed), "p": mcnemar_p(len(failed), len(passed)),
+            "queries": {"retrieval": retrieval, "generation": generation,
+                        "newly_passed": passed}}
+
+
+def _main_stage(attribution):
+    """The stage most newly failing answers broke at: "retrieval",
+    "generation", or "alike" on a tie; None when none newly fails.
+
+    >>> _main_stage({"newly_failed": 3, "retrieval": 2, "generation": 1})
+    'retrieval'
+    """
+    if not attribution["newly_failed"]:
+        return None
+    retrieval, generation = attribution["retrieval"], attribution["generation"]
+    if retrieval == generation:
+        return "alike"
+    return "retrieval" if retrieval > generation else "generation"
+
+
+# ===========================================================================
 # src/14_baselines.py
 #
 # Baselines: what a gate compares with, saved and read back.
@@ -8691,7 +9438,8 @@ def load_baseline(source):
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
                                     slices, loaded.get("membership"), holdout, min_score,
                                     _checked_saved_scores(loaded.get("scores"), name),
-                                    query_sets))
+                                    query_sets,
+                                    _checked_stages(loaded.get("stages"), name)))
 
 
 def _checked_saved_scores(saved, name):
@@ -8793,8 +9541,17 @@ def baseline_dict(report):
         **({} if report.scores is None else {"scores": {
             key: json.loads(json.dumps(report.scores[key]))
             for key in ("inputs", "ranges", "unscored")}}),
+        **({} if report.stages is None else {"stages": _saved_stages(report)}),
         **_saved_slices(report),
     }
+
+
+def _saved_stages(report):
+    """What a baseline keeps of a report's stages: the settings, the counts
+    and each query's stage (what the gate's attribution pairs); a report
+    read back without them keeps no per-query stages."""
+    return {key: json.loads(json.dumps(value)) for key, value in report.stages.items()
+            if key != "slices"}
 
 
 def _saved_slices(report):
@@ -8906,6 +9663,7 @@ def _checked_baseline(baseline):
     return _checked_slices(baseline._replace(
         mean=mean, source=source, per_query=per_query,
         query_sets=_checked_query_sets(baseline.query_sets, source),
+        stages=_checked_stages(baseline.stages, source),
         inputs=_checked_inputs(baseline.inputs, source),
         rel=_positive_int(baseline.rel, "baseline rel"),
         meta=_checked_baseline_meta(baseline.meta, source),
@@ -9110,6 +9868,68 @@ def _checked_values(values, what):
     return dict(values)
 
 
+# --- a stages block read back (a baseline, a JSON report) -----------------------
+
+def _checked_stages(data, where):
+    """A stages block as a baseline or a JSON report holds it, every field
+    checked (settings, counts, slices, the hold-out's counts, each query's
+    stage); None stays None."""
+    if data is None:
+        return None
+    what = "%s: stages" % where
+    if not isinstance(data, dict):
+        raise EvalError("%s: expected an object, got %s" % (what, _short_repr(data)))
+    out = {"field": _checked_field_name(data.get("field"), "%s field" % what),
+           "threshold": _as_score(data.get("threshold"), "%s threshold" % what) + 0.0,
+           "k": _cutoff_int(data.get("k"), "%s k" % what)}
+    for key, choices in (("unit", UNITS), ("evidence", EVIDENCE_RULES)):
+        if data.get(key) not in choices:
+            raise EvalError("%s %s: expected one of %s, got %s"
+                            % (what, key, ", ".join(choices), _short_repr(data.get(key))))
+        out[key] = data[key]
+    if out["unit"] == "evidence":
+        out["cover"] = _param_value(_REGISTRY["answer_given_evidence"], "cover",
+                                    data.get("cover"), "%s cover" % what)
+    out["counts"] = _checked_stage_counts(data.get("counts"), "%s counts" % what)
+    apart = data.get("apart") or {}
+    if not isinstance(apart, dict) or not all(
+            isinstance(key, str) and type(v) is int and v >= 0 for key, v in apart.items()):
+        raise EvalError("%s apart: expected counts, got %s" % (what, _short_repr(apart)))
+    out["apart"] = dict(apart)
+    slices = data.get("slices") or {}
+    if not isinstance(slices, dict):
+        raise EvalError("%s slices: expected an object, got %s" % (what, _short_repr(slices)))
+    out["slices"] = {_checked_slice_name(name, "%s slices" % what): _checked_stage_counts(
+        counts, "%s slices %r" % (what, name)) for name, counts in slices.items()}
+    held = data.get("holdout")
+    if held is not None:
+        if not isinstance(held, dict):
+            raise EvalError("%s holdout: expected an object, got %s" % (what, _short_repr(held)))
+        out["holdout"] = {"slice": _checked_slice_name(held.get("slice"), "%s holdout" % what),
+                          "counts": _checked_stage_counts(held.get("counts"),
+                                                          "%s holdout counts" % what)}
+    per_query = data.get("per_query")
+    if per_query is not None:
+        if not isinstance(per_query, dict) or not all(
+                isinstance(q, str) and stage in STAGES for q, stage in per_query.items()):
+            raise EvalError("%s per_query: expected {query: stage}, a stage one of %s, got %s"
+                            % (what, ", ".join(STAGES), _short_repr(per_query)))
+        if _stage_counts(per_query.values()) != out["counts"]:
+            raise EvalError("%s: the counts are not those of per_query: the file was edited; "
+                            "write it again" % what)
+        out["per_query"] = dict(per_query)
+    return out
+
+
+def _checked_stage_counts(counts, what):
+    """{stage: count} of the four stages exactly."""
+    if not isinstance(counts, dict) or set(counts) != set(STAGES) or not all(
+            type(v) is int and v >= 0 for v in counts.values()):
+        raise EvalError("%s: expected a count for each of %s, got %s"
+                        % (what, ", ".join(STAGES), _short_repr(counts)))
+    return {stage: counts[stage] for stage in STAGES}
+
+
 # ===========================================================================
 # src/15_gate.py
 #
@@ -9223,6 +10043,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                         % (baseline.source, baseline.rel, report.rel))
     _check_same_min_score(report, baseline)
     _check_same_ranges(report, baseline)
+    _check_same_stages(report.stages, baseline.stages, baseline.source)
     same_notes += _check_same_judge(report, baseline)
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
@@ -9241,6 +10062,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         pvalues, notes = _significance(views, resamples, seed, alpha, baseline.mean)
     changes = tuple(_row(view, pvalues.get(_view_key(view)), alpha, report.unjudged)
                     for view in views)
+    attribution, stage_notes = _gate_attribution(report, baseline)
+    changes = _with_main_stage(changes, attribution)
     held = _held_ids(report)
     added, removed = _changed_queries(report, baseline, held)
     # A report read back without --reveal-holdout does not say which ids its
@@ -9253,7 +10076,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     notes = (_meta_notes(report, meta_changes, baseline) + same_notes
              + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled)
              + _test_set_notes(views, added, removed, held, hidden) + notes
-             + _slice_notes(report, baseline)
+             + _slice_notes(report, baseline) + stage_notes
              + _judge_noise_notes(report, baseline, _allowed_of(views, populations[0])))
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
         [(p.name, p.now.values, _allowed_of(views, p)) for p in populations
@@ -9277,11 +10100,46 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         passed, changes, _tolerance_text(tolerance), tuple(notes),
         mode if pvalues or mode == "tolerance" else "tolerance", added, removed, drops,
         meta_changes or (), relabelled, _moved(report, baseline),
-        {name: _tolerance_text(t) for name, t in tolerances.items()}, frozen),
+        {name: _tolerance_text(t) for name, t in tolerances.items()}, frozen, attribution),
         report.drift)
 
 
+def _gate_attribution(report, baseline):
+    """({field: attribution} of the answer stages, or None; notes): against a
+    baseline with each query's stage, which stage the answers that changed
+    moved through (see _attribution), over the queries both sides staged;
+    a note says why there is none when only one side can tell."""
+    ours, theirs = report.stages, baseline.stages
+    if ours is None and theirs is None:
+        return None, []
+    if ours is None:
+        return None, ["the baseline holds answer stages and the report none: give --scores "
+                      "with the answer field (%s) to see them" % theirs["field"]]
+    if theirs is None:
+        return None, ["the baseline holds no answer stages: save it again with --answer %s to "
+                      "see which stage the answers that change break at" % ours["field"]]
+    if "per_query" not in ours or "per_query" not in theirs:
+        return None, ["answer stages: the %s keeps no per-query stages, so no attribution "
+                      "(%s)" % (("report", "write it with --per-query") if "per_query" not in ours
+                                else ("baseline", "save it again with --save-baseline"))]
+    return {ours["field"]: _attribution(theirs["per_query"], ours["per_query"],
+                                        ours["k"])}, []
+
+
+def _with_main_stage(changes, attribution):
+    """The changes with the regression of each attributed answer field's
+    score (score(field=F), over every query) naming its main stage."""
+    if not attribution:
+        return changes
+    return tuple(c._replace(main_stage=_main_stage(attribution[_field_of(c.measure)]))
+                 if c.slice is None and c.status == "regressed"
+                 and _field_of(c.measure) in attribution else c for c in changes)
+
+
 _SHOWN_NAMES = 12     # measures a note names before it says how many more
+NO_COMPARABLE = "no comparable queries"   # the status of a row with nothing to pair, not a failure
+# Statuses of slice rows that the tables and charts leave to the JSON.
+_QUIET_STATUSES = ("unchanged", "dropped within tolerance", NO_COMPARABLE)
 
 
 class _Population(NamedTuple):
@@ -9316,7 +10174,7 @@ def _views(populations):
     out = []
     for population in populations:
         for measure in sorted(population.before.mean):
-            paired = _paired_view(measure, population.before, population.now)
+            paired = _paired_view(measure, population.before, population.now, _fixed(measure))
             value, relative = population.tolerance
             of = paired.baseline if paired.baseline is not None else population.before.mean[measure]
             out.append(_View(population, measure, paired, value * of if relative else value))
@@ -9326,6 +10184,16 @@ def _views(populations):
 def _allowed_of(views, population):
     """{measure: tolerated drop} of one population's rows."""
     return {v.measure: v.allowed for v in views if v.population is population}
+
+
+def _fixed(measure):
+    """Whether the test set decides a measure's population (else the run does:
+    see measure(fixed=)); what the gate tells _paired_view.
+
+    >>> _fixed("recall@5"), _fixed("answer_given_evidence(field=correct)@5")
+    (True, False)
+    """
+    return _REGISTRY[parse_measure(measure).name].fixed
 
 
 def _populations(report, baseline, tolerance, tolerances):
@@ -9397,6 +10265,8 @@ def _row(view, p_value, alpha, unjudged=None):
             reason = ("the hold-out changed since the baseline, which keeps its means only "
                       "(its per-query values only with --reveal-holdout): save it again")
         change = MeasureChange(measure, paired.baseline, None, None, "missing", reason=reason)
+    elif paired.n == 0:     # a population the run decides, empty on one side or shared by none
+        change = MeasureChange(measure, paired.baseline, None, None, NO_COMPARABLE)
     else:
         change = _change(measure, paired.baseline, paired.current, allowed, p_value, alpha)
     change = change._replace(slice=population.name, n=paired.n, removed=len(paired.removed),
@@ -9533,7 +10403,7 @@ def _significance(views, resamples, seed, alpha, means):
                      % (alpha, _shown_names([_change_name(*key) for key in untestable]),
                         _queries_for_significance(len(raw), alpha)))
     unpaired = [_change_name(*_view_key(v)) for v in views
-                if not v.paired.queries and not v.paired.missing
+                if not v.paired.queries and not v.paired.missing and v.paired.n != 0
                 and not _REGISTRY[parse_measure(v.measure).name].aggregate]
     if unpaired:
         notes.append("no per-query values to test on %s: the tolerance rule applies there"
@@ -9978,6 +10848,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=
     yield from _answerability_section(report)
     yield from _meta_section(report)
     yield from _judge_sections(report, per_query)
+    yield from _stages_sections(report, per_query)
     yield from _drift_sections(report.drift)
     if report.unjudged is not None:
         yield _bounds_section(report, per_query)
@@ -10007,10 +10878,15 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
                 else "-"] if judged else []) for c in shown]
     header = (["measure", "baseline", "current", "delta", "n", "status"]
               + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
+    empty = sum(1 for c in quiet if c.status == NO_COMPARABLE)
     notes = list(gate_result.notes) + (
-        ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
-         "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
+        ["%s unchanged or within the tolerance%s, not shown (every row is in the JSON "
+         "output)" % (_plural(len(quiet) - empty, "slice row", "slice rows"),
+                      ", %d with no comparable queries" % empty if empty else "")]
+        if quiet else [])
     yield _gate_verdict(gate_result, baseline_name), header, rows, notes
+    for line in _attribution_lines(gate_result):
+        yield line, None, [], []
     drops = gate_result.query_drops
     if drops:
         notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
@@ -10039,7 +10915,7 @@ def _shown_changes(gate_result):
     """(shown, quiet): the gate rows a report shows, and the slice rows that did
     not move beyond the tolerance, left to the JSON (slices multiply the rows)."""
     quiet = [c for c in gate_result.changes if c.slice is not None
-             and c.status in ("unchanged", "dropped within tolerance")]
+             and c.status in _QUIET_STATUSES]
     return [c for c in gate_result.changes if c not in quiet], quiet
 
 
@@ -10080,11 +10956,129 @@ def _status_text(change):
         text += " (undecided: %s could explain it%s; label them: --to-label FILE)" % (
             _plural(undecided["ids"], "unjudged id", "unjudged ids"),
             ": " + ", ".join(undecided["named"]) if undecided["named"] else "")
+    if change.main_stage:
+        text += " (%s)" % _MAIN_STAGE_WORDS[change.main_stage]
     if change.reason:
         text += " (%s)" % change.reason
     if change.suspect:
         text += " (suspect: %s)" % change.suspect
     return text
+
+
+_MAIN_STAGE_WORDS = {"retrieval": "mostly retrieval", "generation": "mostly generation",
+                     "alike": "retrieval and generation alike"}
+
+
+def _attribution_lines(gate_result):
+    """The gate's attribution of each answer field, one line each (see
+    _attribution).
+
+    >>> a = {"k": 5, "newly_failed": 12, "retrieval": 9, "lost_evidence": 9, "generation": 3,
+    ...      "kept_evidence": 3, "newly_passed": 4, "p": mcnemar_p(12, 4)}
+    >>> print(_attribution_lines(GateResult(True, (), "0.02", (), attribution={"answer": a}))[0])
+    answer: 12 queries newly fail: 9 lost their evidence in the top 5 (retrieval), 3 kept it (generation); 4 newly pass; McNemar p = 0.077
+    """
+    lines = []
+    for field, a in sorted((gate_result.attribution or {}).items()):
+        if not a["newly_failed"]:
+            head = "no query newly fails"
+        else:
+            retrieval, generation = a["retrieval"], a["generation"]
+            head = "%s newly %s: %s (retrieval%s), %s (generation%s)" % (
+                _plural(a["newly_failed"], "query", "queries"),
+                "fails" if a["newly_failed"] == 1 else "fail",
+                "%d %s %s evidence in the top %d" % (
+                    retrieval, "lost" if a["lost_evidence"] == retrieval else
+                    "lacks" if retrieval == 1 else "lack", "its" if retrieval == 1 else "their",
+                    a["k"]),
+                "" if a["lost_evidence"] == retrieval else "; %d lost it" % a["lost_evidence"],
+                "%d %s it" % (generation, "kept" if a["kept_evidence"] == generation else
+                              "has" if generation == 1 else "have"),
+                "" if a["kept_evidence"] == generation else
+                "; %d kept it" % a["kept_evidence"])
+        lines.append("%s: %s; %d newly %s; McNemar p = %s" % (
+            field, head, a["newly_passed"], "passes" if a["newly_passed"] == 1 else "pass",
+            _p_text(a["p"])))
+    return lines
+
+
+def _p_text(p):
+    """A p-value in a sentence: three decimals, or two significant digits
+    below 0.001.
+
+    >>> _p_text(0.0768), _p_text(1.0), _p_text(0.00012207)
+    ('0.077', '1.000', '0.00012')
+    """
+    return "%.3f" % p if p >= 0.001 else "%.2g" % p
+
+
+def _stages_sections(report, per_query):
+    """The answer stages: the four counts and shares overall (and the
+    hold-out's), per --by slice, and with ``per_query`` each query's stage."""
+    stages = report.stages
+    if stages is None:
+        return
+    counts = stages["counts"]
+    notes = []
+    apart = stages.get("apart") or {}
+    shown = ["%d %s" % (n, _APART_WORDS[key]) for key, n in apart.items() if n]
+    if shown:
+        notes.append("counted apart, in no stage: " + ", ".join(shown))
+    held = stages.get("holdout")
+    if held is not None:
+        notes.append("the hold-out %s, apart (not in the rows above): %s" % (
+            held["slice"], ", ".join("%s %d" % item for item in held["counts"].items())))
+    lower = _lower_is_better(report, stages["field"])
+    yield ("answer stages: %s" % _stages_setting_text(stages, lower),
+           ["stage", "queries", "share", "evidence", "answer"],
+           [[stage, str(counts[stage]), _share(counts, stage)] + list(_STAGE_WORDS[stage])
+            for stage in STAGES], notes)
+    for field in report.by:
+        prefix = field + "="
+        names = [name for name in stages.get("slices", {}) if name.startswith(prefix)]
+        rows = [[name[len(prefix):]] + ["%d (%s)" % (stages["slices"][name][stage],
+                                                     _share(stages["slices"][name], stage))
+                                        for stage in STAGES] for name in names]
+        yield ("answer stages by %s: queries (share)" % field, [field] + list(STAGES), rows, [])
+    if per_query and stages.get("per_query"):
+        yield ("answer stage of each query (%d)" % len(stages["per_query"]), ["query", "stage"],
+               [[q, stage] for q, stage in stages["per_query"].items()], [])
+
+
+_STAGE_WORDS = {"pass": ("retrieved", "passes"),
+                "generation_miss": ("retrieved", "fails: the context held what was needed"),
+                "retrieval_miss": ("not retrieved", "fails"),
+                "unsupported_pass": ("not retrieved", "passes: model memory, or a missing "
+                                     "label (--to-label lists them first)")}
+_APART_WORDS = {"unanswerable": "stated unanswerable", "no_verdict": "without a verdict",
+                "unlabelled": "with a verdict and no relevant label"}
+
+
+def _share(counts, stage):
+    """A stage's share of the staged queries ("-" when none is staged)."""
+    total = sum(counts.values())
+    return _fmt(counts[stage] / total if total else None)
+
+
+def _lower_is_better(report, field):
+    lo, hi = ((report.scores or {}).get("ranges") or {}).get(field, SCORE_RANGE)
+    return hi < lo
+
+
+def _stages_setting_text(stages, lower=False):
+    """What the stages read, in words.
+
+    >>> _stages_setting_text({"field": "ok", "threshold": 0.5, "k": 5, "unit": "doc",
+    ...                       "evidence": "complete"})
+    'ok passes at >= 0.5; evidence: complete(unit=doc)@5, every relevant unit in the top 5'
+    """
+    params = [] if stages["unit"] == "id" else ["unit=%s" % stages["unit"]]
+    if stages.get("cover", COVER.default) != COVER.default:
+        params.insert(0, "cover=%s" % _value_text(stages["cover"]))
+    return "%s passes at %s %s; evidence: %s%s@%d, %s relevant unit in the top %d" % (
+        stages["field"], "<=" if lower else ">=", _number_text(stages["threshold"]),
+        stages["evidence"], "(%s)" % ",".join(params) if params else "", stages["k"],
+        "every" if stages["evidence"] == "complete" else "a", stages["k"])
 
 
 def _drift_sections(drift):
@@ -10167,8 +11161,8 @@ def _bounds_section(report, per_query):
         return "-" if pair is None else "[%.4f, %.4f]" % tuple(pair)
     rows = [[q] + [cell(v.get(m)) for m in report.measures]
             for q, v in bounds["per_query"].items()] if per_query else []
-    rows.append(["mean"] + [cell(bounds["mean"][m]) for m in report.measures])
-    unbounded = [m for m in report.measures if bounds["mean"][m] is None]
+    rows.append(["mean"] + [cell(bounds["mean"].get(m)) for m in report.measures])
+    unbounded = [m for m in report.measures if bounds["mean"].get(m) is None]
     notes = ["lo: every unjudged id in the top k non-relevant; hi: the best labelling "
              "(map and ndcg: the least and greatest value over every labelling)"]
     if unbounded:
@@ -10245,7 +11239,7 @@ def _text_of(sections, first=0):
     for number, (title, header, rows, notes) in enumerate(sections, first):
         indent = "  " if number else ""
         lines += [title] + ([""] if not number else [])
-        lines += [indent + line for line in _table(header, rows)]
+        lines += [indent + line for line in _table(header, rows)] if header is not None else []
         lines += [indent + "note: " + n for n in notes] + [""]
     return "\n".join(lines)
 
@@ -10334,6 +11328,8 @@ def _gate_markdown(gate_result, baseline_name, budget=None):
     blocks, which --max-bytes may cut."""
     sections = list(_gate_sections(gate_result, baseline_name, _full_delta))
     _, header, rows, notes = sections[0]
+    said = [title for title, table, _, _ in sections[1:] if table is None]   # attribution
+    sections = [sections[0]] + [s for s in sections[1:] if s[1] is not None]
     shown, _ = _shown_changes(gate_result)
     deciding = [r for r, c in zip(rows, shown)
                 if c.slice is None or c.status in ("regressed", "missing")]
@@ -10348,6 +11344,8 @@ def _gate_markdown(gate_result, baseline_name, budget=None):
             lines + _md_table(header, deciding[:kept]) + [""]) > budget:
         kept = max(overall, kept - max(1, (kept - overall) // 8))
     lines += _md_table(header, deciding[:kept]) + [""]
+    for line in said:
+        lines += [_md_text(line), ""]
     details = []
     if kept < len(deciding):
         details.append(("more regressed or missing slice rows (%d)" % (len(deciding) - kept),
@@ -10709,7 +11707,8 @@ def _report_fields(data):
         scored_count=None if per_query is not None else _count(data["queries"], "queries"),
         unjudged=None if bounds is None else _checked_bounds(bounds),
         scores=_loaded_scores(data.get("scores")),
-        drift=_loaded_drift(data.get("drift")))
+        drift=_loaded_drift(data.get("drift")),
+        stages=_checked_stages(data.get("stages"), "report"))
 
 
 def _loaded_membership(membership, per_query):
@@ -10885,6 +11884,8 @@ table{border-collapse:collapse;margin:.3em 0;font-size:.92em}
 th,td{border:1px solid #d0d7de;padding:.2em .55em;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 ul.notes{color:#444;font-size:.92em;margin:.3em 0}.words{font-style:italic;color:#444}
+svg .st-pass{fill:#2e7d32}svg .st-generation_miss{fill:#e08a1e}svg .st-retrieval_miss{
+fill:#c0392b}svg .st-unsupported_pass{fill:#6f5bb5}
 @media print{body{max-width:none;margin:0;font-size:11pt}figure,table{break-inside:avoid}
 h2,h3{break-after:avoid}
 .verdict{border-width:3px}}
@@ -10897,7 +11898,7 @@ _ROW = 24               # height of one row of a bar or forest chart
 _WATERFALL_QUERIES = 2000   # above this many queries a waterfall draws bins
 _WATERFALL_BINS = 400
 _BOOTSTRAP_QUERIES = 500    # above this many paired queries, the normal interval
-_SHOWN_NAME = 34        # characters of a row name drawn (the tooltip has all)
+_SHOWN_NAME = 30        # characters of a row name drawn (the tooltip has all): 34 ran off the left edge
 
 
 def _esc(value):
@@ -10937,7 +11938,8 @@ def _html_table(header, rows):
 
 def _html_section(title, header, rows, notes):
     """One (title, header, rows, notes) block of _sections as HTML."""
-    out = "<section>\n<h3>%s</h3>\n%s\n" % (_esc(title), _html_table(header, rows))
+    out = "<section>\n<h3>%s</h3>\n%s" % (
+        _esc(title), "" if header is None else _html_table(header, rows) + "\n")
     if notes:
         out += '<ul class="notes">%s</ul>\n' % "".join("<li>%s</li>" % _esc(n) for n in notes)
     return out + "</section>\n"
@@ -11172,13 +12174,45 @@ def _judged_chart(gate_result):
     bars = [_Bar(c.name, c.judged, "%s: judged@k %r" % (c.name, c.judged))
             for c in gate_result.changes
             if c.judged is not None and c.judged < 1 - FLOAT_SLACK and (
-                c.slice is None or c.status not in ("unchanged", "dropped within tolerance"))]
+                c.slice is None or c.status not in _QUIET_STATUSES)]
     if not bars:
         return ""
     return "<h3>judged@k</h3>\n" + _figure(_bar_chart("judged@k below 1", bars),
                    "judged@k: the share of the top k ids that carry a label, over the queries "
                    "each mean is over. An unlabelled id counts as non-relevant, so where it is "
                    "low a drop may be missing labels (--to-label FILE lists them).")
+
+
+def _stages_chart(stages, before=None, lower=False):
+    """The answer stages as one stacked bar per side (the baseline's when it
+    holds stages, the current), each stage a segment of its share of the
+    staged queries, with a legend; ``lower``: the field is lower is better."""
+    sides = ([("baseline", before["counts"])] if before is not None else []) + [
+        ("current", stages["counts"])]
+    top, x_of = 8, _scale(0.0, 1.0)
+    parts = []
+    for i, (side, counts) in enumerate(sides):
+        y, total, start = top + i * _ROW, sum(counts.values()), 0.0
+        parts.append("<g>%s%s" % (_tip("%s: %s" % (side, _plural(total, "query", "queries"))),
+                                  _text(_PLOT_LEFT - 8, y + 16, side, "end")))
+        for stage in STAGES:
+            share = counts[stage] / total if total else 0.0
+            if share:
+                parts.append(_rect(x_of(start), y + 3, x_of(start + share), y + _ROW - 3,
+                                   "st-" + stage, "%s: %s %d of %d (%.4f)" % (
+                                       side, stage, counts[stage], total, share)))
+            start += share
+        parts.append(_text(_PLOT_RIGHT + 8, y + 16, "n = %d" % total) + "</g>\n")
+    legend, x = top + len(sides) * _ROW + 6, _PLOT_LEFT
+    for stage in STAGES:
+        parts.append(_rect(x, legend, x + 10, legend + 10, "st-" + stage))
+        parts.append(_text(x + 14, legend + 9, stage))
+        x += 30 + 7 * len(stage)
+    caption = ("Each bar: the answerable queries with a verdict, split by stage (%s; green: "
+               "pass, orange: generation_miss, red: retrieval_miss, purple: unsupported_pass)."
+               % _stages_setting_text(stages, lower))
+    return "<h3>Answer stages</h3>\n" + _figure(_svg("answer stages, %s" % " against ".join(
+        side for side, _ in reversed(sides)), legend + 18, parts), caption)
 
 
 def _gate_pairs(report, baseline, gate_result):
@@ -11290,7 +12324,7 @@ def _forest_pairs(pairs, changes):
     every overall row, and the slice rows that moved beyond the tolerance or
     improved, the _FOREST_SLICE_ROWS of them that moved most; how many slice
     rows are left out (their intervals are never computed)."""
-    quiet = ("unchanged", "dropped within tolerance")
+    quiet = _QUIET_STATUSES
     slices = [p for p in pairs if p[0] is not None]
     moved = [p for p in slices if getattr(changes.get((p[0], p[1])), "status", None)
              not in quiet]
@@ -11359,6 +12393,9 @@ def render_html(report, gate_result=None, comparisons=(), *, per_query=False,
         verdict = '<p class="verdict fail">%s</p>\n' % _esc(drift[0][0]) + verdict
         title += ": judge drift FAILED"
     charts = ["<h2>Charts</h2>\n", _means_chart(report, gate_result)]
+    if report.stages is not None:
+        charts.append(_stages_chart(report.stages, getattr(baseline, "stages", None),
+                                    _lower_is_better(report, report.stages["field"])))
     if gate_result is not None:
         charts += [_judged_chart(gate_result), _gate_charts(report, gate_result, baseline,
                                                             resamples, seed)]
@@ -11629,6 +12666,21 @@ def _add_score_options(parser):
     parser.add_argument("--compare-scores", action="append", default=[], metavar="FILE",
                         help="with QRELS RUN and --scores: paired comparison with a reference "
                         "score file (repeatable); --compare then takes runs")
+    parser.add_argument("--answer", default=None, metavar="FIELD",
+                        help="with QRELS RUN and --scores: FIELD is the answer verdict (passing "
+                        "at its --pass-threshold, default the midpoint of its range; a boolean "
+                        "when true); each query is put in a stage (pass, generation_miss, "
+                        "retrieval_miss, unsupported_pass) by whether the top --stages-k hold "
+                        "its evidence, answer_given_evidence@k and answer_without_evidence@k "
+                        "are scored, and the gate says which stage newly failing answers broke "
+                        "at")
+    parser.add_argument("--stages-k", default=None, metavar="K",
+                        help="with --answer: the one cutoff the stages use (default the "
+                        "smallest --k)")
+    parser.add_argument("--stages-evidence", choices=EVIDENCE_RULES, default=None,
+                        help="with --answer: the evidence is retrieved when every relevant "
+                        "unit (--unit) is in the top k (complete, default), or one (success: "
+                        "single-evidence test sets)")
 
 
 # Options of QRELS RUN that mean nothing for score files alone: (option, dest, default).
@@ -11648,7 +12700,9 @@ _SCORES_ONLY = (("--id-column", "id_column", SCORE_ID_COLUMN),
                 ("--allow-missing-scores", "allow_missing_scores", False),
                 ("--pass-threshold", "pass_threshold", []),
                 ("--compare-scores", "compare_scores", []),
-                ("--drift", "drift", None), ("--max-drift", "max_drift", None))
+                ("--drift", "drift", None), ("--max-drift", "max_drift", None),
+                ("--answer", "answer", None), ("--stages-k", "stages_k", None),
+                ("--stages-evidence", "stages_evidence", None))
 
 
 def _cli_tiers(args):
@@ -11673,13 +12727,20 @@ def _cli_tiers(args):
     if args.compare_scores:
         raise EvalError("--compare-scores is for both tiers in one report; with --scores alone, "
                         "--compare takes the reference score file")
+    if args.answer is not None:
+        raise EvalError("--answer joins retrieval with the judge's verdicts: give QRELS and RUN "
+                        "beside --scores")
+    for option, dest in (("--stages-k", "stages_k"), ("--stages-evidence", "stages_evidence")):
+        if getattr(args, dest) is not None:
+            raise EvalError("%s only applies with --answer FIELD (and QRELS RUN)" % option)
     return "scores"
 
 
-def _split_metrics(text, tiers):
+def _split_metrics(text, tiers, answer=None):
     """(retrieval names, score names) of --metrics (None: not given).  With
     --scores alone every name is a field (or score(field=...)); beside QRELS
-    RUN, the judge scores are the names written score(field=NAME)."""
+    RUN, the judge scores are the names written score(field=NAME), and
+    --answer FIELD adds score(field=FIELD) when they leave it out."""
     if text is None:
         return None, None
     items = _split_top_level(text)
@@ -11692,10 +12753,28 @@ def _split_metrics(text, tiers):
     if not rest:
         raise EvalError("--metrics names no retrieval measure for QRELS RUN (name one, e.g. "
                         "recall@5, or give --scores alone)")
+    if answer is not None and not any(_field_of(item) == answer for item in scored):
+        scored.append("score(field=%s)" % answer)    # the answer field gates every query
     if not scored:
         raise EvalError("--metrics names no judge score for --scores: add score(field=NAME) "
                         "for each field to gate")
     return ",".join(rest), scored
+
+
+def _split_stage_names(text):
+    """(the other names, the stage measure names) of --metrics' retrieval
+    names (None: not given; "" when it names stage measures only).
+
+    >>> _split_stage_names("recall@5,answer_given_evidence(field=ok)@5")
+    ('recall@5', ['answer_given_evidence(field=ok)@5'])
+    """
+    if text is None:
+        return None, []
+    items = _split_top_level(text)
+    stages = [item for item in items if _REGISTRY[_read_name(item).measure].view == "stages"]
+    if not stages:
+        return text, []
+    return ",".join(item for item in items if item not in stages), stages
 
 
 def _named_fields(items):
@@ -11750,11 +12829,15 @@ def _cli_scores(paths, args, fields, ranges):
     """The Scores of each score file; with several, each field named (and
     each range) must be in one of them."""
     several = len(paths) > 1
+    checked = several or args.answer is not None
     loaded = [_read_scores(path, args.id_column, fields, ranges, args.allow_missing_scores,
-                           present_only=several) for path in paths]
-    if several:
-        have = [f for s in loaded for f in s.fields]
-        for s in loaded:
+                           present_only=checked) for path in paths]
+    have = [f for s in loaded for f in s.fields]
+    if args.answer is not None and args.answer not in have:
+        raise EvalError("--answer %s: no --scores file has the field %r (fields: %s)"
+                        % (args.answer, args.answer, ", ".join(have) or "none"))
+    if checked:
+        for s in loaded if several else ():
             if not s.fields:
                 raise EvalError("%s: holds none of the score fields asked for (%s)"
                                 % (s.info["path"], ", ".join(fields or ())))
@@ -11804,9 +12887,11 @@ def _read_all_qrels(args, notes, measures):
     return _merged_qrels(parts), info, described, infos
 
 
-def _to_label_output(args, qrels, metadata_set, chunks, measures):
+def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
     """(path, text) of --to-label: the runs are read again, each cut by
-    --min-score as it was scored."""
+    --min-score as it was scored; with answer stages, the rows of the
+    unsupported_pass queries first (their answer passed without the
+    evidence: a label may be what is missing)."""
     runs = []
     for path in [args.run] + args.compare:
         inp, fmt = _open_input(path, args.run_format, "run")
@@ -11822,8 +12907,10 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures):
         qrels = metadata_set.qrels(qrels)
         hidden = frozenset() if args.reveal_holdout else metadata_set.hidden
     qrels = _split_qrels(qrels)[0]      # span labels: the grades of their documents
+    first = frozenset(q for q, stage in ((stages or {}).get("per_query") or {}).items()
+                      if stage == "unsupported_pass")
     rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden,
-                          by_doc=_rows_label(measures) != "id")
+                          by_doc=_rows_label(measures) != "id", first=first)
     return args.to_label, _to_label_text(rows)
 
 
@@ -11977,19 +13064,29 @@ def _run_cli(args, stdout, stderr):
         _check_date(args.as_of, "--as-of")
     baseline = load_baseline(args.baseline) if args.baseline else None
     meta = _cli_meta(args, baseline)
-    retrieval_names, score_names = _split_metrics(args.metrics, tiers)
+    retrieval_names, score_names = _split_metrics(args.metrics, tiers, args.answer)
+    retrieval_names, stage_names = _split_stage_names(retrieval_names)
+    if stage_names and tiers != "both":
+        raise EvalError("%s joins retrieval with the judge's verdicts: give --scores FILE "
+                        "beside QRELS RUN (and --answer FIELD for the stages)" % stage_names[0])
     ranges = _field_options(args.score_range, "--score-range", _range_option)
     thresholds = _field_options(args.pass_threshold, "--pass-threshold", _threshold_option)
     if tiers == "scores":
         report, references = _cli_score_report(args, score_names, ranges, thresholds, meta)
         return _cli_output(args, stdout, stderr, report, None, references, options,
                            slice_max_drop, baseline, started, max_bytes, summary_path)
-    metrics = list(resolve_measures(retrieval_names, args.k or DEFAULT_K, rel=args.rel,
-                                    gain=args.gain, unit=args.unit))
+    if args.answer is not None and args.average != "scored":
+        raise EvalError("--answer: answer stages are not for --average trec_eval, which is "
+                        "never gated")
+    metrics = [] if stage_names and not retrieval_names else list(resolve_measures(
+        retrieval_names, args.k or DEFAULT_K, rel=args.rel, gain=args.gain, unit=args.unit))
+    adopted = []    # the baseline's stage measures, when it decides what is gated
     if baseline is not None and args.metrics is None and args.k is None:
         # With no --metrics/--k, the baseline decides what is gated as well.
-        metrics += [m for m in map(parse_measure, baseline.mean) if m not in metrics
-                    and m.name != "score"]
+        found = [m for m in map(parse_measure, baseline.mean) if m not in metrics
+                 and m.name != "score"]
+        metrics += [m for m in found if not _is_stage_measure(m)]
+        adopted = [m for m in found if _is_stage_measure(m)]
 
     rel = _positive_int(args.rel, "rel")
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
@@ -12001,13 +13098,22 @@ def _run_cli(args, stdout, stderr):
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
                         args.average, queries_info, notes)
-    judged = None
+    judged = plan = None
     if tiers == "both":
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
+        plan = _cli_stage_plan(args, baseline, _files_by_field(loaded), thresholds,
+                               stage_names, adopted, rel)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
                                               args.allow_missing_scores, thresholds, qrels,
                                               args.skip_extra_queries),
                              args, loaded, ranges, testset)
+    stated = frozenset() if testset is None else frozenset(
+        q for q, info in testset.queries.items() if info.get("answerable") is False)
+    retrieval = metrics     # what --compare runs and the sweep score
+    metrics = metrics + list(plan.measures if plan is not None else ())
+    if not retrieval and args.compare:
+        raise EvalError("--compare compares retrieval runs: name a retrieval measure in "
+                        "--metrics beside the stage measures")
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
     # from stdin or a pipe is held in memory from here on.
@@ -12025,6 +13131,9 @@ def _run_cli(args, stdout, stderr):
         report = score(args.run, bounds=bounds)
         if judged is not None:
             report = _with_scores(report, judged)
+        if plan is not None:
+            report = _with_stages(report, plan, stated=stated, qrels=qrels, testset=testset,
+                                  skip_extra=args.skip_extra_queries)
         report = _with_meta(report, meta)
         if label_notes:
             report = report._replace(warnings=tuple(label_notes) + report.warnings)
@@ -12034,13 +13143,47 @@ def _run_cli(args, stdout, stderr):
     first = args.unjudged_bounds or (baseline is not None and "judged")
     report = scored(first)
     # A reference is named as its input is (see _source_name): "<stdin>" for "-".
-    references = [(_source_name(path), score(path)) for path in args.compare]
+    references = [(_source_name(path), score(path, retrieval)) for path in args.compare]
     references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
                                                               testset, qrels))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
                        testset, chunks, metrics, score)
+
+
+def _cli_stage_plan(args, baseline, files, thresholds, stage_names, adopted, rel):
+    """The _StagePlan of both tiers (None when no stage is asked for): the
+    stage measures --metrics names, those of the baseline when it decides
+    what is gated (``adopted``), and the stages block of --answer or, without
+    it, the baseline's settings (adopted like its measures, when the score
+    files hold its field), checked against the baseline's before any
+    scoring."""
+    k = args.k or DEFAULT_K
+    theirs = baseline.stages if baseline is not None else None
+    settings = None
+    if args.answer is not None:
+        settings = _stage_settings(
+            args.answer, files, threshold=thresholds.get(args.answer),
+            k=args.stages_k if args.stages_k is not None else parse_cutoffs(k)[0],
+            unit=args.unit, evidence=args.stages_evidence or "complete")
+    elif args.stages_k is not None or args.stages_evidence is not None:
+        raise EvalError("--%s only applies with --answer FIELD" % (
+            "stages-k" if args.stages_k is not None else "stages-evidence"))
+    elif theirs is not None and theirs["field"] in files:
+        settings = _stage_settings(theirs["field"], files, threshold=thresholds.get(
+            theirs["field"], theirs["threshold"]), k=theirs["k"], unit=theirs["unit"],
+            evidence=theirs["evidence"], cover=theirs.get("cover", COVER.default))
+    if settings is not None and baseline is not None:
+        _check_same_stages(settings, theirs, baseline.source)
+    named = _stage_measures(stage_names, k, files, rel=rel, unit=args.unit,
+                            thresholds=thresholds, evidence=args.stages_evidence,
+                            answer=args.answer)
+    named += [m for m in (_canonical_stage_measure(m, files) for m in adopted
+                          if dict(m.params)["field"] in files) if m not in named]
+    if settings is None and not named:
+        return None
+    return _stage_plan(named, settings, files, rel)
 
 
 def _cli_score_report(args, names, ranges, thresholds, meta):
@@ -12159,7 +13302,7 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     if to_file:
         outputs.append((args.output, text))
     if args.to_label is not None:
-        outputs.append(_to_label_output(args, qrels, testset, chunks, metrics))
+        outputs.append(_to_label_output(args, qrels, testset, chunks, metrics, report.stages))
     _write_atomic(outputs)
     if summary_path is not None:
         try:   # a log, not an artifact: the outputs are written, the exit code stands
@@ -12210,9 +13353,13 @@ def _cli_sweep(args, metrics, score):
             raise EvalError("--sweep-min-score: %s is an abstention measure; name a retrieval "
                             "measure to set beside abstention_f1, e.g. --sweep-min-score="
                             "recall@5" % (chosen[0],))
+        if _is_stage_measure(chosen[0]):
+            raise EvalError("--sweep-min-score: %s joins the judge's verdicts, which a sweep of "
+                            "the run does not; name a retrieval measure, e.g. "
+                            "--sweep-min-score=recall@5" % (chosen[0],))
     else:
         chosen = [m for m in metrics if _REGISTRY[m.name].population
-                  not in _UNANSWERABLE_POPULATIONS | {"answerable"}]
+                  not in _UNANSWERABLE_POPULATIONS | {"answerable"} and not _is_stage_measure(m)]
         if not chosen:
             raise EvalError("--sweep-min-score: no --metrics measure is a retrieval measure; "
                             "name one: --sweep-min-score=recall@5")

@@ -49,6 +49,10 @@ Measures (canonical names; ``rel`` defaults to 1, ``gain`` to exponential;
     score                a per-query score made elsewhere (a judge's), read from a
                          score file: the mean of its runs, mapped onto [0, 1];
                          written score(field=NAME) (no cutoff)
+    answer_given_evidence@k    over the answerable queries with an answer verdict
+                         whose evidence the top k hold: 1 if the answer passes;
+                         written answer_given_evidence(field=NAME)@k
+    answer_without_evidence@k  the same over those whose evidence the top k miss
 
 Labels that survive re-chunking: a label may name a document or a character
 span of one; with a chunk map (``chunks=``) or ``doc_sep=``, ``unit=doc`` and
@@ -85,7 +89,7 @@ __all__ = [
     "EvalError", "FieldDrift", "GateResult", "HeldOut", "Label", "Measure", "MeasureChange",
     "MeasureComparison", "MembershipChange", "MetaChange", "QueryDrop", "Report", "Scores",
     "Sweep", "assert_no_regression", "available_measures", "bootstrap_ci", "cohen_kappa",
-    "compare", "compare_all", "evaluate", "evaluate_files", "evaluate_scores", "field_drift",
+    "compare", "compare_all", "evaluate", "evaluate_files", "evaluate_scores", "evaluate_stages", "field_drift",
     "gate", "holm", "judge_drift", "load_baseline", "load_chunks", "load_qrels",
     "load_queries", "load_report", "load_run", "load_scores", "main", "margin_of_error",
     "mcnemar_p",

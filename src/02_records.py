@@ -80,7 +80,13 @@ class Report(NamedTuple):
     treats the report as means only.  ``query_sets`` is None unless the
     report was read back from JSON: then it is what the JSON recorded of
     which queries each mean is over (see _query_sets), which a report
-    scored here computes from its values.
+    scored here computes from its values.  ``stages`` is None unless the
+    report joins retrieval with an answer verdict (--answer FIELD, see
+    _with_stages): then the stage settings (``field``, ``threshold``, ``k``,
+    ``unit``, ``evidence``), the ``counts`` of the four stages (pass,
+    generation_miss, retrieval_miss, unsupported_pass), the queries counted
+    ``apart``, the counts of every slice (``slices``) and of the hold-out,
+    and each query's stage (``per_query``, never a held-out query).
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -120,6 +126,7 @@ class Report(NamedTuple):
     drift: Optional[dict] = None
     scored_count: Optional[int] = None
     query_sets: Optional[dict] = None
+    stages: Optional[dict] = None
 
     __bool__ = _no_truth_value
 
@@ -194,6 +201,8 @@ class Report(NamedTuple):
             out["scores"] = json.loads(json.dumps(self.scores))    # a deep copy
         if self.drift is not None:
             out["drift"] = json.loads(json.dumps(self.drift))
+        if self.stages is not None:
+            out["stages"] = _stages_json(self.stages, per_query, self.by)
         if self.unjudged is not None:
             out["unjudged_bounds"] = {"mean": dict(self.unjudged["mean"])}
             if per_query:
@@ -259,6 +268,17 @@ def _population_record(values, measures, cells=None, anonymous=False):
     if other:
         record["measures"] = other
     return record
+
+
+def _stages_json(stages, per_query, by):
+    """A report's stages block as the JSON writes it (a copy): each query's
+    stage only with ``per_query``, the slices of the ``by`` fields only (as
+    the report's own slices)."""
+    out = json.loads(json.dumps({key: value for key, value in stages.items()
+                                 if key != "per_query" or per_query}))
+    out["slices"] = {name: counts for name, counts in out.get("slices", {}).items()
+                     if _slice_field(name) in by}
+    return out
 
 
 def _gated_average(report):
@@ -377,6 +397,7 @@ class Baseline(NamedTuple):
     min_score: Optional[float] = None
     scores: Optional[dict] = None     # {"inputs": [...], "ranges": {field: [lo, hi]}}
     query_sets: Optional[dict] = None  # {population: record}: see _query_sets
+    stages: Optional[dict] = None     # the settings, counts and per-query stages (Report.stages)
 
 
 class MeasureChange(NamedTuple):
@@ -409,6 +430,15 @@ class MeasureChange(NamedTuple):
     (``score(...)``) when the report's drift check (``Report.drift``: --drift,
     or :func:`judge_drift`) failed: the judge itself moved, so the drop may be
     the judge's.  It stays a regression.
+
+    ``main_stage`` is set on a regression of the answer field's score
+    (``score(field=F)``, F the report's stages field) when the gate could
+    attribute its newly failing queries (see GateResult.attribution):
+    ``"retrieval"`` when more of them lack their evidence now,
+    ``"generation"`` when more have it, ``"alike"`` on a tie.
+    ``status`` ``no comparable queries`` is a measure whose population the
+    run decides (answer_given_evidence) with no query in it on both sides:
+    nothing to compare, not a failure.
     """
     measure: str
     baseline: float
@@ -424,6 +454,7 @@ class MeasureChange(NamedTuple):
     removed: int = 0
     added: int = 0
     reason: Optional[str] = None
+    main_stage: Optional[str] = None
 
     @property
     def name(self):
@@ -457,6 +488,9 @@ class MembershipChange(NamedTuple):
 class GateResult(NamedTuple):
     """The verdict of :func:`gate`.  In a boolean context it is that verdict,
     so ``assert gate(report, baseline)`` fails on a failed gate.
+    ``attribution`` is None unless both the report and the baseline hold
+    each query's answer stage (Report.stages): then, per answer field, which
+    stage the answers that changed moved through (see _attribution).
 
     >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
     >>> bool(gate(r, {"mrr@2": 0.9})), bool(gate(r, {"mrr@2": 0.5}))
@@ -475,6 +509,9 @@ class GateResult(NamedTuple):
     moved: Tuple[MembershipChange, ...] = ()
     slice_tolerances: Optional[Dict[str, str]] = None   # --slice-max-drop, as given
     removed_failing: int = 0       # --fail-on-removed: the removed queries that fail it
+    # {field: {"newly_failed", "retrieval", "lost_evidence", "generation", "newly_passed",
+    # "p", "queries"}}: which stage the answers that changed moved through (_attribution)
+    attribution: Optional[Dict[str, dict]] = None
 
     def __bool__(self):
         return bool(self.passed)
@@ -522,6 +559,7 @@ class GateResult(NamedTuple):
                           for m in self.moved]},
             "notes": list(self.notes),
             "removed_failing": self.removed_failing,
+            "attribution": json.loads(json.dumps(self.attribution or {})),
         }
 
     def _repr_html_(self):

@@ -51,7 +51,10 @@ class Param(NamedTuple):
     ``kind`` is int, float or str; a str parameter allows only ``choices``, a
     number nothing below ``minimum``.  ``peer_values`` maps a peer's
     ``key=value`` spelling to our value (ir_measures' ``dcg=log2`` is
-    ``gain=linear``).
+    ``gain=linear``).  ``default_text`` says what a default of None stands
+    for when it is worked out from the data (a threshold at the midpoint of
+    the field's range); without it, a str parameter with no default is a
+    required name.
     """
     kind: type
     default: object
@@ -60,6 +63,18 @@ class Param(NamedTuple):
     minimum: object = None
     peer_values: Tuple[Tuple[str, object], ...] = ()
     maximum: object = None
+    default_text: Optional[str] = None
+
+    @property
+    def required(self):
+        """True when a name must give the parameter: a required name
+        (``score(field=...)``), or a choice with no default.
+
+        >>> FIELD.required, REL.required
+        (True, False)
+        """
+        return bool(self.choices and self.default not in self.choices
+                    or self.kind is str and self.default is None and self.default_text is None)
 
     def rule(self):
         """What a value must be, in words.
@@ -161,7 +176,12 @@ POPULATIONS = {"scored": "the scored queries: those with an id graded >= rel",
                "unanswerable": 'the queries stated unanswerable ("answerable": false)',
                "stated": "the answerable queries and those stated unanswerable",
                "scores": "the queries the score files give a value for the field; those "
-                         "without one are listed as unscored"}
+                         "without one are listed as unscored",
+               "evidence": "the answerable queries with an answer verdict whose evidence the "
+                           "top k hold (every relevant unit; one with evidence=success): "
+                           "the run decides which",
+               "no_evidence": "the answerable queries with an answer verdict whose evidence "
+                              "the top k do not hold: the run decides which"}
 # Populations of queries with no relevant id: only a statement puts a query
 # there (see _answerability), never the lack of a label.
 _UNANSWERABLE_POPULATIONS = frozenset(("unanswerable", "stated"))
@@ -183,6 +203,7 @@ class _Spec(NamedTuple):
     refused: Dict[str, str]         # "unit=evidence" -> why that value is refused
     aggregate: object = None        # set-level measure: the mean is aggregate(cells)
     labels: bool = True             # False: no label decides its value (diversity)
+    fixed: bool = True              # False: the run itself decides the population
 
     @property
     def accepts(self):
@@ -201,7 +222,7 @@ _CUTOFF_SPELLINGS: Dict[str, Tuple[str, tuple]] = {}   # "P_" of "P_K" -> (measu
 
 def measure(name, *, summary, params=None, peers=(), population="scored", cutoff=True,
             units=("id",), view="ranked", refused=None, unjudged=True, aggregate=None,
-            labels=True):
+            labels=True, fixed=True):
     """Register a per-query measure under ``name`` (a decorator).  The
     declaration is the single source of truth about the measure:
 
@@ -217,6 +238,10 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
                     scorer hands the function the ranking of those units;
     ``view``        "spans" for a character measure: the function gets the
                     query's top chunks (a _Context) and its span labels;
+                    "scores" for a score read from a file (never called);
+                    "stages" for a measure that joins the query's evidence
+                    (what the function returns, from the ranking of its unit)
+                    with its answer verdict (see _with_stages, 13_stages);
     ``refused``     ``{"param=value": reason}`` for values refused with a reason;
     ``unjudged``    False for a measure of labels themselves (judged): a
                     measure of a ranking takes the option ``unjudged``.
@@ -228,6 +253,11 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
     ``labels``      False for a measure whose value no label decides (diversity,
                     the abstention measures): the check that a run meets a
                     label (see _label_checks) leaves it out.
+    ``fixed``       False for a measure whose population the run itself decides
+                    (the queries whose evidence it retrieved): the gate pairs it
+                    on the queries in the population on both sides, a query
+                    entering or leaving it is neither added nor removed, and no
+                    such query is "no comparable queries", not a failure.
 
     A function may return None for a query outside its population.
     """
@@ -253,7 +283,7 @@ def measure(name, *, summary, params=None, peers=(), population="scored", cutoff
         if population not in POPULATIONS:
             raise TypeError("measure %r: population must be one of %s" % (name, list(POPULATIONS)))
         spec = _Spec(name, func, params, summary, tuple(peers), population, cutoff, options,
-                     view, dict(refused or {}), aggregate, labels)
+                     view, dict(refused or {}), aggregate, labels, fixed)
         entries = [(_SPELLINGS, name, ())]
         for spelling in spec.peers:
             if spelling.output_only:
@@ -283,7 +313,7 @@ def available_measures():
     """Names of the registered measures, sorted.
 
     >>> available_measures()[:4]
-    ['abstained', 'abstention_f1', 'answered', 'bpref']
+    ['abstained', 'abstention_f1', 'answer_given_evidence', 'answer_without_evidence']
     """
     return sorted(_REGISTRY)
 
@@ -292,7 +322,7 @@ def describe_measures():
     """The registry as text, one block per measure: what ``rag-eval
     --list-measures`` prints.
 
-    >>> print(describe_measures().split("\\n\\n")[4])
+    >>> print(describe_measures().split("\\n\\n")[6])
     bpref (no cutoff)
       how rarely judged non-relevant ids rank above the relevant ones; unjudged ids are skipped
       parameter rel: int, default 1, a positive integer: lowest grade that counts as relevant
@@ -310,11 +340,10 @@ def describe_measures():
         shown = dict(spec.params, **{k: v for k, v in spec.options.items() if k != "budget"})
         for key, param in shown.items():
             aliases = ["%s means %s" % pair for pair in param.peer_values]
-            required = (param.choices and param.default not in param.choices
-                        or param.kind is str and param.default is None)
             lines.append("  parameter %s: %s, %s, %s%s: %s"
-                         % (key, param.kind.__name__, "required" if required else
-                            "default %s" % _value_text(param.default), param.rule(),
+                         % (key, param.kind.__name__, "required" if param.required else
+                            "default %s" % (param.default_text or _value_text(param.default)),
+                            param.rule(),
                             " (%s)" % ", ".join(aliases) if aliases else "", param.meaning))
         lines.append("  mean over: %s (%s)" % (spec.population, POPULATIONS[spec.population]))
         if spec.peers:
@@ -812,6 +841,61 @@ def score_field(ranked, grades, field=None):
     """Never called on a ranking: the values come from a score file."""
     raise EvalError("score(field=%s) is read from a score file (--scores, evaluate_scores()), "
                     "not computed from a run" % field)
+
+
+# --- answer stages: retrieval outcome joined with the answer verdict ---------------
+#
+# answer_given_evidence@k and answer_without_evidence@k split the answerable
+# queries that have an answer verdict (--answer FIELD of the score files) by
+# whether the top k hold their evidence (complete(unit=U)@k, or success with
+# evidence=success), and score each query of its half 1 when the answer
+# passes.  The scorer calls the function below on the ranking of the unit,
+# as it calls complete or success; the join with the verdicts
+# (_with_stages, in 13_stages) keeps each query in one half and gives it its
+# pass/fail value.  Which half a query is in is the run's doing: fixed=False.
+
+EVIDENCE_RULES = ("complete", "success")
+EVIDENCE = Param(str, "complete", "when a query's evidence counts as retrieved: every relevant "
+                 "unit in the top k (complete), or one (success: single-evidence test sets)",
+                 choices=EVIDENCE_RULES)
+THRESHOLD = Param(float, None, "the answer passes when the mean of its judge runs is at "
+                  "least X in the field's own units (at most X for a field declared lower "
+                  "is better, --score-range F=HI:LO); a boolean passes when true",
+                  default_text="the midpoint of the field's range")
+_STAGE_PARAMS = {"field": FIELD, "evidence": EVIDENCE, "threshold": THRESHOLD, "rel": REL}
+
+
+def _evidence_found(ranked, grades, k, evidence, rel):
+    """1.0 when the top k hold the query's evidence: every relevant unit
+    (complete), or one (success).
+
+    >>> ranked = _from_grades([1, None])
+    >>> _evidence_found(ranked, (1, 1), 2, "complete", 1), _evidence_found(ranked, (1, 1), 2, "success", 1)
+    (0.0, 1.0)
+    """
+    return (complete if evidence == "complete" else success)(ranked, grades, k, rel)
+
+
+@measure("answer_given_evidence", params=_STAGE_PARAMS, units=UNITS, view="stages",
+         population="evidence", unjudged=False, fixed=False,
+         summary="over the queries whose evidence the top k hold: share whose answer "
+                 "passes (the generator's quality when retrieval did its job)")
+def answer_given_evidence(ranked, grades, k, field=None, evidence="complete", threshold=None,
+                          rel=1):
+    """The query's evidence (see _evidence_found); the join with its answer
+    verdict keeps it when found, with value 1 when the answer passes."""
+    return _evidence_found(ranked, grades, k, evidence, rel)
+
+
+@measure("answer_without_evidence", params=_STAGE_PARAMS, units=UNITS, view="stages",
+         population="no_evidence", unjudged=False, fixed=False,
+         summary="over the queries whose evidence the top k do not hold: share whose answer "
+                 "still passes (model memory, or a missing label)")
+def answer_without_evidence(ranked, grades, k, field=None, evidence="complete",
+                            threshold=None, rel=1):
+    """The query's evidence (see _evidence_found); the join with its answer
+    verdict keeps it when not found, with value 1 when the answer passes."""
+    return _evidence_found(ranked, grades, k, evidence, rel)
 
 
 # --- units: documents, evidence spans, characters ------------------------------

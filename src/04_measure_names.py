@@ -246,7 +246,7 @@ def _check_options(spec, params, text):
     (its default included: diversity counts documents only), cover only for
     evidence."""
     for key, param in spec.params.items():
-        if param.default is None and key not in params:
+        if param.required and key not in params:
             raise EvalError("measure %r: %s needs %s=...: e.g. %s(%s=faithfulness)"
                             % (text, spec.name, key, spec.name, key))
     unit = params.get("unit", "id")

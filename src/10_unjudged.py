@@ -157,11 +157,14 @@ def _unjudged_top(ranking, labels, depth, doc_of=None):
     return out
 
 
-def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True):
+def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True,
+                   first=frozenset()):
     """The rows of --to-label: for each (query, id) unjudged in the top
     ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
     stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
-    "runs", "grade": None}, sorted by best rank, then query, then id.  Only
+    "runs", "grade": None}, sorted by best rank, then query, then id; every
+    row of the ``first`` queries (unsupported_pass: their answer passed
+    without the evidence) comes before any other.  Only
     queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
     With a ``mapping``, an id whose document is labelled is judged when the
     measures count documents (``by_doc``); the rows name the documents.
@@ -170,6 +173,10 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     ...                       {"q": {"a": 1}}, 2)
     >>> [(r["id"], r["best_rank"], r["runs"]) for r in rows]
     [('x', 1, ['new']), ('y', 1, ['old']), ('z', 2, ['old'])]
+    >>> [(r["query_id"], r["id"]) for r in _to_label_rows(
+    ...     [("run", {"p": ["x"], "q": ["b", "y"]})], {"p": {"a": 1}, "q": {"a": 1}}, 2,
+    ...     first={"q"})]
+    [('q', 'b'), ('q', 'y'), ('p', 'x')]
     """
     found = {}      # (qid, id) -> [best rank, run names]
     for name, queries in runs:
@@ -184,8 +191,8 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
                 if name not in entry[1]:
                     entry[1].append(name)
     rows = []
-    for (qid, doc), (rank, names) in sorted(found.items(),
-                                            key=lambda item: (item[1][0], item[0])):
+    for (qid, doc), (rank, names) in sorted(found.items(), key=lambda item: (
+            item[0][0] not in first, item[1][0], item[0])):
         row = {"query_id": qid, "id": doc}
         if mapping is not None:
             chunk = _chunk_lookup(mapping)(doc)

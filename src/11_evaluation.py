@@ -109,10 +109,19 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     {'embedding.model': 'bge-m3'}
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
+    _refuse_joined(measures)
     meta = _checked_meta(meta)
     average = _checked_average(average)
     testset = _test_set(queries, by, holdout, as_of, reveal_holdout, average)
-    qrels = _validated(qrels, "qrels", _check_qrels_query)
+    report = _evaluate(_validated(qrels, "qrels", _check_qrels_query), run, measures, rel, average,
+                       skip_extra_queries, chunks, doc_sep, testset, min_score, unjudged_bounds)
+    return _with_meta(report, meta)
+
+
+def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, doc_sep, testset,
+              min_score, unjudged_bounds):
+    """evaluate() with its measures resolved, its qrels validated and its
+    _TestSet made (None: no query metadata)."""
     rising = []
     run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
     if testset is not None:
@@ -122,7 +131,17 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
                     testset)._replace(min_score=scorer.min_score)
     report = _with_rising_note(report, "run", rising, testset)
-    return _with_meta(report._replace(label_sha256=_label_hashes(qrels, testset)), meta)
+    return report._replace(label_sha256=_label_hashes(qrels, testset))
+
+
+def _refuse_joined(measures):
+    """A stage measure needs the judge's verdicts beside the run: refused by
+    evaluate() and evaluate_files(), which score the run alone."""
+    for m in measures:
+        if _REGISTRY[m.name].view == "stages":
+            raise EvalError("%s joins retrieval with the judge's verdicts: score it with "
+                            "evaluate_stages() (on the command line: --scores and --answer)"
+                            % (m,))
 
 
 @_gc_paused
@@ -141,6 +160,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     {'mrr@5': 0.5}
     """
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
+    _refuse_joined(measures)
     average = _checked_average(average)
     meta = _checked_meta(meta)
     qrels, qrels_info, described = _read_qrels(qrels, qrels_format,

@@ -622,7 +622,9 @@ class _Side(NamedTuple):
     set that have no value for a measure (a judge score's nulls: {measure:
     ids}), which its values cannot show.  ``anonymous`` for the hold-out:
     its records name no subset of its queries, only its whole set (a subset
-    as small as the one query a judge could not score would be guessed)."""
+    as small as the one query a judge could not score would be guessed).
+    ``scored``: the measures the report scored (None: not known; a measure
+    asked for may have no mean, when the run left its population empty)."""
     mean: Dict[str, float]
     values: Optional[Dict[str, Dict[str, float]]] = None
     sets: Optional[dict] = None
@@ -656,8 +658,11 @@ _BARE = "the baseline records no query set, so a changed test set cannot be seen
 def _paired_view(measure, before, now, fixed=True):
     """The _Paired of ``measure`` between the baseline's side ``before`` and
     the current side ``now`` (two _Side).  ``fixed`` False for a measure
-    whose population the run itself decides: no shared query is then
-    nothing to compare, not a failure.
+    whose population the run itself decides (see measure(fixed=)): no
+    shared query is then nothing to compare (n 0, not missing), a query
+    that left or joined the population while staying in the test set is
+    neither removed nor added, and a side of means alone is checked against
+    the record of the whole test set, not of the measure's own queries.
 
     >>> then = _Side({"mrr@5": 0.5}, {"q1": {"mrr@5": 1.0}, "q2": {"mrr@5": 0.0}})
     >>> now = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}})   # q2, the failing one, dropped
@@ -665,6 +670,10 @@ def _paired_view(measure, before, now, fixed=True):
     (1.0, 1.0, 1, ('q1',), ('q2',), ())
     >>> _paired_view("mrr@5", _Side({"mrr@5": 0.5}, sets=_query_set(["q1", "q2"])), now).missing
     'test set changed; the baseline holds means only: save it again with per-query values'
+    >>> moved = _Side({"mrr@5": 1.0}, {"q1": {"mrr@5": 1.0}, "q2": {}}, scored=frozenset({"mrr@5"}))
+    >>> _paired_view("mrr@5", _Side({"mrr@5": 1.0}, {"q1": {}, "q2": {"mrr@5": 1.0}}), moved,
+    ...              fixed=False)[:7]     # q1 joined, q2 left: both still in the test set
+    (1.0, None, 0, (), (), (), None)
     """
     then, current = _values_of(before, measure), _values_of(now, measure)
     stated = before.mean.get(measure)
@@ -675,20 +684,25 @@ def _paired_view(measure, before, now, fixed=True):
         both = sorted(then.keys() & current.keys())
         removed = tuple(sorted(then.keys() - current.keys()))
         added = tuple(sorted(current.keys() - then.keys()))
+        if not fixed:   # in the test set on both sides: moved between populations
+            removed = tuple(q for q in removed if q not in now.values)
+            added = tuple(q for q in added if q not in before.values)
         if not both:
             return _Paired(stated, None, 0, (), removed, added,
                            "no query that both sides scored" if fixed else None)
         return _Paired(_mean([then[q] for q in both]), _mean([current[q] for q in both]),
                        len(both), tuple(both), removed, added)
     if measure not in now.mean:
+        if not fixed:       # means alone, and the run left the population empty
+            return _Paired(stated, None, 0)
         return _Paired(stated, None, None, missing="no query scores it now")
-    return _paired_means(measure, before, now, stated)
+    return _paired_means(measure, before, now, stated, fixed)
 
 
-def _paired_means(measure, before, now, stated):
+def _paired_means(measure, before, now, stated, fixed=True):
     """The _Paired of a measure a side holds no per-query values for: its
     two means, compared when both sides' records of their queries agree."""
-    theirs, ours = _record_of(before, measure), _record_of(now, measure)
+    theirs, ours = _record_of(before, measure, fixed), _record_of(now, measure, fixed)
     bare = before.values is None and before.sets is None     # a file of means
     if theirs is None and not bare:
         # A baseline with per-query values but no record of the queries this
@@ -714,9 +728,10 @@ def _paired_means(measure, before, now, stated):
         else:
             why = "the report holds means only: write it with --per-query"
         return _Paired(stated, None, None, missing="test set changed; " + why, changed=True)
-    return _Paired(stated, now.mean[measure], ours["queries"],
-                   means="the means of the same %s" % _plural(ours["queries"], "query",
-                                                               "queries"))
+    return _Paired(stated, now.mean[measure], ours["queries"] if fixed else None,
+                   means="the means of the same %s%s" % (
+                       "" if fixed else "test set of ",
+                       _plural(ours["queries"], "query", "queries")))
 
 
 def _values_of(side, measure):
@@ -728,22 +743,26 @@ def _values_of(side, measure):
     return {q: v[measure] for q, v in side.values.items() if measure in v}
 
 
-def _record_of(side, measure):
+def _record_of(side, measure, fixed=True):
     """The _query_set of the queries ``measure`` is over on one side: from
     its values, else from its record (None: not recorded).  An anonymous
     side's (the hold-out's) is the count of those queries with the sha256
-    of the whole population: it names no subset."""
-    values = _values_of(side, measure)
+    of the whole population: it names no subset.  For a measure whose
+    population the run decides (``fixed`` False), that of the whole
+    population (its scored queries)."""
+    values = _values_of(side, measure) if fixed else None
     if values is not None:
         record = _query_set(list(values))
         if side.anonymous:
             record["sha256"] = _query_set(list(side.values))["sha256"]
         return record
+    if not fixed and side.values is not None:
+        return _query_set(list(side.values))
     if side.sets is None:
         return None
-    record = side.sets.get("measures", {}).get(measure)
+    record = side.sets.get("measures", {}).get(measure) if fixed else None
     if record is None:
-        return side.sets
+        return {key: side.sets[key] for key in ("queries", "sha256")}
     return record if "sha256" in record else dict(record, sha256=side.sets["sha256"])
 
 

@@ -335,10 +335,18 @@ def _with_scores(report, scored):
                  for q in sorted(set(ours.per_query or ()) | set(theirs.per_query or ()))}
     unscored = tuple(q for q in sorted(set(ours.ids["unscored"]) | set(theirs.ids["unscored"]))
                      if q not in held_rows)
-    return merged._replace(holdout=_held_out(ours.slice, (held_rows, unscored,
-                                                          ours.ids["missing"]),
-                                             names, ours.revealed, ours.ids["all"],
-                                             report.cells))
+    held = _held_out(ours.slice, (held_rows, unscored, ours.ids["missing"]), names,
+                     ours.revealed, ours.ids["all"])
+    # A set-level measure's hold-out mean is of cells the report no longer holds
+    # (the test set set them apart): kept as the retrieval report made it.
+    kept = {m: v for m, v in ours.mean.items() if m not in held.mean}
+    if not kept:
+        return merged._replace(holdout=held)
+    counts = dict(held.n or dict.fromkeys(held.mean, held.queries),
+                  **{m: (ours.n or {}).get(m, ours.queries) for m in kept})
+    return merged._replace(holdout=held._replace(
+        mean={m: kept.get(m, held.mean.get(m)) for m in names if m in kept or m in held.mean},
+        n=None if all(v == held.queries for v in counts.values()) else counts))
 
 
 def _files_by_field(scores):

@@ -139,7 +139,8 @@ def load_baseline(source):
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
                                     slices, loaded.get("membership"), holdout, min_score,
                                     _checked_saved_scores(loaded.get("scores"), name),
-                                    query_sets))
+                                    query_sets,
+                                    _checked_stages(loaded.get("stages"), name)))
 
 
 def _checked_saved_scores(saved, name):
@@ -241,8 +242,17 @@ def baseline_dict(report):
         **({} if report.scores is None else {"scores": {
             key: json.loads(json.dumps(report.scores[key]))
             for key in ("inputs", "ranges", "unscored")}}),
+        **({} if report.stages is None else {"stages": _saved_stages(report)}),
         **_saved_slices(report),
     }
+
+
+def _saved_stages(report):
+    """What a baseline keeps of a report's stages: the settings, the counts
+    and each query's stage (what the gate's attribution pairs); a report
+    read back without them keeps no per-query stages."""
+    return {key: json.loads(json.dumps(value)) for key, value in report.stages.items()
+            if key != "slices"}
 
 
 def _saved_slices(report):
@@ -354,6 +364,7 @@ def _checked_baseline(baseline):
     return _checked_slices(baseline._replace(
         mean=mean, source=source, per_query=per_query,
         query_sets=_checked_query_sets(baseline.query_sets, source),
+        stages=_checked_stages(baseline.stages, source),
         inputs=_checked_inputs(baseline.inputs, source),
         rel=_positive_int(baseline.rel, "baseline rel"),
         meta=_checked_baseline_meta(baseline.meta, source),
@@ -556,3 +567,65 @@ def _checked_values(values, what):
     parse, every value a number in [0, 1]: a report never holds NaN)."""
     _canonical_values(values, what)
     return dict(values)
+
+
+# --- a stages block read back (a baseline, a JSON report) -----------------------
+
+def _checked_stages(data, where):
+    """A stages block as a baseline or a JSON report holds it, every field
+    checked (settings, counts, slices, the hold-out's counts, each query's
+    stage); None stays None."""
+    if data is None:
+        return None
+    what = "%s: stages" % where
+    if not isinstance(data, dict):
+        raise EvalError("%s: expected an object, got %s" % (what, _short_repr(data)))
+    out = {"field": _checked_field_name(data.get("field"), "%s field" % what),
+           "threshold": _as_score(data.get("threshold"), "%s threshold" % what) + 0.0,
+           "k": _cutoff_int(data.get("k"), "%s k" % what)}
+    for key, choices in (("unit", UNITS), ("evidence", EVIDENCE_RULES)):
+        if data.get(key) not in choices:
+            raise EvalError("%s %s: expected one of %s, got %s"
+                            % (what, key, ", ".join(choices), _short_repr(data.get(key))))
+        out[key] = data[key]
+    if out["unit"] == "evidence":
+        out["cover"] = _param_value(_REGISTRY["answer_given_evidence"], "cover",
+                                    data.get("cover"), "%s cover" % what)
+    out["counts"] = _checked_stage_counts(data.get("counts"), "%s counts" % what)
+    apart = data.get("apart") or {}
+    if not isinstance(apart, dict) or not all(
+            isinstance(key, str) and type(v) is int and v >= 0 for key, v in apart.items()):
+        raise EvalError("%s apart: expected counts, got %s" % (what, _short_repr(apart)))
+    out["apart"] = dict(apart)
+    slices = data.get("slices") or {}
+    if not isinstance(slices, dict):
+        raise EvalError("%s slices: expected an object, got %s" % (what, _short_repr(slices)))
+    out["slices"] = {_checked_slice_name(name, "%s slices" % what): _checked_stage_counts(
+        counts, "%s slices %r" % (what, name)) for name, counts in slices.items()}
+    held = data.get("holdout")
+    if held is not None:
+        if not isinstance(held, dict):
+            raise EvalError("%s holdout: expected an object, got %s" % (what, _short_repr(held)))
+        out["holdout"] = {"slice": _checked_slice_name(held.get("slice"), "%s holdout" % what),
+                          "counts": _checked_stage_counts(held.get("counts"),
+                                                          "%s holdout counts" % what)}
+    per_query = data.get("per_query")
+    if per_query is not None:
+        if not isinstance(per_query, dict) or not all(
+                isinstance(q, str) and stage in STAGES for q, stage in per_query.items()):
+            raise EvalError("%s per_query: expected {query: stage}, a stage one of %s, got %s"
+                            % (what, ", ".join(STAGES), _short_repr(per_query)))
+        if _stage_counts(per_query.values()) != out["counts"]:
+            raise EvalError("%s: the counts are not those of per_query: the file was edited; "
+                            "write it again" % what)
+        out["per_query"] = dict(per_query)
+    return out
+
+
+def _checked_stage_counts(counts, what):
+    """{stage: count} of the four stages exactly."""
+    if not isinstance(counts, dict) or set(counts) != set(STAGES) or not all(
+            type(v) is int and v >= 0 for v in counts.values()):
+        raise EvalError("%s: expected a count for each of %s, got %s"
+                        % (what, ", ".join(STAGES), _short_repr(counts)))
+    return {stage: counts[stage] for stage in STAGES}

@@ -109,6 +109,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
                         % (baseline.source, baseline.rel, report.rel))
     _check_same_min_score(report, baseline)
     _check_same_ranges(report, baseline)
+    _check_same_stages(report.stages, baseline.stages, baseline.source)
     same_notes += _check_same_judge(report, baseline)
     if mode not in GATE_MODES:
         raise EvalError("gate mode must be one of %s, got %r" % (", ".join(GATE_MODES), mode))
@@ -127,6 +128,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         pvalues, notes = _significance(views, resamples, seed, alpha, baseline.mean)
     changes = tuple(_row(view, pvalues.get(_view_key(view)), alpha, report.unjudged)
                     for view in views)
+    attribution, stage_notes = _gate_attribution(report, baseline)
+    changes = _with_main_stage(changes, attribution)
     held = _held_ids(report)
     added, removed = _changed_queries(report, baseline, held)
     # A report read back without --reveal-holdout does not say which ids its
@@ -139,7 +142,7 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
     notes = (_meta_notes(report, meta_changes, baseline) + same_notes
              + _input_notes(report, baseline) + _relabelled_notes(report, baseline, relabelled)
              + _test_set_notes(views, added, removed, held, hidden) + notes
-             + _slice_notes(report, baseline)
+             + _slice_notes(report, baseline) + stage_notes
              + _judge_noise_notes(report, baseline, _allowed_of(views, populations[0])))
     notes += [n for n in [_unscored_note(report, baseline), _sample_size_note(
         [(p.name, p.now.values, _allowed_of(views, p)) for p in populations
@@ -163,11 +166,46 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
         passed, changes, _tolerance_text(tolerance), tuple(notes),
         mode if pvalues or mode == "tolerance" else "tolerance", added, removed, drops,
         meta_changes or (), relabelled, _moved(report, baseline),
-        {name: _tolerance_text(t) for name, t in tolerances.items()}, frozen),
+        {name: _tolerance_text(t) for name, t in tolerances.items()}, frozen, attribution),
         report.drift)
 
 
+def _gate_attribution(report, baseline):
+    """({field: attribution} of the answer stages, or None; notes): against a
+    baseline with each query's stage, which stage the answers that changed
+    moved through (see _attribution), over the queries both sides staged;
+    a note says why there is none when only one side can tell."""
+    ours, theirs = report.stages, baseline.stages
+    if ours is None and theirs is None:
+        return None, []
+    if ours is None:
+        return None, ["the baseline holds answer stages and the report none: give --scores "
+                      "with the answer field (%s) to see them" % theirs["field"]]
+    if theirs is None:
+        return None, ["the baseline holds no answer stages: save it again with --answer %s to "
+                      "see which stage the answers that change break at" % ours["field"]]
+    if "per_query" not in ours or "per_query" not in theirs:
+        return None, ["answer stages: the %s keeps no per-query stages, so no attribution "
+                      "(%s)" % (("report", "write it with --per-query") if "per_query" not in ours
+                                else ("baseline", "save it again with --save-baseline"))]
+    return {ours["field"]: _attribution(theirs["per_query"], ours["per_query"],
+                                        ours["k"])}, []
+
+
+def _with_main_stage(changes, attribution):
+    """The changes with the regression of each attributed answer field's
+    score (score(field=F), over every query) naming its main stage."""
+    if not attribution:
+        return changes
+    return tuple(c._replace(main_stage=_main_stage(attribution[_field_of(c.measure)]))
+                 if c.slice is None and c.status == "regressed"
+                 and _field_of(c.measure) in attribution else c for c in changes)
+
+
 _SHOWN_NAMES = 12     # measures a note names before it says how many more
+NO_COMPARABLE = "no comparable queries"   # the status of a row with nothing to pair, not a failure
+# Statuses of slice rows that the tables and charts leave to the JSON.
+_QUIET_STATUSES = ("unchanged", "dropped within tolerance", NO_COMPARABLE)
 
 
 class _Population(NamedTuple):
@@ -202,7 +240,7 @@ def _views(populations):
     out = []
     for population in populations:
         for measure in sorted(population.before.mean):
-            paired = _paired_view(measure, population.before, population.now)
+            paired = _paired_view(measure, population.before, population.now, _fixed(measure))
             value, relative = population.tolerance
             of = paired.baseline if paired.baseline is not None else population.before.mean[measure]
             out.append(_View(population, measure, paired, value * of if relative else value))
@@ -212,6 +250,16 @@ def _views(populations):
 def _allowed_of(views, population):
     """{measure: tolerated drop} of one population's rows."""
     return {v.measure: v.allowed for v in views if v.population is population}
+
+
+def _fixed(measure):
+    """Whether the test set decides a measure's population (else the run does:
+    see measure(fixed=)); what the gate tells _paired_view.
+
+    >>> _fixed("recall@5"), _fixed("answer_given_evidence(field=correct)@5")
+    (True, False)
+    """
+    return _REGISTRY[parse_measure(measure).name].fixed
 
 
 def _populations(report, baseline, tolerance, tolerances):
@@ -283,6 +331,8 @@ def _row(view, p_value, alpha, unjudged=None):
             reason = ("the hold-out changed since the baseline, which keeps its means only "
                       "(its per-query values only with --reveal-holdout): save it again")
         change = MeasureChange(measure, paired.baseline, None, None, "missing", reason=reason)
+    elif paired.n == 0:     # a population the run decides, empty on one side or shared by none
+        change = MeasureChange(measure, paired.baseline, None, None, NO_COMPARABLE)
     else:
         change = _change(measure, paired.baseline, paired.current, allowed, p_value, alpha)
     change = change._replace(slice=population.name, n=paired.n, removed=len(paired.removed),
@@ -419,7 +469,7 @@ def _significance(views, resamples, seed, alpha, means):
                      % (alpha, _shown_names([_change_name(*key) for key in untestable]),
                         _queries_for_significance(len(raw), alpha)))
     unpaired = [_change_name(*_view_key(v)) for v in views
-                if not v.paired.queries and not v.paired.missing
+                if not v.paired.queries and not v.paired.missing and v.paired.n != 0
                 and not _REGISTRY[parse_measure(v.measure).name].aggregate]
     if unpaired:
         notes.append("no per-query values to test on %s: the tolerance rule applies there"

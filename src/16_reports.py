@@ -161,6 +161,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=
     yield from _answerability_section(report)
     yield from _meta_section(report)
     yield from _judge_sections(report, per_query)
+    yield from _stages_sections(report, per_query)
     yield from _drift_sections(report.drift)
     if report.unjudged is not None:
         yield _bounds_section(report, per_query)
@@ -190,10 +191,15 @@ def _gate_sections(gate_result, baseline_name, delta=_signed):
                 else "-"] if judged else []) for c in shown]
     header = (["measure", "baseline", "current", "delta", "n", "status"]
               + (["p (Holm)"] if significant else []) + (["judged@k"] if judged else []))
+    empty = sum(1 for c in quiet if c.status == NO_COMPARABLE)
     notes = list(gate_result.notes) + (
-        ["%s unchanged or within the tolerance, not shown (every row is in the JSON "
-         "output)" % _plural(len(quiet), "slice row", "slice rows")] if quiet else [])
+        ["%s unchanged or within the tolerance%s, not shown (every row is in the JSON "
+         "output)" % (_plural(len(quiet) - empty, "slice row", "slice rows"),
+                      ", %d with no comparable queries" % empty if empty else "")]
+        if quiet else [])
     yield _gate_verdict(gate_result, baseline_name), header, rows, notes
+    for line in _attribution_lines(gate_result):
+        yield line, None, [], []
     drops = gate_result.query_drops
     if drops:
         notes = (["%d more in the JSON output" % (len(drops) - _SHOWN_QUERY_DROPS)]
@@ -222,7 +228,7 @@ def _shown_changes(gate_result):
     """(shown, quiet): the gate rows a report shows, and the slice rows that did
     not move beyond the tolerance, left to the JSON (slices multiply the rows)."""
     quiet = [c for c in gate_result.changes if c.slice is not None
-             and c.status in ("unchanged", "dropped within tolerance")]
+             and c.status in _QUIET_STATUSES]
     return [c for c in gate_result.changes if c not in quiet], quiet
 
 
@@ -263,11 +269,129 @@ def _status_text(change):
         text += " (undecided: %s could explain it%s; label them: --to-label FILE)" % (
             _plural(undecided["ids"], "unjudged id", "unjudged ids"),
             ": " + ", ".join(undecided["named"]) if undecided["named"] else "")
+    if change.main_stage:
+        text += " (%s)" % _MAIN_STAGE_WORDS[change.main_stage]
     if change.reason:
         text += " (%s)" % change.reason
     if change.suspect:
         text += " (suspect: %s)" % change.suspect
     return text
+
+
+_MAIN_STAGE_WORDS = {"retrieval": "mostly retrieval", "generation": "mostly generation",
+                     "alike": "retrieval and generation alike"}
+
+
+def _attribution_lines(gate_result):
+    """The gate's attribution of each answer field, one line each (see
+    _attribution).
+
+    >>> a = {"k": 5, "newly_failed": 12, "retrieval": 9, "lost_evidence": 9, "generation": 3,
+    ...      "kept_evidence": 3, "newly_passed": 4, "p": mcnemar_p(12, 4)}
+    >>> print(_attribution_lines(GateResult(True, (), "0.02", (), attribution={"answer": a}))[0])
+    answer: 12 queries newly fail: 9 lost their evidence in the top 5 (retrieval), 3 kept it (generation); 4 newly pass; McNemar p = 0.077
+    """
+    lines = []
+    for field, a in sorted((gate_result.attribution or {}).items()):
+        if not a["newly_failed"]:
+            head = "no query newly fails"
+        else:
+            retrieval, generation = a["retrieval"], a["generation"]
+            head = "%s newly %s: %s (retrieval%s), %s (generation%s)" % (
+                _plural(a["newly_failed"], "query", "queries"),
+                "fails" if a["newly_failed"] == 1 else "fail",
+                "%d %s %s evidence in the top %d" % (
+                    retrieval, "lost" if a["lost_evidence"] == retrieval else
+                    "lacks" if retrieval == 1 else "lack", "its" if retrieval == 1 else "their",
+                    a["k"]),
+                "" if a["lost_evidence"] == retrieval else "; %d lost it" % a["lost_evidence"],
+                "%d %s it" % (generation, "kept" if a["kept_evidence"] == generation else
+                              "has" if generation == 1 else "have"),
+                "" if a["kept_evidence"] == generation else
+                "; %d kept it" % a["kept_evidence"])
+        lines.append("%s: %s; %d newly %s; McNemar p = %s" % (
+            field, head, a["newly_passed"], "passes" if a["newly_passed"] == 1 else "pass",
+            _p_text(a["p"])))
+    return lines
+
+
+def _p_text(p):
+    """A p-value in a sentence: three decimals, or two significant digits
+    below 0.001.
+
+    >>> _p_text(0.0768), _p_text(1.0), _p_text(0.00012207)
+    ('0.077', '1.000', '0.00012')
+    """
+    return "%.3f" % p if p >= 0.001 else "%.2g" % p
+
+
+def _stages_sections(report, per_query):
+    """The answer stages: the four counts and shares overall (and the
+    hold-out's), per --by slice, and with ``per_query`` each query's stage."""
+    stages = report.stages
+    if stages is None:
+        return
+    counts = stages["counts"]
+    notes = []
+    apart = stages.get("apart") or {}
+    shown = ["%d %s" % (n, _APART_WORDS[key]) for key, n in apart.items() if n]
+    if shown:
+        notes.append("counted apart, in no stage: " + ", ".join(shown))
+    held = stages.get("holdout")
+    if held is not None:
+        notes.append("the hold-out %s, apart (not in the rows above): %s" % (
+            held["slice"], ", ".join("%s %d" % item for item in held["counts"].items())))
+    lower = _lower_is_better(report, stages["field"])
+    yield ("answer stages: %s" % _stages_setting_text(stages, lower),
+           ["stage", "queries", "share", "evidence", "answer"],
+           [[stage, str(counts[stage]), _share(counts, stage)] + list(_STAGE_WORDS[stage])
+            for stage in STAGES], notes)
+    for field in report.by:
+        prefix = field + "="
+        names = [name for name in stages.get("slices", {}) if name.startswith(prefix)]
+        rows = [[name[len(prefix):]] + ["%d (%s)" % (stages["slices"][name][stage],
+                                                     _share(stages["slices"][name], stage))
+                                        for stage in STAGES] for name in names]
+        yield ("answer stages by %s: queries (share)" % field, [field] + list(STAGES), rows, [])
+    if per_query and stages.get("per_query"):
+        yield ("answer stage of each query (%d)" % len(stages["per_query"]), ["query", "stage"],
+               [[q, stage] for q, stage in stages["per_query"].items()], [])
+
+
+_STAGE_WORDS = {"pass": ("retrieved", "passes"),
+                "generation_miss": ("retrieved", "fails: the context held what was needed"),
+                "retrieval_miss": ("not retrieved", "fails"),
+                "unsupported_pass": ("not retrieved", "passes: model memory, or a missing "
+                                     "label (--to-label lists them first)")}
+_APART_WORDS = {"unanswerable": "stated unanswerable", "no_verdict": "without a verdict",
+                "unlabelled": "with a verdict and no relevant label"}
+
+
+def _share(counts, stage):
+    """A stage's share of the staged queries ("-" when none is staged)."""
+    total = sum(counts.values())
+    return _fmt(counts[stage] / total if total else None)
+
+
+def _lower_is_better(report, field):
+    lo, hi = ((report.scores or {}).get("ranges") or {}).get(field, SCORE_RANGE)
+    return hi < lo
+
+
+def _stages_setting_text(stages, lower=False):
+    """What the stages read, in words.
+
+    >>> _stages_setting_text({"field": "ok", "threshold": 0.5, "k": 5, "unit": "doc",
+    ...                       "evidence": "complete"})
+    'ok passes at >= 0.5; evidence: complete(unit=doc)@5, every relevant unit in the top 5'
+    """
+    params = [] if stages["unit"] == "id" else ["unit=%s" % stages["unit"]]
+    if stages.get("cover", COVER.default) != COVER.default:
+        params.insert(0, "cover=%s" % _value_text(stages["cover"]))
+    return "%s passes at %s %s; evidence: %s%s@%d, %s relevant unit in the top %d" % (
+        stages["field"], "<=" if lower else ">=", _number_text(stages["threshold"]),
+        stages["evidence"], "(%s)" % ",".join(params) if params else "", stages["k"],
+        "every" if stages["evidence"] == "complete" else "a", stages["k"])
 
 
 def _drift_sections(drift):
@@ -350,8 +474,8 @@ def _bounds_section(report, per_query):
         return "-" if pair is None else "[%.4f, %.4f]" % tuple(pair)
     rows = [[q] + [cell(v.get(m)) for m in report.measures]
             for q, v in bounds["per_query"].items()] if per_query else []
-    rows.append(["mean"] + [cell(bounds["mean"][m]) for m in report.measures])
-    unbounded = [m for m in report.measures if bounds["mean"][m] is None]
+    rows.append(["mean"] + [cell(bounds["mean"].get(m)) for m in report.measures])
+    unbounded = [m for m in report.measures if bounds["mean"].get(m) is None]
     notes = ["lo: every unjudged id in the top k non-relevant; hi: the best labelling "
              "(map and ndcg: the least and greatest value over every labelling)"]
     if unbounded:
@@ -428,7 +552,7 @@ def _text_of(sections, first=0):
     for number, (title, header, rows, notes) in enumerate(sections, first):
         indent = "  " if number else ""
         lines += [title] + ([""] if not number else [])
-        lines += [indent + line for line in _table(header, rows)]
+        lines += [indent + line for line in _table(header, rows)] if header is not None else []
         lines += [indent + "note: " + n for n in notes] + [""]
     return "\n".join(lines)
 
@@ -517,6 +641,8 @@ def _gate_markdown(gate_result, baseline_name, budget=None):
     blocks, which --max-bytes may cut."""
     sections = list(_gate_sections(gate_result, baseline_name, _full_delta))
     _, header, rows, notes = sections[0]
+    said = [title for title, table, _, _ in sections[1:] if table is None]   # attribution
+    sections = [sections[0]] + [s for s in sections[1:] if s[1] is not None]
     shown, _ = _shown_changes(gate_result)
     deciding = [r for r, c in zip(rows, shown)
                 if c.slice is None or c.status in ("regressed", "missing")]
@@ -531,6 +657,8 @@ def _gate_markdown(gate_result, baseline_name, budget=None):
             lines + _md_table(header, deciding[:kept]) + [""]) > budget:
         kept = max(overall, kept - max(1, (kept - overall) // 8))
     lines += _md_table(header, deciding[:kept]) + [""]
+    for line in said:
+        lines += [_md_text(line), ""]
     details = []
     if kept < len(deciding):
         details.append(("more regressed or missing slice rows (%d)" % (len(deciding) - kept),

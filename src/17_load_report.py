@@ -75,7 +75,8 @@ def _report_fields(data):
         scored_count=None if per_query is not None else _count(data["queries"], "queries"),
         unjudged=None if bounds is None else _checked_bounds(bounds),
         scores=_loaded_scores(data.get("scores")),
-        drift=_loaded_drift(data.get("drift")))
+        drift=_loaded_drift(data.get("drift")),
+        stages=_checked_stages(data.get("stages"), "report"))
 
 
 def _loaded_membership(membership, per_query):

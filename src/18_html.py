@@ -37,6 +37,8 @@ table{border-collapse:collapse;margin:.3em 0;font-size:.92em}
 th,td{border:1px solid #d0d7de;padding:.2em .55em;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 ul.notes{color:#444;font-size:.92em;margin:.3em 0}.words{font-style:italic;color:#444}
+svg .st-pass{fill:#2e7d32}svg .st-generation_miss{fill:#e08a1e}svg .st-retrieval_miss{
+fill:#c0392b}svg .st-unsupported_pass{fill:#6f5bb5}
 @media print{body{max-width:none;margin:0;font-size:11pt}figure,table{break-inside:avoid}
 h2,h3{break-after:avoid}
 .verdict{border-width:3px}}
@@ -49,7 +51,7 @@ _ROW = 24               # height of one row of a bar or forest chart
 _WATERFALL_QUERIES = 2000   # above this many queries a waterfall draws bins
 _WATERFALL_BINS = 400
 _BOOTSTRAP_QUERIES = 500    # above this many paired queries, the normal interval
-_SHOWN_NAME = 34        # characters of a row name drawn (the tooltip has all)
+_SHOWN_NAME = 30        # characters of a row name drawn (the tooltip has all): 34 ran off the left edge
 
 
 def _esc(value):
@@ -89,7 +91,8 @@ def _html_table(header, rows):
 
 def _html_section(title, header, rows, notes):
     """One (title, header, rows, notes) block of _sections as HTML."""
-    out = "<section>\n<h3>%s</h3>\n%s\n" % (_esc(title), _html_table(header, rows))
+    out = "<section>\n<h3>%s</h3>\n%s" % (
+        _esc(title), "" if header is None else _html_table(header, rows) + "\n")
     if notes:
         out += '<ul class="notes">%s</ul>\n' % "".join("<li>%s</li>" % _esc(n) for n in notes)
     return out + "</section>\n"
@@ -324,13 +327,45 @@ def _judged_chart(gate_result):
     bars = [_Bar(c.name, c.judged, "%s: judged@k %r" % (c.name, c.judged))
             for c in gate_result.changes
             if c.judged is not None and c.judged < 1 - FLOAT_SLACK and (
-                c.slice is None or c.status not in ("unchanged", "dropped within tolerance"))]
+                c.slice is None or c.status not in _QUIET_STATUSES)]
     if not bars:
         return ""
     return "<h3>judged@k</h3>\n" + _figure(_bar_chart("judged@k below 1", bars),
                    "judged@k: the share of the top k ids that carry a label, over the queries "
                    "each mean is over. An unlabelled id counts as non-relevant, so where it is "
                    "low a drop may be missing labels (--to-label FILE lists them).")
+
+
+def _stages_chart(stages, before=None, lower=False):
+    """The answer stages as one stacked bar per side (the baseline's when it
+    holds stages, the current), each stage a segment of its share of the
+    staged queries, with a legend; ``lower``: the field is lower is better."""
+    sides = ([("baseline", before["counts"])] if before is not None else []) + [
+        ("current", stages["counts"])]
+    top, x_of = 8, _scale(0.0, 1.0)
+    parts = []
+    for i, (side, counts) in enumerate(sides):
+        y, total, start = top + i * _ROW, sum(counts.values()), 0.0
+        parts.append("<g>%s%s" % (_tip("%s: %s" % (side, _plural(total, "query", "queries"))),
+                                  _text(_PLOT_LEFT - 8, y + 16, side, "end")))
+        for stage in STAGES:
+            share = counts[stage] / total if total else 0.0
+            if share:
+                parts.append(_rect(x_of(start), y + 3, x_of(start + share), y + _ROW - 3,
+                                   "st-" + stage, "%s: %s %d of %d (%.4f)" % (
+                                       side, stage, counts[stage], total, share)))
+            start += share
+        parts.append(_text(_PLOT_RIGHT + 8, y + 16, "n = %d" % total) + "</g>\n")
+    legend, x = top + len(sides) * _ROW + 6, _PLOT_LEFT
+    for stage in STAGES:
+        parts.append(_rect(x, legend, x + 10, legend + 10, "st-" + stage))
+        parts.append(_text(x + 14, legend + 9, stage))
+        x += 30 + 7 * len(stage)
+    caption = ("Each bar: the answerable queries with a verdict, split by stage (%s; green: "
+               "pass, orange: generation_miss, red: retrieval_miss, purple: unsupported_pass)."
+               % _stages_setting_text(stages, lower))
+    return "<h3>Answer stages</h3>\n" + _figure(_svg("answer stages, %s" % " against ".join(
+        side for side, _ in reversed(sides)), legend + 18, parts), caption)
 
 
 def _gate_pairs(report, baseline, gate_result):
@@ -442,7 +477,7 @@ def _forest_pairs(pairs, changes):
     every overall row, and the slice rows that moved beyond the tolerance or
     improved, the _FOREST_SLICE_ROWS of them that moved most; how many slice
     rows are left out (their intervals are never computed)."""
-    quiet = ("unchanged", "dropped within tolerance")
+    quiet = _QUIET_STATUSES
     slices = [p for p in pairs if p[0] is not None]
     moved = [p for p in slices if getattr(changes.get((p[0], p[1])), "status", None)
              not in quiet]
@@ -511,6 +546,9 @@ def render_html(report, gate_result=None, comparisons=(), *, per_query=False,
         verdict = '<p class="verdict fail">%s</p>\n' % _esc(drift[0][0]) + verdict
         title += ": judge drift FAILED"
     charts = ["<h2>Charts</h2>\n", _means_chart(report, gate_result)]
+    if report.stages is not None:
+        charts.append(_stages_chart(report.stages, getattr(baseline, "stages", None),
+                                    _lower_is_better(report, report.stages["field"])))
     if gate_result is not None:
         charts += [_judged_chart(gate_result), _gate_charts(report, gate_result, baseline,
                                                             resamples, seed)]

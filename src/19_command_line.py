@@ -199,6 +199,21 @@ def _add_score_options(parser):
     parser.add_argument("--compare-scores", action="append", default=[], metavar="FILE",
                         help="with QRELS RUN and --scores: paired comparison with a reference "
                         "score file (repeatable); --compare then takes runs")
+    parser.add_argument("--answer", default=None, metavar="FIELD",
+                        help="with QRELS RUN and --scores: FIELD is the answer verdict (passing "
+                        "at its --pass-threshold, default the midpoint of its range; a boolean "
+                        "when true); each query is put in a stage (pass, generation_miss, "
+                        "retrieval_miss, unsupported_pass) by whether the top --stages-k hold "
+                        "its evidence, answer_given_evidence@k and answer_without_evidence@k "
+                        "are scored, and the gate says which stage newly failing answers broke "
+                        "at")
+    parser.add_argument("--stages-k", default=None, metavar="K",
+                        help="with --answer: the one cutoff the stages use (default the "
+                        "smallest --k)")
+    parser.add_argument("--stages-evidence", choices=EVIDENCE_RULES, default=None,
+                        help="with --answer: the evidence is retrieved when every relevant "
+                        "unit (--unit) is in the top k (complete, default), or one (success: "
+                        "single-evidence test sets)")
 
 
 # Options of QRELS RUN that mean nothing for score files alone: (option, dest, default).
@@ -218,7 +233,9 @@ _SCORES_ONLY = (("--id-column", "id_column", SCORE_ID_COLUMN),
                 ("--allow-missing-scores", "allow_missing_scores", False),
                 ("--pass-threshold", "pass_threshold", []),
                 ("--compare-scores", "compare_scores", []),
-                ("--drift", "drift", None), ("--max-drift", "max_drift", None))
+                ("--drift", "drift", None), ("--max-drift", "max_drift", None),
+                ("--answer", "answer", None), ("--stages-k", "stages_k", None),
+                ("--stages-evidence", "stages_evidence", None))
 
 
 def _cli_tiers(args):
@@ -243,13 +260,20 @@ def _cli_tiers(args):
     if args.compare_scores:
         raise EvalError("--compare-scores is for both tiers in one report; with --scores alone, "
                         "--compare takes the reference score file")
+    if args.answer is not None:
+        raise EvalError("--answer joins retrieval with the judge's verdicts: give QRELS and RUN "
+                        "beside --scores")
+    for option, dest in (("--stages-k", "stages_k"), ("--stages-evidence", "stages_evidence")):
+        if getattr(args, dest) is not None:
+            raise EvalError("%s only applies with --answer FIELD (and QRELS RUN)" % option)
     return "scores"
 
 
-def _split_metrics(text, tiers):
+def _split_metrics(text, tiers, answer=None):
     """(retrieval names, score names) of --metrics (None: not given).  With
     --scores alone every name is a field (or score(field=...)); beside QRELS
-    RUN, the judge scores are the names written score(field=NAME)."""
+    RUN, the judge scores are the names written score(field=NAME), and
+    --answer FIELD adds score(field=FIELD) when they leave it out."""
     if text is None:
         return None, None
     items = _split_top_level(text)
@@ -262,10 +286,28 @@ def _split_metrics(text, tiers):
     if not rest:
         raise EvalError("--metrics names no retrieval measure for QRELS RUN (name one, e.g. "
                         "recall@5, or give --scores alone)")
+    if answer is not None and not any(_field_of(item) == answer for item in scored):
+        scored.append("score(field=%s)" % answer)    # the answer field gates every query
     if not scored:
         raise EvalError("--metrics names no judge score for --scores: add score(field=NAME) "
                         "for each field to gate")
     return ",".join(rest), scored
+
+
+def _split_stage_names(text):
+    """(the other names, the stage measure names) of --metrics' retrieval
+    names (None: not given; "" when it names stage measures only).
+
+    >>> _split_stage_names("recall@5,answer_given_evidence(field=ok)@5")
+    ('recall@5', ['answer_given_evidence(field=ok)@5'])
+    """
+    if text is None:
+        return None, []
+    items = _split_top_level(text)
+    stages = [item for item in items if _REGISTRY[_read_name(item).measure].view == "stages"]
+    if not stages:
+        return text, []
+    return ",".join(item for item in items if item not in stages), stages
 
 
 def _named_fields(items):
@@ -320,11 +362,15 @@ def _cli_scores(paths, args, fields, ranges):
     """The Scores of each score file; with several, each field named (and
     each range) must be in one of them."""
     several = len(paths) > 1
+    checked = several or args.answer is not None
     loaded = [_read_scores(path, args.id_column, fields, ranges, args.allow_missing_scores,
-                           present_only=several) for path in paths]
-    if several:
-        have = [f for s in loaded for f in s.fields]
-        for s in loaded:
+                           present_only=checked) for path in paths]
+    have = [f for s in loaded for f in s.fields]
+    if args.answer is not None and args.answer not in have:
+        raise EvalError("--answer %s: no --scores file has the field %r (fields: %s)"
+                        % (args.answer, args.answer, ", ".join(have) or "none"))
+    if checked:
+        for s in loaded if several else ():
             if not s.fields:
                 raise EvalError("%s: holds none of the score fields asked for (%s)"
                                 % (s.info["path"], ", ".join(fields or ())))
@@ -374,9 +420,11 @@ def _read_all_qrels(args, notes, measures):
     return _merged_qrels(parts), info, described, infos
 
 
-def _to_label_output(args, qrels, metadata_set, chunks, measures):
+def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
     """(path, text) of --to-label: the runs are read again, each cut by
-    --min-score as it was scored."""
+    --min-score as it was scored; with answer stages, the rows of the
+    unsupported_pass queries first (their answer passed without the
+    evidence: a label may be what is missing)."""
     runs = []
     for path in [args.run] + args.compare:
         inp, fmt = _open_input(path, args.run_format, "run")
@@ -392,8 +440,10 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures):
         qrels = metadata_set.qrels(qrels)
         hidden = frozenset() if args.reveal_holdout else metadata_set.hidden
     qrels = _split_qrels(qrels)[0]      # span labels: the grades of their documents
+    first = frozenset(q for q, stage in ((stages or {}).get("per_query") or {}).items()
+                      if stage == "unsupported_pass")
     rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden,
-                          by_doc=_rows_label(measures) != "id")
+                          by_doc=_rows_label(measures) != "id", first=first)
     return args.to_label, _to_label_text(rows)
 
 
@@ -547,19 +597,29 @@ def _run_cli(args, stdout, stderr):
         _check_date(args.as_of, "--as-of")
     baseline = load_baseline(args.baseline) if args.baseline else None
     meta = _cli_meta(args, baseline)
-    retrieval_names, score_names = _split_metrics(args.metrics, tiers)
+    retrieval_names, score_names = _split_metrics(args.metrics, tiers, args.answer)
+    retrieval_names, stage_names = _split_stage_names(retrieval_names)
+    if stage_names and tiers != "both":
+        raise EvalError("%s joins retrieval with the judge's verdicts: give --scores FILE "
+                        "beside QRELS RUN (and --answer FIELD for the stages)" % stage_names[0])
     ranges = _field_options(args.score_range, "--score-range", _range_option)
     thresholds = _field_options(args.pass_threshold, "--pass-threshold", _threshold_option)
     if tiers == "scores":
         report, references = _cli_score_report(args, score_names, ranges, thresholds, meta)
         return _cli_output(args, stdout, stderr, report, None, references, options,
                            slice_max_drop, baseline, started, max_bytes, summary_path)
-    metrics = list(resolve_measures(retrieval_names, args.k or DEFAULT_K, rel=args.rel,
-                                    gain=args.gain, unit=args.unit))
+    if args.answer is not None and args.average != "scored":
+        raise EvalError("--answer: answer stages are not for --average trec_eval, which is "
+                        "never gated")
+    metrics = [] if stage_names and not retrieval_names else list(resolve_measures(
+        retrieval_names, args.k or DEFAULT_K, rel=args.rel, gain=args.gain, unit=args.unit))
+    adopted = []    # the baseline's stage measures, when it decides what is gated
     if baseline is not None and args.metrics is None and args.k is None:
         # With no --metrics/--k, the baseline decides what is gated as well.
-        metrics += [m for m in map(parse_measure, baseline.mean) if m not in metrics
-                    and m.name != "score"]
+        found = [m for m in map(parse_measure, baseline.mean) if m not in metrics
+                 and m.name != "score"]
+        metrics += [m for m in found if not _is_stage_measure(m)]
+        adopted = [m for m in found if _is_stage_measure(m)]
 
     rel = _positive_int(args.rel, "rel")
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
@@ -571,13 +631,22 @@ def _run_cli(args, stdout, stderr):
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
                         args.average, queries_info, notes)
-    judged = None
+    judged = plan = None
     if tiers == "both":
         loaded = _cli_scores(args.scores, args, _named_fields(score_names), ranges)
+        plan = _cli_stage_plan(args, baseline, _files_by_field(loaded), thresholds,
+                               stage_names, adopted, rel)
         judged = _with_drift(_evaluate_scores(loaded, score_names, testset,
                                               args.allow_missing_scores, thresholds, qrels,
                                               args.skip_extra_queries),
                              args, loaded, ranges, testset)
+    stated = frozenset() if testset is None else frozenset(
+        q for q, info in testset.queries.items() if info.get("answerable") is False)
+    retrieval = metrics     # what --compare runs and the sweep score
+    metrics = metrics + list(plan.measures if plan is not None else ())
+    if not retrieval and args.compare:
+        raise EvalError("--compare compares retrieval runs: name a retrieval measure in "
+                        "--metrics beside the stage measures")
 
     # Runs may be read again (a failed gate's bounds, --to-label, the sweep): one
     # from stdin or a pipe is held in memory from here on.
@@ -595,6 +664,9 @@ def _run_cli(args, stdout, stderr):
         report = score(args.run, bounds=bounds)
         if judged is not None:
             report = _with_scores(report, judged)
+        if plan is not None:
+            report = _with_stages(report, plan, stated=stated, qrels=qrels, testset=testset,
+                                  skip_extra=args.skip_extra_queries)
         report = _with_meta(report, meta)
         if label_notes:
             report = report._replace(warnings=tuple(label_notes) + report.warnings)
@@ -604,13 +676,47 @@ def _run_cli(args, stdout, stderr):
     first = args.unjudged_bounds or (baseline is not None and "judged")
     report = scored(first)
     # A reference is named as its input is (see _source_name): "<stdin>" for "-".
-    references = [(_source_name(path), score(path)) for path in args.compare]
+    references = [(_source_name(path), score(path, retrieval)) for path in args.compare]
     references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
                                                               testset, qrels))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
                        testset, chunks, metrics, score)
+
+
+def _cli_stage_plan(args, baseline, files, thresholds, stage_names, adopted, rel):
+    """The _StagePlan of both tiers (None when no stage is asked for): the
+    stage measures --metrics names, those of the baseline when it decides
+    what is gated (``adopted``), and the stages block of --answer or, without
+    it, the baseline's settings (adopted like its measures, when the score
+    files hold its field), checked against the baseline's before any
+    scoring."""
+    k = args.k or DEFAULT_K
+    theirs = baseline.stages if baseline is not None else None
+    settings = None
+    if args.answer is not None:
+        settings = _stage_settings(
+            args.answer, files, threshold=thresholds.get(args.answer),
+            k=args.stages_k if args.stages_k is not None else parse_cutoffs(k)[0],
+            unit=args.unit, evidence=args.stages_evidence or "complete")
+    elif args.stages_k is not None or args.stages_evidence is not None:
+        raise EvalError("--%s only applies with --answer FIELD" % (
+            "stages-k" if args.stages_k is not None else "stages-evidence"))
+    elif theirs is not None and theirs["field"] in files:
+        settings = _stage_settings(theirs["field"], files, threshold=thresholds.get(
+            theirs["field"], theirs["threshold"]), k=theirs["k"], unit=theirs["unit"],
+            evidence=theirs["evidence"], cover=theirs.get("cover", COVER.default))
+    if settings is not None and baseline is not None:
+        _check_same_stages(settings, theirs, baseline.source)
+    named = _stage_measures(stage_names, k, files, rel=rel, unit=args.unit,
+                            thresholds=thresholds, evidence=args.stages_evidence,
+                            answer=args.answer)
+    named += [m for m in (_canonical_stage_measure(m, files) for m in adopted
+                          if dict(m.params)["field"] in files) if m not in named]
+    if settings is None and not named:
+        return None
+    return _stage_plan(named, settings, files, rel)
 
 
 def _cli_score_report(args, names, ranges, thresholds, meta):
@@ -729,7 +835,7 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     if to_file:
         outputs.append((args.output, text))
     if args.to_label is not None:
-        outputs.append(_to_label_output(args, qrels, testset, chunks, metrics))
+        outputs.append(_to_label_output(args, qrels, testset, chunks, metrics, report.stages))
     _write_atomic(outputs)
     if summary_path is not None:
         try:   # a log, not an artifact: the outputs are written, the exit code stands
@@ -780,9 +886,13 @@ def _cli_sweep(args, metrics, score):
             raise EvalError("--sweep-min-score: %s is an abstention measure; name a retrieval "
                             "measure to set beside abstention_f1, e.g. --sweep-min-score="
                             "recall@5" % (chosen[0],))
+        if _is_stage_measure(chosen[0]):
+            raise EvalError("--sweep-min-score: %s joins the judge's verdicts, which a sweep of "
+                            "the run does not; name a retrieval measure, e.g. "
+                            "--sweep-min-score=recall@5" % (chosen[0],))
     else:
         chosen = [m for m in metrics if _REGISTRY[m.name].population
-                  not in _UNANSWERABLE_POPULATIONS | {"answerable"}]
+                  not in _UNANSWERABLE_POPULATIONS | {"answerable"} and not _is_stage_measure(m)]
         if not chosen:
             raise EvalError("--sweep-min-score: no --metrics measure is a retrieval measure; "
                             "name one: --sweep-min-score=recall@5")

@@ -863,6 +863,38 @@ class ScoreReportTest(TempDir, unittest.TestCase):
         code, out, err = self.cli("--format", "trec", "--per-query")
         self.assertIn("score(field=faithfulness)\tq2\t0.6000", out)
 
+    def test_both_tiers_with_unjudged_bounds(self):
+        # Found while adding answer stages: the bounds table read a bound for every
+        # measure of the report, and a judge score has none (a KeyError, exit 2).
+        qrels = self.write("q.json", '{"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}')
+        run = self.write("r.json", '{"q1": ["a"], "q2": ["x", "b"], "q3": ["c"]}')
+        scores = self.write("s.jsonl", self.SCORES)
+        code, out, err = run_cli(qrels, run, "--scores", scores, "--metrics",
+                                 "mrr@2,score(field=faithfulness)", "--unjudged-bounds")
+        self.assertEqual(code, 0, err)
+        self.assertIn("no bounds (only recall, precision, success, mrr, map and ndcg over ids "
+                      "with unjudged=nonrel have them): %s" % self.F, out)
+
+    def test_both_tiers_keep_the_holdouts_set_level_means(self):
+        # Found while adding answer stages: merging the judge scores made the
+        # hold-out's means again from its rows, and a set-level measure
+        # (abstention_f1) has cells, which the test set had set apart: its mean was
+        # lost, and a baseline holding it gated it MISSING.
+        qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "h1": {"c": 1}, "h2": {}}
+        run = {"q1": ["a"], "q2": [], "h1": ["c"], "h2": []}
+        queries = {"h1": {"slices": {"split": ["holdout"]}}, "q1": {}, "q2": {},
+                   "h2": {"answerable": False, "slices": {"split": ["holdout"]}}}
+        options = dict(k=1, measures="recall,abstention_f1", queries=queries,
+                       holdout="split=holdout")
+        alone = rag_eval.evaluate(qrels, run, **options)
+        scores = rag_eval.load_scores(io.StringIO(jsonl(*({"query_id": q, "f": 0.5}
+                                                          for q in qrels))))
+        both = rag_eval.evaluate_stages(qrels, run, scores, **options)
+        self.assertEqual(both.holdout.mean, dict(alone.holdout.mean, **{"score(field=f)": 0.5}))
+        self.assertEqual(both.holdout.n["abstention_f1"], alone.holdout.n["abstention_f1"])
+        baseline = rag_eval.load_baseline(io.StringIO(json.dumps(rag_eval.baseline_dict(both))))
+        self.assertTrue(rag_eval.gate(both, baseline).passed)
+
     def test_both_tiers_with_slices_and_a_holdout(self):
         queries = self.write("meta.jsonl", jsonl(
             {"query_id": "q1", "slices": {"source": "real"}},

@@ -24,20 +24,23 @@ class MeasureNamesTest(unittest.TestCase):
             cutoffs = ("@1", "@10", "@all") if spec.cutoff else ("",)
             units = spec.options["unit"].choices if "unit" in spec.options else ("id",)
             base = "" if "id" in units else "unit=%s" % units[0]
-            if spec.view == "scores":
+            if "field" in spec.params:
                 base = "field=faithfulness"     # a required name
             others = {"": base}
             for key, param in spec.params.items():
                 if param.kind is str and not param.choices:
                     continue    # the required name, in base
                 value = next((c for c in param.choices if c != param.default),
-                             param.default + 2 if not param.choices else None)
+                             None if param.choices else 0.7 if param.default is None
+                             else param.default + 2)
                 others[key] = ",".join(sorted(filter(None, [
                     base, "%s=%s" % (key, rag_eval._value_text(value))])))
+            def joined(*parts):
+                return ",".join(sorted(filter(None, (base,) + parts)))
             for unit in units[1:] if "id" in units else ():
-                others[unit] = "unit=%s" % unit
+                others[unit] = joined("unit=%s" % unit)
             if "evidence" in units:
-                others["cover"] = "cover=0.5,unit=evidence"
+                others["cover"] = joined("cover=0.5", "unit=evidence")
             for cutoff in cutoffs:
                 for inner in others.values():
                     yield name + ("(%s)" % inner if inner else "") + cutoff
@@ -114,6 +117,9 @@ class MeasureNamesTest(unittest.TestCase):
                     if param.kind is str and not param.choices:     # a required name
                         self.assertIsNone(param.default)
                         continue
+                    if param.default_text is not None:   # worked out from the data
+                        self.assertIsNone(param.default)
+                        continue
                     self.assertIsInstance(param.default, param.kind)
         self.assertFalse(hasattr(rag_eval, "_TREC_NAMES") or hasattr(rag_eval, "_PARAM_CHOICES"))
 
@@ -138,8 +144,8 @@ class MeasureNamesTest(unittest.TestCase):
                 self.assertIn("%s %s" % (spelling.tool, spelling.text), out)
             for key, param in spec.params.items():
                 self.assertIn("%s: %s, %s" % (key, param.kind.__name__, "required" if
-                                              param.default is None else
-                                              "default %s" % param.default), out)
+                                              param.required else "default %s" % (
+                                                  param.default_text or param.default)), out)
         self.assertIn("recip_rank (= mrr@all)", out)
 
     def test_readme_and_docstring_list_every_measure(self):

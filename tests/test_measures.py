@@ -35,6 +35,11 @@ class HandWorkedMeasuresTest(unittest.TestCase):
                 self.assertAlmostEqual(value, case["expected"][name], places=15)
             unscored = {name for name, value in case["expected"].items() if value is None}
             self.assertEqual(set(case["arithmetic"]) | unscored, set(case["expected"]))
+            for name, text in case.get("stage_arithmetic", {}).items():
+                self.assertAlmostEqual(eval(text, {"__builtins__": {}}),
+                                       case["stage_expected"][name], places=15)
+            self.assertEqual(set(case.get("stage_arithmetic", {})),
+                             set(case.get("stage_expected", {})))
 
     def test_values(self):
         # A case over chunks gives its chunk map (or doc_sep); an expected null
@@ -47,6 +52,9 @@ class HandWorkedMeasuresTest(unittest.TestCase):
         for case in self.cases:
             if "scores" in case:
                 self.check_score_case(case)
+                continue
+            if "stages" in case:
+                self.check_stage_case(case)
                 continue
             for name, expected in case["expected"].items():
                 with self.subTest(case=case["name"], measure=name):
@@ -81,6 +89,48 @@ class HandWorkedMeasuresTest(unittest.TestCase):
             with self.subTest(case=case["name"], measure=name):
                 report = rag_eval.evaluate_scores(scores, [name])
                 self.assertAlmostEqual(report.per_query["q"][name], expected, places=12)
+
+    @staticmethod
+    def stage_report(spec, run, verdicts):
+        """evaluate_stages() of a stages case: its qrels, this run and these
+        verdicts (a null verdict: missing)."""
+        lines = "".join(json.dumps({"query_id": q, spec["field"]: v}) + "\n"
+                        for q, v in verdicts.items())
+        options = dict(spec.get("options", {}))
+        scores = rag_eval.load_scores(io.StringIO(lines), ranges={
+            f: tuple(pair) for f, pair in spec.get("ranges", {}).items()},
+            allow_missing=options.get("allow_missing_scores", False))
+        return rag_eval.evaluate_stages(spec["qrels"], run, scores, spec["field"],
+                                        queries=spec.get("queries"), **options)
+
+    def check_stage_case(self, case):
+        """A case of answer stages: its means, stage counts, the queries
+        counted apart and, against its baseline, the gate's attribution."""
+        spec = case["stages"]
+        with self.subTest(case=case["name"]):
+            report = self.stage_report(spec, spec["run"], spec["verdicts"])
+            for name, expected in case["expected"].items():
+                if expected is None:
+                    self.assertNotIn(name, report.mean)
+                    self.assertIn(name, report.measures)
+                else:
+                    self.assertAlmostEqual(report.mean[name], expected, places=12, msg=name)
+            got = dict(report.stages["counts"])
+            got.update(("apart." + key, n) for key, n in report.stages["apart"].items())
+            attribution = None
+            if "baseline" in spec:
+                before = self.stage_report(spec, spec["baseline"]["run"],
+                                           spec["baseline"]["verdicts"])
+                baseline = rag_eval.load_baseline(io.StringIO(json.dumps(
+                    rag_eval.baseline_dict(before))))
+                result = rag_eval.gate(report, baseline)
+                attribution = result.attribution[spec["field"]]
+                got.update(attribution)
+                row = next(c for c in result.changes if c.measure == "score(field=%s)"
+                           % spec["field"])
+                self.assertEqual((row.status, row.main_stage), ("regressed", spec["main_stage"]))
+            for name, expected in case["stage_expected"].items():
+                self.assertAlmostEqual(got[name], expected, places=15, msg=name)
 
     def test_every_measure_is_covered(self):
         covered = {rag_eval.parse_measure(n).name for c in self.cases for n in c["expected"]}
@@ -138,8 +188,8 @@ class MeasureInvariantsTest(unittest.TestCase):
         take one, @all and a budget."""
         for name in rag_eval.available_measures():
             spec = rag_eval._REGISTRY[name]
-            if spec.view == "scores":
-                continue    # read from a score file, not computed from a run (ScoreReportTest)
+            if spec.view in ("scores", "stages"):
+                continue    # read from a score file, or joined with one (StagesTest)
             variants = [name]
             if "unit" in spec.options:
                 variants = ["%s(unit=%s)" % (name, u) if u != "id" else name

@@ -29,7 +29,7 @@ class ReportOutputTest(TempDir, unittest.TestCase):
            "answerability", "query_sets"}
 
     GATE = {"passed", "mode", "max_drop", "slice_max_drop", "regressions", "improvements",
-            "changes", "per_query", "notes", "meta_changes", "removed_failing"}
+            "changes", "per_query", "notes", "meta_changes", "removed_failing", "attribution"}
 
     def json_out(self, *argv):
         code, out, err = run_cli(example("qrels.json"), example("run.json"), "--format", "json",
@@ -58,7 +58,8 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         for entry in doc["gate"]["changes"]:
             self.assertEqual(set(entry), {"measure", "baseline", "current", "delta", "status",
                                           "p_value", "slice", "judged", "undecided",
-                                          "suspect", "n", "removed", "added", "reason"})
+                                          "suspect", "n", "removed", "added", "reason",
+                                          "main_stage"})
             self.assertIsNone(entry["slice"])
             self.assertIsNone(entry["suspect"])
 
