@@ -8555,7 +8555,7 @@ def _borderline(runs, threshold, given):
 # means) and checks every field (what a baseline must hold); baseline_dict and
 # save_baseline write one from a Report (atomically: nothing written
 # half-way); _checked_baseline checks a baseline handed to the gate (a
-# Baseline, or a dict of means); the checks a report and its baseline
+# Baseline, a dict of means, a file name or a Report); the checks a report and its baseline
 # must pass to be compared (same score ranges, same --min-score).  Also the
 # JSON checking helpers the report reader shares.
 #
@@ -8889,13 +8889,30 @@ def save_baseline(report, path):
 
 def _checked_baseline(baseline):
     """A Baseline whose every number is a finite value in [0, 1] under a canonical
-    name (a dict is taken as flat means); anything else is an EvalError."""
+    name, from what :func:`gate` and :func:`assert_no_regression` take: a
+    Baseline, a dict (flat means), a file name (read by load_baseline) or a
+    Report (the baseline save_baseline would write of it, named "report");
+    anything else is an EvalError.
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> b = _checked_baseline(r)
+    >>> b.source, b.mean, b.per_query
+    ('report', {'mrr@2': 0.5}, {'q': {'mrr@2': 0.5}})
+    >>> _checked_baseline({"nDCG@10": 0.5}).mean
+    {'ndcg(gain=linear)@10': 0.5}
+    """
+    if isinstance(baseline, Report):
+        return load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
+            source="report")
+    if isinstance(baseline, (str, os.PathLike)):
+        return load_baseline(baseline)          # checked as it is read
     if isinstance(baseline, dict):
         if not baseline:
             raise EvalError("baseline: the baseline holds no measures")
         return Baseline(_canonical_values(baseline, "baseline"))
     if not isinstance(baseline, Baseline):
-        raise EvalError("baseline must be a Baseline or a dict, got %s" % type(baseline).__name__)
+        raise EvalError("baseline must be a Baseline, a Report, a dict of means or a file name, "
+                        "got %s" % type(baseline).__name__)
     source = str(baseline.source)
     if not baseline.mean:
         raise EvalError("%s: the baseline holds no measures" % source)
@@ -9157,6 +9174,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
          alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, same=(),
          slice_max_drop=None, fail_on_removed=False):
     """Compare ``report`` with ``baseline``; return a :class:`GateResult`.
+    ``baseline`` is a Baseline, a dict of means, a file name (read by
+    load_baseline) or a Report (the baseline save_baseline would write of it).
 
     Every verdict is made on paired values (see _paired_view): each baseline
     measure is compared over the queries both sides scored for it, the
@@ -9828,14 +9847,11 @@ def assert_no_regression(report, baseline, **gate_options):
     AssertionError: gate vs baseline (max drop 0.02): FAILED, 1 regression: mrr@2
     ...
     """
-    if isinstance(baseline, Report):
-        baseline = load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
-            source="report")
-    elif isinstance(baseline, (str, os.PathLike)):
-        baseline = load_baseline(baseline)
+    name = "baseline" if isinstance(baseline, dict) else None
+    baseline = _checked_baseline(baseline)      # read once: its name is the verdict's
     result = gate(report, baseline, **gate_options)
     if not result.passed:
-        name = baseline.source if isinstance(baseline, Baseline) else "baseline"
+        name = name or baseline.source
         raise AssertionError(_text_of(_gate_sections(result, name), first=1).rstrip("\n"))
     if report.drift is not None and not report.drift["passed"]:    # the run failed on it
         raise AssertionError(_text_of(list(_drift_sections(report.drift))[:1],

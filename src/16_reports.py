@@ -37,14 +37,11 @@ def assert_no_regression(report, baseline, **gate_options):
     AssertionError: gate vs baseline (max drop 0.02): FAILED, 1 regression: mrr@2
     ...
     """
-    if isinstance(baseline, Report):
-        baseline = load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
-            source="report")
-    elif isinstance(baseline, (str, os.PathLike)):
-        baseline = load_baseline(baseline)
+    name = "baseline" if isinstance(baseline, dict) else None
+    baseline = _checked_baseline(baseline)      # read once: its name is the verdict's
     result = gate(report, baseline, **gate_options)
     if not result.passed:
-        name = baseline.source if isinstance(baseline, Baseline) else "baseline"
+        name = name or baseline.source
         raise AssertionError(_text_of(_gate_sections(result, name), first=1).rstrip("\n"))
     if report.drift is not None and not report.drift["passed"]:    # the run failed on it
         raise AssertionError(_text_of(list(_drift_sections(report.drift))[:1],

@@ -862,6 +862,39 @@ def hashlib_sha256(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class GateBaselineFormsTest(TempDir, unittest.TestCase):
+    """gate() takes its baseline as assert_no_regression does (issue 23): a
+    Baseline, a dict of means, a file name or a Report, through one helper."""
+
+    def test_a_path_a_report_and_a_dict_gate_alike(self):
+        report = example_report()
+        # The bundled baseline.json: mrr@5 0.55 -> 0.5 and recall@5 0.7 -> 0.6667 fall by
+        # more than 0.02; ndcg@5 0.52 -> 0.5095 and success@5 do not.
+        by_path = rag_eval.gate(report, example("baseline.json"))
+        by_loaded = rag_eval.gate(report, rag_eval.load_baseline(example("baseline.json")))
+        by_dict = rag_eval.gate(report, json.loads(read_text(example("baseline.json"))))
+        for result in (by_path, by_loaded, by_dict):
+            self.assertEqual([c.measure for c in result.regressions], ["mrr@5", "recall@5"])
+        self.assertEqual(by_path.changes, by_loaded.changes)
+        self.assertEqual(by_path.changes, by_dict.changes)
+        saved = self.write("saved.json", "")
+        rag_eval.save_baseline(report, saved)
+        for baseline in (report, saved):    # a Report is the baseline it would save
+            result = rag_eval.gate(report, baseline)
+            self.assertTrue(result.passed)
+            self.assertEqual({c.n for c in result.changes}, {3})       # paired per query
+        self.assertEqual(rag_eval.gate(report, report).changes,
+                         rag_eval.gate(report, saved).changes)
+
+    def test_anything_else_is_refused_in_one_line(self):
+        report = example_report()
+        with self.assertRaisesRegex(rag_eval.EvalError, "^baseline must be a Baseline, a "
+                                    "Report, a dict of means or a file name, got list$"):
+            rag_eval.gate(report, [0.5])
+        with self.assertRaisesRegex(rag_eval.EvalError, "nope.json: no such baseline file"):
+            rag_eval.gate(report, os.path.join(self.tmp, "nope.json"))
+
+
 class AssertNoRegressionTest(TempDir, unittest.TestCase):
     """assert_no_regression: gate() for pytest, the gate's text as the message."""
 
