@@ -4038,18 +4038,22 @@ def load_chunks(source):
 
 
 def _library_chunks(chunks):
-    """The ``chunks=`` of evaluate(): a list of records, {id: record} or a
-    _ChunkMap already read."""
+    """(_ChunkMap or None, input info or None) of the ``chunks=`` of evaluate():
+    a chunk-map file (a path, ``-`` or a file object, read as ``--chunks``
+    reads it: its info, path and sha256, goes into the report's inputs), a
+    list of records, {id: record} or a _ChunkMap already read."""
+    if isinstance(chunks, (str, bytes, os.PathLike)) or hasattr(chunks, "read"):
+        return _read_chunks(chunks)
     if chunks is None or isinstance(chunks, _ChunkMap):
-        return chunks
+        return chunks, None
     if isinstance(chunks, dict):
         chunks = [dict(record._asdict() if isinstance(record, Chunk) else record, id=chunk_id)
                   if isinstance(record, (dict, Chunk)) else record
                   for chunk_id, record in chunks.items()]
     if not isinstance(chunks, (list, tuple)):
-        raise EvalError("chunks must be a list of records %s or a dict {id: record}, got %s"
-                        % (_CHUNK_FORM, type(chunks).__name__))
-    return _chunk_map([(None, record) for record in chunks], "chunks")
+        raise EvalError("chunks must be a chunk-map file, a list of records %s or a dict "
+                        "{id: record}, got %s" % (_CHUNK_FORM, type(chunks).__name__))
+    return _chunk_map([(None, record) for record in chunks], "chunks"), None
 
 
 def load_qrels(source, *, format=None):
@@ -5790,6 +5794,20 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     rest).  ``as_of="YYYY-MM-DD"`` leaves out the queries whose valid_until
     is before it; without it, dates are only counted.
 
+    ``chunks`` is a chunk map, as ``--chunks`` takes it: a file (a path, ``-``
+    or a file object, JSONL; its path, sha256 and format go into the report's
+    ``inputs``, so a saved baseline records it), or its records already read
+    (a list of ``{"id", "doc", "start", "end"}`` objects, or ``{id: record}``);
+    ``doc_sep`` names documents by cutting ids at a separator instead, and
+    ``unit`` is the default unit of the measures (``"doc"``, ``"evidence"``).
+
+    >>> m = io.StringIO('{"id": "c1", "doc": "a.md", "start": 0, "end": 50}\\n'
+    ...                 '{"id": "c2", "doc": "a.md", "start": 50, "end": 99}\\n')
+    >>> e = evaluate({"q": [Label("a.md", 60, 80, 1)]}, {"q": ["c1", "c2"]}, k=1,
+    ...              measures="recall(unit=evidence),recall(unit=evidence)@2", chunks=m)
+    >>> e.mean, e.inputs["chunks"]["path"]
+    ({'recall(unit=evidence)@1': 0.0, 'recall(unit=evidence)@2': 1.0}, '<stream>')
+
     ``unjudged_bounds=True`` fills the report's ``unjudged``: the interval
     each mean and each query's value could take once the unjudged ids of the
     top k are labelled (``"mean"`` and ``"per_query"``, ``[lo, hi]``; None for
@@ -5829,10 +5847,13 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
     if testset is not None:
         qrels = testset.qrels(qrels)
-    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average,
-                     _library_chunks(chunks), doc_sep, testset, min_score, unjudged_bounds)
+    chunks, chunks_info = _library_chunks(chunks)
+    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average, chunks, doc_sep,
+                     testset, min_score, unjudged_bounds)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
                     testset)._replace(min_score=scorer.min_score)
+    if chunks_info is not None:     # a file, as --chunks reads it: the gate tells a new map
+        report = report._replace(inputs={"chunks": chunks_info})
     report = _with_rising_note(report, "run", rising, testset)
     return _with_meta(report._replace(label_sha256=_label_hashes(qrels, testset)), meta)
 

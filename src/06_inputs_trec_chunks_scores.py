@@ -409,18 +409,22 @@ def load_chunks(source):
 
 
 def _library_chunks(chunks):
-    """The ``chunks=`` of evaluate(): a list of records, {id: record} or a
-    _ChunkMap already read."""
+    """(_ChunkMap or None, input info or None) of the ``chunks=`` of evaluate():
+    a chunk-map file (a path, ``-`` or a file object, read as ``--chunks``
+    reads it: its info, path and sha256, goes into the report's inputs), a
+    list of records, {id: record} or a _ChunkMap already read."""
+    if isinstance(chunks, (str, bytes, os.PathLike)) or hasattr(chunks, "read"):
+        return _read_chunks(chunks)
     if chunks is None or isinstance(chunks, _ChunkMap):
-        return chunks
+        return chunks, None
     if isinstance(chunks, dict):
         chunks = [dict(record._asdict() if isinstance(record, Chunk) else record, id=chunk_id)
                   if isinstance(record, (dict, Chunk)) else record
                   for chunk_id, record in chunks.items()]
     if not isinstance(chunks, (list, tuple)):
-        raise EvalError("chunks must be a list of records %s or a dict {id: record}, got %s"
-                        % (_CHUNK_FORM, type(chunks).__name__))
-    return _chunk_map([(None, record) for record in chunks], "chunks")
+        raise EvalError("chunks must be a chunk-map file, a list of records %s or a dict "
+                        "{id: record}, got %s" % (_CHUNK_FORM, type(chunks).__name__))
+    return _chunk_map([(None, record) for record in chunks], "chunks"), None
 
 
 def load_qrels(source, *, format=None):
