@@ -260,8 +260,28 @@ class PerQueryGateTest(TempDir, unittest.TestCase):
         sd = statistics.stdev([0.0] * 6 + [1.0] * 24)
         margin = statistics.NormalDist().inv_cdf(0.975) * sd / math.sqrt(30)
         needed = math.ceil((statistics.NormalDist().inv_cdf(0.975) * sd / 0.02) ** 2)
-        self.assertIn("success@1 +/-%.3f on 30 queries (about %d needed)" % (margin, needed),
-                      result.notes[-1])
+        self.assertEqual("too few queries to see a drop of the tolerance: success@1 is +/-%.3f "
+                         "on 30 queries, about %d needed" % (margin, needed), result.notes[-1])
+
+    def test_the_sample_size_note_is_said_once(self):
+        # Issue 23: on 100 queries at the default tolerance it named every measure (and
+        # every slice).  Said once: the measure needing the most queries.  d at rank 2
+        # on 80 of 100 queries.  success@2 and recall@2: 1 x 80, 0 x 20, sd 0.4020, margin
+        # 1.96 * 0.4020 / 10 = 0.0788, needed (1.96 * 0.4020 / 0.02)^2 = 1552.2 -> 1553
+        # (a tie: the first by name); mrr@2: 0.5 x 80, sd 0.2010, margin 0.0394, needed
+        # 388.1 -> 389.  The slices (50 queries each) are wider still, and not named.
+        qrels = {"q%02d" % i: {"d": 1} for i in range(100)}
+        run = {"q%02d" % i: ["x", "d"] if i < 80 else ["x"] for i in range(100)}
+        queries = {q: {"slices": {"half": [str(int(q[1:]) % 2)]}} for q in qrels}
+        report = rag_eval.evaluate(qrels, run, k=2, measures="success@2,mrr@2,recall@2",
+                                   queries=queries, by="half")
+        base = rag_eval.Baseline(dict(report.mean))
+        notes = [n for n in rag_eval.gate(report, base).notes if n.startswith("too few")]
+        self.assertEqual(notes, ["too few queries to see a drop of the tolerance: recall@2 is "
+                                 "+/-0.079 on 100 queries, about 1553 needed"])
+        sd = statistics.stdev([1.0] * 80 + [0.0] * 20)
+        self.assertEqual(math.ceil((statistics.NormalDist().inv_cdf(0.975) * sd / 0.02) ** 2),
+                         1553)
 
 
 class BaselineFileTest(TempDir, unittest.TestCase):

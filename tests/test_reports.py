@@ -150,7 +150,7 @@ rag\\_eval %s: 3 queries scored
 
 <details><summary>gate notes (1)</summary>
 
-- too few queries to see a drop of the tolerance: mrr@2 +/-0.327 on 3 queries (about 801 needed)
+- too few queries to see a drop of the tolerance: mrr@2 is +/-0.327 on 3 queries, about 801 needed
 
 </details>
 
