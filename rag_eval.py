@@ -2967,11 +2967,14 @@ class _MappedRanking(list):
     """A ranked list of ids whose items were objects (``{"id": ..., "score":
     ..., "doc": ..., "start": ..., "end": ...}``, LangChain's and LlamaIndex's
     shape): ``chunks`` maps the ids that said where they come from to their
-    Chunk; ``scores`` holds each item's score (None when the items gave none).
-    The list order is the ranking, whatever the scores: retrievers such as
-    FAISS and Chroma give distances, lower is better."""
+    Chunk; ``scores`` holds each item's score (None when the items gave none);
+    ``texts`` the "text" of the items that gave one (read by --to-label only,
+    for the person who grades the id).  The list order is the ranking,
+    whatever the scores: retrievers such as FAISS and Chroma give distances,
+    lower is better."""
     chunks: dict = {}
     scores = None
+    texts: dict = {}
 
 
 def _mapped_ranking(qid, ranking, where, rising=None):
@@ -2983,7 +2986,7 @@ def _mapped_ranking(qid, ranking, where, rising=None):
     >>> r, r.scores
     (['a', 'b'], [0.2, 0.3])
     """
-    out, chunks, scores = _MappedRanking(), {}, []
+    out, chunks, scores, texts = _MappedRanking(), {}, [], {}
     for i, item in enumerate(ranking, 1):
         what = "%s: query %r: item %d" % (where, qid, i)
         if not isinstance(item, dict):
@@ -3002,7 +3005,14 @@ def _mapped_ranking(qid, ranking, where, rising=None):
                 raise EvalError("%s: id %r is given twice with different fields"
                                 % (what, chunk_id))
             chunks[chunk_id] = chunk
+        if item.get("text") is not None:
+            if not isinstance(item["text"], str):
+                raise EvalError("%s: text must be a string (the chunk's text), got %s"
+                                % (what, _short_repr(item["text"], 40)))
+            texts.setdefault(chunk_id, item["text"])
     out.chunks = chunks
+    if texts:
+        out.texts = texts
     if scores:
         if len(scores) < len(out):
             raise EvalError("%s: query %r: %d of %d items give a score: give one on every item "
@@ -3235,9 +3245,9 @@ _jsonl_qrels_of = _jsonl_qrels      # hook: the accelerations install _jsonl_lab
 
 # --- to-label rows read back ---------------------------------------------------------
 #
-# --to-label writes {"query_id", "id", ["doc", "start", "end",] "best_rank",
-# "runs", "grade": null} (see _to_label_rows); with the grades filled in the
-# file is qrels.  A row labels one key of the qrels map: the chunk id when the
+# --to-label writes {"query_id", ["question",] "id", ["doc", "start", "end",]
+# ["text",] "best_rank", "runs", "grade": null} (see _to_label_rows); with the
+# grades filled in the file is qrels (the question and the text are not read).  A row labels one key of the qrels map: the chunk id when the
 # measures count ids, its document (the highest grade of its rows) when they
 # count documents or evidence, since one {key: grade} map read both ways would
 # count the chunk as a relevant document, or the document as a relevant id
@@ -4026,6 +4036,27 @@ def _chunk_map_plain(text, name):
 
 
 _chunk_map_of = _chunk_map_plain    # hook: the accelerations install _chunk_map_bulk
+
+
+def _chunk_texts(source, ids):
+    """{id: text} of the chunk-map lines of ``ids`` that give a "text" (a
+    string): what --to-label shows the person who grades a chunk.  The map
+    is read again only for this; scoring never keeps the texts.
+
+    >>> _chunk_texts(io.StringIO('{"id": "c1", "doc": "a", "text": "Refunds take 5 days."}\\n'
+    ...                          '{"id": "c2", "doc": "a"}\\n'), {"c1", "c2", "c3"})
+    {'c1': 'Refunds take 5 days.'}
+    """
+    inp = _input_of(source)
+    out = {}
+    for number, record in _chunk_records(inp.text(), inp.name):   # read and checked before
+        if record.get("text") is None or _as_id(record["id"], "id") not in ids:
+            continue
+        if not isinstance(record["text"], str):
+            raise EvalError("%s:%d: text must be a string (the chunk's text), got %s"
+                            % (inp.name, number, _short_repr(record["text"], 40)))
+        out.setdefault(_as_id(record["id"], "id"), record["text"])
+    return out
 
 
 def load_chunks(source):
@@ -5525,52 +5556,79 @@ def _unjudged_top(ranking, labels, depth, doc_of=None):
     return out
 
 
-def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True):
+def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True,
+                   questions=None, texts=None):
     """The rows of --to-label: for each (query, id) unjudged in the top
     ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
-    stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
-    "runs", "grade": None}, sorted by best rank, then query, then id.  Only
-    queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
-    With a ``mapping``, an id whose document is labelled is judged when the
-    measures count documents (``by_doc``); the rows name the documents.
+    stream)], one dict {"query_id"[, "question"], "id"[, "doc", "start",
+    "end"][, "text"], "best_rank", "runs", "grade": None}, sorted by best
+    rank, then query, then id.  Only queries of ``qrels`` are pooled, the
+    ``hidden`` ones (the hold-out) never.  The rows carry what a person needs
+    to grade, where the inputs give it: the query's ``questions`` {qid: text}
+    (a test set's), the chunk's document and span (a ``mapping``, else the
+    run's own fields: a ranked list of objects) and its text (the run item's
+    "text", else the chunk map's: ``texts(ids)`` gives {id: text} of the ids
+    still without one, asked once).  With a document
+    known, an id whose document is labelled is judged when the measures
+    count documents (``by_doc``).
 
     >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
     ...                       {"q": {"a": 1}}, 2)
     >>> [(r["id"], r["best_rank"], r["runs"]) for r in rows]
     [('x', 1, ['new']), ('y', 1, ['old']), ('z', 2, ['old'])]
+    >>> run = {"q": _check_run_query("q", [{"id": "x", "doc": "a.md", "start": 0, "end": 9,
+    ...                                     "text": "Refunds."}], "r")}
+    >>> _to_label_rows([("r", run)], {"q": {}}, 1, questions={"q": "How long?"})
+    [{'query_id': 'q', 'question': 'How long?', 'id': 'x', 'doc': 'a.md', 'start': 0, 'end': 9, 'text': 'Refunds.', 'best_rank': 1, 'runs': ['r'], 'grade': None}]
     """
-    found = {}      # (qid, id) -> [best rank, run names]
+    found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None]
     for name, queries in runs:
         pairs = queries.items() if isinstance(queries, dict) else queries
         for qid, ranking in pairs:
             if qid not in qrels or qid in hidden or ranking is None:
                 continue
-            doc_of = None if mapping is None or not by_doc else _chunk_lookup(mapping)
+            chunk_of = _chunk_lookup(mapping, ranking)
+            doc_of = (lambda doc: chunk_of(doc) or Chunk(doc)) if by_doc and chunk_of else None
+            own_texts = getattr(ranking, "texts", None) or {}
             for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
-                entry = found.setdefault((qid, doc), [rank, []])
+                entry = found.setdefault((qid, doc), [rank, [], None, None])
                 entry[0] = min(entry[0], rank)
                 if name not in entry[1]:
                     entry[1].append(name)
+                entry[2] = entry[2] or (chunk_of and chunk_of(doc))
+                entry[3] = entry[3] or own_texts.get(doc)
+    more = texts({doc for (_, doc), entry in found.items() if entry[3] is None}) \
+        if texts is not None and found else {}
     rows = []
-    for (qid, doc), (rank, names) in sorted(found.items(),
-                                            key=lambda item: (item[1][0], item[0])):
-        row = {"query_id": qid, "id": doc}
-        if mapping is not None:
-            chunk = _chunk_lookup(mapping)(doc)
+    for (qid, doc), (rank, names, chunk, text) in sorted(
+            found.items(), key=lambda item: (item[1][0], item[0])):
+        row = {"query_id": qid}
+        if (questions or {}).get(qid) is not None:
+            row["question"] = questions[qid]
+        row["id"] = doc
+        if chunk is not None:
             row["doc"] = chunk.doc
             if chunk.start is not None:
                 row["start"], row["end"] = chunk.start, chunk.end
+        text = text or more.get(doc)
+        if text is not None:
+            row["text"] = text
         row.update(best_rank=rank, runs=names, grade=None)
         rows.append(row)
     return rows
 
 
-def _chunk_lookup(mapping):
-    """id -> Chunk through a chunk map or a separator (an id the map lacks: its
-    own document, unknown)."""
-    if mapping.doc_sep is not None:
+def _chunk_lookup(mapping, ranking=None):
+    """id -> Chunk through a chunk map or a separator (an id the map lacks:
+    its own document, unknown), else id -> Chunk or None through the
+    ranking's own fields (a ranked list of objects); None when there is
+    neither."""
+    if mapping is not None and mapping.doc_sep is not None:
         return lambda doc: Chunk(_doc_of(doc, mapping.doc_sep))
-    return lambda doc: mapping.chunks.get(doc) or Chunk(doc)
+    own = getattr(ranking, "chunks", None) or {}
+    if mapping is not None:
+        return lambda doc: mapping.chunks.get(doc) or own.get(doc) or Chunk(doc)
+    return own.get if own else None
 
 
 def _to_label_text(rows):
@@ -6426,6 +6484,7 @@ def _cut(qid, ranking, min_score):
                         "a ranked list without them" % qid)
     out = _MappedRanking(d for d, s in zip(ranking, scores) if s >= min_score)
     out.chunks, out.scores = ranking.chunks, [s for s in scores if s >= min_score]
+    out.texts = ranking.texts
     return out
 
 
@@ -11882,8 +11941,11 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures):
         qrels = metadata_set.qrels(qrels)
         hidden = frozenset() if args.reveal_holdout else metadata_set.hidden
     qrels = _split_qrels(qrels)[0]      # span labels: the grades of their documents
+    questions = {} if metadata_set is None else {
+        qid: info["question"] for qid, info in metadata_set.queries.items() if "question" in info}
     rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden,
-                          by_doc=_rows_label(measures) != "id")
+                          by_doc=_rows_label(measures) != "id", questions=questions,
+                          texts=args.chunks and functools.partial(_chunk_texts, args.chunks))
     return args.to_label, _to_label_text(rows)
 
 
@@ -12057,6 +12119,8 @@ def _run_cli(args, stdout, stderr):
         parse_measure(m).name == "judged" for m in metrics)
     label_notes = []
     qrels, qrels_info, described, more_inputs = _read_all_qrels(args, label_notes, metrics)
+    if args.to_label is not None and args.chunks:
+        args.chunks = _held(args.chunks)    # --to-label reads its texts again
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,

@@ -399,6 +399,27 @@ def _chunk_map_plain(text, name):
 _chunk_map_of = _chunk_map_plain    # hook: the accelerations install _chunk_map_bulk
 
 
+def _chunk_texts(source, ids):
+    """{id: text} of the chunk-map lines of ``ids`` that give a "text" (a
+    string): what --to-label shows the person who grades a chunk.  The map
+    is read again only for this; scoring never keeps the texts.
+
+    >>> _chunk_texts(io.StringIO('{"id": "c1", "doc": "a", "text": "Refunds take 5 days."}\\n'
+    ...                          '{"id": "c2", "doc": "a"}\\n'), {"c1", "c2", "c3"})
+    {'c1': 'Refunds take 5 days.'}
+    """
+    inp = _input_of(source)
+    out = {}
+    for number, record in _chunk_records(inp.text(), inp.name):   # read and checked before
+        if record.get("text") is None or _as_id(record["id"], "id") not in ids:
+            continue
+        if not isinstance(record["text"], str):
+            raise EvalError("%s:%d: text must be a string (the chunk's text), got %s"
+                            % (inp.name, number, _short_repr(record["text"], 40)))
+        out.setdefault(_as_id(record["id"], "id"), record["text"])
+    return out
+
+
 def load_chunks(source):
     """Read a chunk map (JSONL, one chunk a line) into ``{id: Chunk}``.
 

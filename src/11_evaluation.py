@@ -710,6 +710,7 @@ def _cut(qid, ranking, min_score):
                         "a ranked list without them" % qid)
     out = _MappedRanking(d for d, s in zip(ranking, scores) if s >= min_score)
     out.chunks, out.scores = ranking.chunks, [s for s in scores if s >= min_score]
+    out.texts = ranking.texts
     return out
 
 
