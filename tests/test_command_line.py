@@ -12,7 +12,8 @@ import sys
 import unittest
 
 import rag_eval
-from tests.support import read_doc, HERE, run_cli, TempDir, example, EXAMPLE_FILES, read_text
+from tests.support import (read_doc, HERE, run_cli, TempDir, example, EXAMPLE_FILES, read_text,
+                           jsonl)
 
 
 class MiniYaml:
@@ -100,13 +101,38 @@ class ActionTest(TempDir, unittest.TestCase):
     gate fails."""
 
     def run_step(self, step, env=None, cwd=None):
+        """(exit code, stderr, job summary) of one step run as GitHub runs it: its
+        script in a file, given to its shell (``bash``: bash --noprofile --norc -eo
+        pipefail; ``python3 {0}``); its outputs in self.outputs."""
         summary = os.path.join(self.tmp, "summary.md")
-        environ = dict(os.environ, GITHUB_STEP_SUMMARY=summary, GITHUB_ACTION_PATH=HERE,
-                       **(env or {}))
-        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
-                               step["run"]], env=environ, cwd=cwd or self.tmp,
-                              capture_output=True, text=True, timeout=120)
+        output = os.path.join(self.tmp, "github_output")
+        script = os.path.join(self.tmp, "step_script")
+        with open(script, "w") as handle:
+            handle.write(step["run"])
+        environ = dict(os.environ, GITHUB_STEP_SUMMARY=summary, GITHUB_OUTPUT=output,
+                       GITHUB_ACTION_PATH=HERE, **(env or {}))
+        shell = step.get("shell", "bash")
+        command = (["bash", "--noprofile", "--norc", "-eo", "pipefail", script] if shell == "bash"
+                   else [word.replace("{0}", script) for word in shell.split()])
+        done = subprocess.run(command, env=environ, cwd=cwd or self.tmp, capture_output=True,
+                              text=True, timeout=120)
+        self.outputs = self.read_outputs(output)
         return done.returncode, done.stderr, read_text(summary) if os.path.exists(summary) else ""
+
+    @staticmethod
+    def read_outputs(path):
+        """{name: value} of a $GITHUB_OUTPUT file (name=value or name<<MARK lines)."""
+        lines, out = (read_text(path).split("\n") if os.path.exists(path) else []), {}
+        while lines:
+            line = lines.pop(0)
+            if "<<" in line:
+                name, mark = line.split("<<", 1)
+                end = lines.index(mark)
+                out[name], lines = "\n".join(lines[:end]), lines[end + 1:]
+            elif line:
+                name, _, value = line.partition("=")
+                out[name] = value
+        return out
 
     def test_mini_yaml_reader(self):
         self.assertEqual(MiniYaml('a: "1"\nb:\n  - c: x  # note\n    d: |\n      one\n'
@@ -118,15 +144,22 @@ class ActionTest(TempDir, unittest.TestCase):
         action = MiniYaml(read_text(os.path.join(HERE, "action.yml"))).parse()
         self.assertEqual(action["runs"]["using"], "composite")
         self.assertEqual(set(action["inputs"]),
-                         {"qrels", "run", "baseline", "options", "report", "python-version"})
+                         {"qrels", "run", "baseline", "chunks", "scores", "args", "options",
+                          "report", "python-version"})
         values = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
-        values.update(inputs)
+        values.update({name.replace("_", "-"): value for name, value in inputs.items()})
         steps = action["runs"]["steps"]
+        # Python is set up only when python-version asks (its default is empty).
         self.assertEqual(steps[0]["uses"], "actions/setup-python@v5")
+        self.assertEqual(steps[0]["if"], "inputs.python-version != ''")
+        self.assertEqual(action["inputs"]["python-version"]["default"], "")
         self.assertEqual(steps[0]["with"], {"python-version": "${{ inputs.python-version }}"})
         step = next(s for s in steps if "run" in s)
-        self.assertEqual(step["shell"], "bash")
+        self.assertEqual(step["shell"], "python3 {0}")
         self.assertNotIn("${{", step["run"])       # inputs reach the script as variables
+        self.assertEqual({name: spec["value"] for name, spec in action["outputs"].items()},
+                         {name: "${{ steps.%s.outputs.%s }}" % (step["id"], name)
+                          for name in ("verdict", "exit-code", "report")})
 
         def filled(text):
             return re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: values[m.group(1)], text)
@@ -134,40 +167,111 @@ class ActionTest(TempDir, unittest.TestCase):
         self.assertNotIn("${{", "".join(env.values()))
         return step, env
 
+    def gate_with(self, code, **inputs):
+        """The action run on these inputs (the bundled example unless given):
+        its exit code must be ``code``; (stderr, summary, the JSON report or None)."""
+        inputs = dict(dict(qrels=example("qrels.json"), run=example("run.json"),
+                           baseline=example("baseline.json")), **inputs)
+        step, env = self.action_step(**inputs)
+        got, err, summary = self.run_step(step, env)
+        self.assertEqual(got, code, err)
+        self.assertEqual(self.outputs["exit-code"], str(code))
+        self.assertEqual(self.outputs["verdict"], ["passed", "failed", "error"][code])
+        path = os.path.join(self.tmp, inputs.get("report", "rag_eval-report.json"))
+        self.assertEqual(self.outputs["report"],
+                         "" if code == 2 else inputs.get("report", "rag_eval-report.json"))
+        return err, summary, json.loads(read_text(path)) if code != 2 else None
+
     def test_the_action_fails_the_bundled_example_and_writes_the_summary(self):
         report = os.path.join(self.tmp, "report.json")
-        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
-                                     baseline=example("baseline.json"), report=report)
-        code, err, summary = self.run_step(step, env)
-        self.assertEqual(code, 1, err)
+        err, summary, doc = self.gate_with(1, report=report)
         self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"),
                         summary[:200])
-        doc = json.loads(read_text(report))
         self.assertFalse(doc["gate"]["passed"])
         self.assertEqual(doc["per_query"]["q3"]["mrr@5"], 1.0)
 
     def test_the_action_options_input(self):
-        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
-                                     baseline=example("baseline.json"),
-                                     options="--max-drop 0.1 --seed 3")
-        code, err, summary = self.run_step(step, env)
-        self.assertEqual(code, 0, err)
+        err, summary, doc = self.gate_with(0, options="--max-drop 0.1 --seed 3")
         self.assertTrue(summary.startswith("\n**Gate passed**\n"), summary[:200])
         self.assertIn("Gate vs %s (max drop 0.1):" % example("baseline.json").replace("_", "\\_"),
                       summary)
-        self.assertTrue(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
+        self.assertTrue(doc["gate"]["passed"])
+
+    def test_options_are_split_as_a_shell_splits_them(self):
+        # Issue 23: split on spaces, quotes stayed in the words: --meta "who=a b" gave
+        # '"who=a' and a stray 'b"'.  Now as shlex (a shell's words, no shell run).
+        err, summary, doc = self.gate_with(
+            0, options="--max-drop 0.1 --meta \"who=a b\" --meta 'note=$HOME `id`'")
+        self.assertEqual(doc["meta"], {"who": "a b", "note": "$HOME `id`"})
 
     def test_options_are_never_file_name_patterns(self):
         # Found by review: the unquoted $RAG_EVAL_OPTIONS expanded --meta who=* to file names.
         self.write("who=one", "")
         self.write("who=two", "")
-        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
-                                     baseline=example("baseline.json"),
-                                     options="--max-drop 0.1 --meta who=*")
-        code, err, summary = self.run_step(step, env)
-        self.assertEqual(code, 0, err)
-        doc = json.loads(read_text(os.path.join(self.tmp, "rag_eval-report.json")))
+        err, summary, doc = self.gate_with(0, options="--max-drop 0.1 --meta who=*")
         self.assertEqual(doc["meta"], {"who": "*"})
+
+    def test_an_unclosed_quote_in_options_is_an_input_error(self):
+        err, summary, doc = self.gate_with(2, options="--meta 'who=a")
+        self.assertEqual(err, "rag-eval: error: the options input: No closing quotation (or "
+                              "give one argument a line in args)\n")
+        self.assertEqual(summary, "\n**rag-eval error**: the options input: No closing "
+                                  "quotation (or give one argument a line in args)\n\n")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
+
+    def rechunk(self, name):
+        return os.path.join(HERE, "examples", "rechunk", name)
+
+    def test_the_args_input_one_argument_a_line(self):
+        # Issue 23: options "--metrics 'recall(unit=evidence)'" was exit 2 (the quotes
+        # reached rag-eval).  The README quickstart's gate, through the action: chunker
+        # A against chunker B's baseline fails on the four measures the README shows.
+        base = os.path.join(self.tmp, "baseline-b.json")
+        code, out, err = run_cli(self.rechunk("labels.jsonl"), self.rechunk("run-b.jsonl"),
+                                 "--chunks", self.rechunk("chunks-b.jsonl"), "--metrics",
+                                 "recall(unit=evidence),mrr(unit=evidence)", "--k", "3,5",
+                                 "--save-baseline", base)
+        self.assertEqual(code, 0, err)
+        common = dict(qrels=self.rechunk("labels.jsonl"), baseline=base,
+                      args="--metrics\n  recall(unit=evidence),mrr(unit=evidence)  \n\n"
+                           "--k\n3,5\n")
+        err, summary, doc = self.gate_with(1, run=self.rechunk("run-a.jsonl"),
+                                           chunks=self.rechunk("chunks-a.jsonl"), **common)
+        self.assertEqual([r["measure"] for r in doc["gate"]["regressions"]],
+                         ["mrr(unit=evidence)@3", "mrr(unit=evidence)@5",
+                          "recall(unit=evidence)@3", "recall(unit=evidence)@5"])
+        self.assertEqual(doc["inputs"]["chunks"]["path"], self.rechunk("chunks-a.jsonl"))
+        err, summary, doc = self.gate_with(0, run=self.rechunk("run-b.jsonl"),
+                                           chunks=self.rechunk("chunks-b.jsonl"), **common)
+        # options and args together, the quoted form as a shell reads it.
+        err, summary, doc = self.gate_with(
+            0, run=self.rechunk("run-b.jsonl"), chunks=self.rechunk("chunks-b.jsonl"),
+            qrels=self.rechunk("labels.jsonl"), baseline=base,
+            options="--metrics 'recall(unit=evidence),mrr(unit=evidence)'", args="--k\n3,5")
+        self.assertEqual(sorted(doc["mean"]), ["mrr(unit=evidence)@3", "mrr(unit=evidence)@5",
+                                               "recall(unit=evidence)@3",
+                                               "recall(unit=evidence)@5"])
+
+    def test_the_scores_input_one_file_a_line(self):
+        # Judge scores beside the bundled example: ok 0.9, 0.5, 1.0, 0.7 (mean 0.775) and
+        # good 1, 0, 1, 1 (0.75), saved as the baseline, then gated: unchanged, passed.
+        ok = self.write("ok.jsonl", jsonl(*({"query_id": q, "ok": v} for q, v in
+                                             zip(("q1", "q2", "q3", "q4"), (0.9, 0.5, 1.0, 0.7)))))
+        good = self.write("good.jsonl", jsonl(*({"query_id": q, "good": v} for q, v in
+                                                zip(("q1", "q2", "q3", "q4"), (1, 0, 1, 1)))))
+        base = os.path.join(self.tmp, "base.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--scores", ok, "--scores", good,
+                                 "--save-baseline", base)
+        self.assertEqual(code, 0, err)
+        err, summary, doc = self.gate_with(0, baseline=base, scores="%s\n%s\n" % (ok, good))
+        self.assertEqual([i["path"] for i in doc["scores"]["inputs"]], [ok, good])
+        self.assertAlmostEqual(doc["mean"]["score(field=ok)"], 0.775, places=15)
+        self.assertEqual(doc["mean"]["score(field=good)"], 0.75)
+
+    def test_an_input_error_is_verdict_error_and_no_report(self):
+        err, summary, doc = self.gate_with(2, baseline=os.path.join(self.tmp, "none.json"))
+        self.assertIn("none.json: no such baseline file", err)
+        self.assertTrue(summary.startswith("\n**rag-eval error**: "), summary)
 
     def test_the_readme_job_as_written(self):
         readme = read_doc("08-reports-and-ci.md")
