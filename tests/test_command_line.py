@@ -1,5 +1,5 @@
-"""The command line: action.yml's and the README workflow's command lines run as
-GitHub runs them, each option and its refusals, and internal errors (exit 2,
+"""The command line: action.yml's, the README workflow's and examples/ci/'s command
+lines run as GitHub runs them, each option and its refusals, and internal errors (exit 2,
 one line).  Exit codes in a real process: test_rag_eval.py.
 """
 
@@ -94,11 +94,8 @@ class MiniYaml:
         return value
 
 
-@unittest.skipUnless(shutil.which("bash") and shutil.which("python3"), "needs bash and python3")
-class ActionTest(TempDir, unittest.TestCase):
-    """action.yml and the README's GitHub Actions job: their command lines,
-    run as GitHub runs them (bash -eo pipefail) on the bundled example, whose
-    gate fails."""
+class GithubSteps:
+    """Mixin: a workflow or action step run as GitHub runs it, in self.tmp."""
 
     def run_step(self, step, env=None, cwd=None):
         """(exit code, stderr, job summary) of one step run as GitHub runs it: its
@@ -107,6 +104,9 @@ class ActionTest(TempDir, unittest.TestCase):
         summary = os.path.join(self.tmp, "summary.md")
         output = os.path.join(self.tmp, "github_output")
         script = os.path.join(self.tmp, "step_script")
+        for path in (summary, output):      # each step gets its own, as on GitHub
+            if os.path.exists(path):
+                os.remove(path)
         with open(script, "w") as handle:
             handle.write(step["run"])
         environ = dict(os.environ, GITHUB_STEP_SUMMARY=summary, GITHUB_OUTPUT=output,
@@ -133,6 +133,13 @@ class ActionTest(TempDir, unittest.TestCase):
                 name, _, value = line.partition("=")
                 out[name] = value
         return out
+
+
+@unittest.skipUnless(shutil.which("bash") and shutil.which("python3"), "needs bash and python3")
+class ActionTest(GithubSteps, TempDir, unittest.TestCase):
+    """action.yml and the README's GitHub Actions job: their command lines,
+    run as GitHub runs them (the action's script by python3, the job's by bash
+    -eo pipefail) on the bundled examples."""
 
     def test_mini_yaml_reader(self):
         self.assertEqual(MiniYaml('a: "1"\nb:\n  - c: x  # note\n    d: |\n      one\n'
@@ -296,6 +303,129 @@ class ActionTest(TempDir, unittest.TestCase):
         self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"))
         doc = json.loads(read_text(os.path.join(self.tmp, keep["with"]["path"])))
         self.assertFalse(doc["gate"]["passed"])
+
+
+@unittest.skipUnless(shutil.which("bash") and shutil.which("git"), "needs bash and git")
+class CiRecipeTest(GithubSteps, TempDir, unittest.TestCase):
+    """examples/ci/ (issue 23): the pull-request gate and the baseline kept on
+    main, their steps' command lines run as GitHub runs them, in a clone of a
+    repository laid out as the workflows expect (rag_eval.py, eval/qrels.json,
+    eval/baseline.json: the bundled example), with a stand-in for gh."""
+
+    def workflow(self, name):
+        return MiniYaml(read_text(os.path.join(HERE, "examples", "ci", name))).parse()
+
+    def git(self, *argv, cwd=None):
+        done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
+                              cwd=cwd or self.repo, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def setUp(self):
+        super().setUp()
+        seed, origin = os.path.join(self.tmp, "seed"), os.path.join(self.tmp, "origin.git")
+        os.makedirs(os.path.join(seed, "eval"))
+        shutil.copy(os.path.join(HERE, "rag_eval.py"), seed)
+        for name in ("qrels.json", "baseline.json"):
+            shutil.copy(example(name), os.path.join(seed, "eval"))
+        self.git("init", "-q", "-b", "main", cwd=seed)
+        self.git("add", ".", cwd=seed)
+        self.git("commit", "-q", "-m", "seed", cwd=seed)
+        self.git("clone", "-q", "--bare", seed, origin, cwd=self.tmp)
+        self.repo = os.path.join(self.tmp, "repo")
+        self.git("clone", "-q", origin, self.repo, cwd=self.tmp)
+        shutil.copy(example("run.json"), self.repo)       # what the retriever step writes
+        self.bin = os.path.join(self.tmp, "bin")           # gh: records what it is asked
+        os.mkdir(self.bin)
+        self.write("bin/gh", '#!/bin/sh\nprintf "%s\\n" "$@" > "$GH_CALLED"\n'
+                             'while [ $# -gt 0 ]; do\n'
+                             '  if [ "$1" = --body-file ]; then cp "$2" "$GH_BODY"; fi; shift\n'
+                             'done\n')
+        os.chmod(os.path.join(self.bin, "gh"), 0o755)
+
+    def step(self, workflow, name):
+        job, = workflow["jobs"].values()
+        return next(s for s in job["steps"] if s.get("name") == name)
+
+    def run_in_repo(self, step, **env):
+        return self.run_step(step, env, cwd=self.repo)
+
+    def test_the_pull_request_gate(self):
+        flow = self.workflow("retrieval-gate.yml")
+        self.assertEqual(flow["on"], {"pull_request": None})
+        self.assertEqual(flow["permissions"], {"contents": "read", "pull-requests": "write"})
+        job, = flow["jobs"].values()
+        self.assertEqual(job["steps"][0]["uses"], "actions/checkout@v4")
+        # The pull request lowers its own copy of the baseline: the gate reads main's.
+        self.git("checkout", "-q", "-b", "lower-the-bar")
+        with open(os.path.join(self.repo, "eval", "baseline.json"), "w") as handle:
+            json.dump({"recall@5": 0.1, "mrr@5": 0.1, "ndcg@5": 0.1, "success@5": 0.1}, handle)
+        self.git("commit", "-q", "-am", "lower the bar")
+        code, err, _ = self.run_in_repo(self.step(flow, "The baseline on main"),
+                                        GITHUB_BASE_REF="main")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(read_text(os.path.join(self.repo, "baseline-main.json")),
+                         read_text(example("baseline.json")))
+        gate = self.step(flow, "Retrieval quality gate")
+        code, err, summary = self.run_in_repo(gate)
+        self.assertEqual(code, 1, err)
+        failed = ("**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): "
+                  "mrr@5, recall@5\n")
+        comment = read_text(os.path.join(self.repo, "rag_eval.md"))
+        self.assertTrue(comment.startswith(failed), comment[:200])
+        self.assertIn("Gate vs baseline-main.json (max drop 0.02):", comment)
+        self.assertTrue(summary.startswith("\n" + failed))
+        # The comment: the file the gate wrote, posted whatever the verdict, when written.
+        post = self.step(flow, "Post the report on the pull request")
+        self.assertEqual(post["if"], "always() && hashFiles('rag_eval.md') != ''")
+        self.assertIn("-o rag_eval.md ", gate["run"])
+        self.assertEqual(post["env"], {"GH_TOKEN": "${{ github.token }}",
+                                       "PR": "${{ github.event.pull_request.number }}"})
+        called, body = os.path.join(self.tmp, "gh-called"), os.path.join(self.tmp, "gh-body")
+        code, err, _ = self.run_in_repo(post, PR="7", GH_CALLED=called, GH_BODY=body,
+                                        PATH=self.bin + os.pathsep + os.environ["PATH"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(read_text(called).split("\n")[:-1],
+                         ["pr", "comment", "7", "--edit-last", "--create-if-none", "--body-file",
+                          "rag_eval.md"])
+        self.assertEqual(read_text(body), comment)
+
+    def test_the_baseline_on_main(self):
+        flow = self.workflow("retrieval-baseline.yml")
+        self.assertEqual(flow["on"]["push"], {"branches": "[main]"})
+        self.assertEqual(flow["on"]["workflow_dispatch"]["inputs"]["accept"]["type"], "boolean")
+        self.assertEqual(flow["permissions"], {"contents": "write"})
+        job, = flow["jobs"].values()
+        self.assertEqual(job["if"], "github.ref == 'refs/heads/main'")
+        save, commit = self.step(flow, "Save the baseline"), self.step(flow, "Commit the baseline")
+        # --accept comes only from the person's Run workflow input, never from a push.
+        self.assertEqual(save["env"], {"ACCEPT": "${{ inputs.accept && '--accept' || '' }}"})
+        self.assertEqual(commit["env"], {"ACCEPT": "${{ inputs.accept && 'yes' || '' }}"})
+        before = read_text(os.path.join(self.repo, "eval", "baseline.json"))
+        head = self.git("rev-parse", "HEAD")
+        # A merge that regresses (the bundled run against its baseline): kept, job fails.
+        code, err, summary = self.run_in_repo(save, ACCEPT="")
+        self.assertEqual(code, 1, err)
+        self.assertIn("the gate failed, so eval/baseline.json was not written", err)
+        self.assertEqual(read_text(os.path.join(self.repo, "eval", "baseline.json")), before)
+        # A person accepts it: written, committed and pushed to main, naming them.
+        code, err, _ = self.run_in_repo(save, ACCEPT="--accept")
+        self.assertEqual(code, 0, err)
+        saved = json.loads(read_text(os.path.join(self.repo, "eval", "baseline.json")))
+        self.assertEqual(saved["mean"]["mrr@5"], 0.5)
+        env = dict(GITHUB_SHA="abc123", GITHUB_ACTOR="alice", GITHUB_REF_NAME="main")
+        code, err, _ = self.run_in_repo(commit, ACCEPT="yes", **env)
+        self.assertEqual(code, 0, err)
+        origin = os.path.join(self.tmp, "origin.git")
+        self.assertEqual(self.git("log", "-1", "--format=%s", "main", cwd=origin).strip(),
+                         "rag_eval baseline of abc123 (accepted by alice)")
+        self.assertEqual(self.git("rev-parse", "main^", cwd=origin), head)
+        # The next merge, the same numbers: the gate passes, the same bytes, no commit.
+        code, err, _ = self.run_in_repo(save, ACCEPT="")
+        self.assertEqual(code, 0, err)
+        code, err, _ = self.run_in_repo(commit, ACCEPT="", **env)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.git("rev-list", "--count", "main", cwd=origin).strip(), "2")
 
 
 # ---------------------------------------------------------------------------
