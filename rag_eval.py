@@ -3093,11 +3093,14 @@ class _MappedRanking(list):
     """A ranked list of ids whose items were objects (``{"id": ..., "score":
     ..., "doc": ..., "start": ..., "end": ...}``, LangChain's and LlamaIndex's
     shape): ``chunks`` maps the ids that said where they come from to their
-    Chunk; ``scores`` holds each item's score (None when the items gave none).
-    The list order is the ranking, whatever the scores: retrievers such as
-    FAISS and Chroma give distances, lower is better."""
+    Chunk; ``scores`` holds each item's score (None when the items gave none);
+    ``texts`` the "text" of the items that gave one (read by --to-label only,
+    for the person who grades the id).  The list order is the ranking,
+    whatever the scores: retrievers such as FAISS and Chroma give distances,
+    lower is better."""
     chunks: dict = {}
     scores = None
+    texts: dict = {}
 
 
 def _mapped_ranking(qid, ranking, where, rising=None):
@@ -3109,7 +3112,7 @@ def _mapped_ranking(qid, ranking, where, rising=None):
     >>> r, r.scores
     (['a', 'b'], [0.2, 0.3])
     """
-    out, chunks, scores = _MappedRanking(), {}, []
+    out, chunks, scores, texts = _MappedRanking(), {}, [], {}
     for i, item in enumerate(ranking, 1):
         what = "%s: query %r: item %d" % (where, qid, i)
         if not isinstance(item, dict):
@@ -3128,7 +3131,14 @@ def _mapped_ranking(qid, ranking, where, rising=None):
                 raise EvalError("%s: id %r is given twice with different fields"
                                 % (what, chunk_id))
             chunks[chunk_id] = chunk
+        if item.get("text") is not None:
+            if not isinstance(item["text"], str):
+                raise EvalError("%s: text must be a string (the chunk's text), got %s"
+                                % (what, _short_repr(item["text"], 40)))
+            texts.setdefault(chunk_id, item["text"])
     out.chunks = chunks
+    if texts:
+        out.texts = texts
     if scores:
         if len(scores) < len(out):
             raise EvalError("%s: query %r: %d of %d items give a score: give one on every item "
@@ -3361,9 +3371,9 @@ _jsonl_qrels_of = _jsonl_qrels      # hook: the accelerations install _jsonl_lab
 
 # --- to-label rows read back ---------------------------------------------------------
 #
-# --to-label writes {"query_id", "id", ["doc", "start", "end",] "best_rank",
-# "runs", "grade": null} (see _to_label_rows); with the grades filled in the
-# file is qrels.  A row labels one key of the qrels map: the chunk id when the
+# --to-label writes {"query_id", ["question",] "id", ["doc", "start", "end",]
+# ["text",] "best_rank", "runs", "grade": null} (see _to_label_rows); with the
+# grades filled in the file is qrels (the question and the text are not read).  A row labels one key of the qrels map: the chunk id when the
 # measures count ids, its document (the highest grade of its rows) when they
 # count documents or evidence, since one {key: grade} map read both ways would
 # count the chunk as a relevant document, or the document as a relevant id
@@ -4154,6 +4164,27 @@ def _chunk_map_plain(text, name):
 _chunk_map_of = _chunk_map_plain    # hook: the accelerations install _chunk_map_bulk
 
 
+def _chunk_texts(source, ids):
+    """{id: text} of the chunk-map lines of ``ids`` that give a "text" (a
+    string): what --to-label shows the person who grades a chunk.  The map
+    is read again only for this; scoring never keeps the texts.
+
+    >>> _chunk_texts(io.StringIO('{"id": "c1", "doc": "a", "text": "Refunds take 5 days."}\\n'
+    ...                          '{"id": "c2", "doc": "a"}\\n'), {"c1", "c2", "c3"})
+    {'c1': 'Refunds take 5 days.'}
+    """
+    inp = _input_of(source)
+    out = {}
+    for number, record in _chunk_records(inp.text(), inp.name):   # read and checked before
+        if record.get("text") is None or _as_id(record["id"], "id") not in ids:
+            continue
+        if not isinstance(record["text"], str):
+            raise EvalError("%s:%d: text must be a string (the chunk's text), got %s"
+                            % (inp.name, number, _short_repr(record["text"], 40)))
+        out.setdefault(_as_id(record["id"], "id"), record["text"])
+    return out
+
+
 def load_chunks(source):
     """Read a chunk map (JSONL, one chunk a line) into ``{id: Chunk}``.
 
@@ -4164,18 +4195,22 @@ def load_chunks(source):
 
 
 def _library_chunks(chunks):
-    """The ``chunks=`` of evaluate(): a list of records, {id: record} or a
-    _ChunkMap already read."""
+    """(_ChunkMap or None, input info or None) of the ``chunks=`` of evaluate():
+    a chunk-map file (a path, ``-`` or a file object, read as ``--chunks``
+    reads it: its info, path and sha256, goes into the report's inputs), a
+    list of records, {id: record} or a _ChunkMap already read."""
+    if isinstance(chunks, (str, bytes, os.PathLike)) or hasattr(chunks, "read"):
+        return _read_chunks(chunks)
     if chunks is None or isinstance(chunks, _ChunkMap):
-        return chunks
+        return chunks, None
     if isinstance(chunks, dict):
         chunks = [dict(record._asdict() if isinstance(record, Chunk) else record, id=chunk_id)
                   if isinstance(record, (dict, Chunk)) else record
                   for chunk_id, record in chunks.items()]
     if not isinstance(chunks, (list, tuple)):
-        raise EvalError("chunks must be a list of records %s or a dict {id: record}, got %s"
-                        % (_CHUNK_FORM, type(chunks).__name__))
-    return _chunk_map([(None, record) for record in chunks], "chunks")
+        raise EvalError("chunks must be a chunk-map file, a list of records %s or a dict "
+                        "{id: record}, got %s" % (_CHUNK_FORM, type(chunks).__name__))
+    return _chunk_map([(None, record) for record in chunks], "chunks"), None
 
 
 def load_qrels(source, *, format=None):
@@ -5648,16 +5683,22 @@ def _unjudged_top(ranking, labels, depth, doc_of=None):
 
 
 def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True,
-                   first=frozenset()):
+                   first=frozenset(), questions=None, texts=None):
     """The rows of --to-label: for each (query, id) unjudged in the top
     ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
-    stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
-    "runs", "grade": None}, sorted by best rank, then query, then id; every
-    row of the ``first`` queries (unsupported_pass: their answer passed
-    without the evidence) comes before any other.  Only
-    queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
-    With a ``mapping``, an id whose document is labelled is judged when the
-    measures count documents (``by_doc``); the rows name the documents.
+    stream)], one dict {"query_id"[, "question"], "id"[, "doc", "start",
+    "end"][, "text"], "best_rank", "runs", "grade": None}, sorted by best
+    rank, then query, then id; every row of the ``first`` queries
+    (unsupported_pass: their answer passed without the evidence) comes
+    before any other.  Only queries of ``qrels`` are pooled, the ``hidden``
+    ones (the hold-out) never.  The rows carry what a person needs
+    to grade, where the inputs give it: the query's ``questions`` {qid: text}
+    (a test set's), the chunk's document and span (a ``mapping``, else the
+    run's own fields: a ranked list of objects) and its text (the run item's
+    "text", else the chunk map's: ``texts(ids)`` gives {id: text} of the ids
+    still without one, asked once).  With a document
+    known, an id whose document is labelled is judged when the measures
+    count documents (``by_doc``).
 
     >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
     ...                       {"q": {"a": 1}}, 2)
@@ -5667,39 +5708,59 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     ...     [("run", {"p": ["x"], "q": ["b", "y"]})], {"p": {"a": 1}, "q": {"a": 1}}, 2,
     ...     first={"q"})]
     [('q', 'b'), ('q', 'y'), ('p', 'x')]
+    >>> run = {"q": _check_run_query("q", [{"id": "x", "doc": "a.md", "start": 0, "end": 9,
+    ...                                     "text": "Refunds."}], "r")}
+    >>> _to_label_rows([("r", run)], {"q": {}}, 1, questions={"q": "How long?"})
+    [{'query_id': 'q', 'question': 'How long?', 'id': 'x', 'doc': 'a.md', 'start': 0, 'end': 9, 'text': 'Refunds.', 'best_rank': 1, 'runs': ['r'], 'grade': None}]
     """
-    found = {}      # (qid, id) -> [best rank, run names]
+    found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None]
     for name, queries in runs:
         pairs = queries.items() if isinstance(queries, dict) else queries
         for qid, ranking in pairs:
             if qid not in qrels or qid in hidden or ranking is None:
                 continue
-            doc_of = None if mapping is None or not by_doc else _chunk_lookup(mapping)
+            chunk_of = _chunk_lookup(mapping, ranking)
+            doc_of = (lambda doc: chunk_of(doc) or Chunk(doc)) if by_doc and chunk_of else None
+            own_texts = getattr(ranking, "texts", None) or {}
             for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
-                entry = found.setdefault((qid, doc), [rank, []])
+                entry = found.setdefault((qid, doc), [rank, [], None, None])
                 entry[0] = min(entry[0], rank)
                 if name not in entry[1]:
                     entry[1].append(name)
+                entry[2] = entry[2] or (chunk_of and chunk_of(doc))
+                entry[3] = entry[3] or own_texts.get(doc)
+    more = texts({doc for (_, doc), entry in found.items() if entry[3] is None}) \
+        if texts is not None and found else {}
     rows = []
-    for (qid, doc), (rank, names) in sorted(found.items(), key=lambda item: (
-            item[0][0] not in first, item[1][0], item[0])):
-        row = {"query_id": qid, "id": doc}
-        if mapping is not None:
-            chunk = _chunk_lookup(mapping)(doc)
+    for (qid, doc), (rank, names, chunk, text) in sorted(
+            found.items(), key=lambda item: (item[0][0] not in first, item[1][0], item[0])):
+        row = {"query_id": qid}
+        if (questions or {}).get(qid) is not None:
+            row["question"] = questions[qid]
+        row["id"] = doc
+        if chunk is not None:
             row["doc"] = chunk.doc
             if chunk.start is not None:
                 row["start"], row["end"] = chunk.start, chunk.end
+        text = text or more.get(doc)
+        if text is not None:
+            row["text"] = text
         row.update(best_rank=rank, runs=names, grade=None)
         rows.append(row)
     return rows
 
 
-def _chunk_lookup(mapping):
-    """id -> Chunk through a chunk map or a separator (an id the map lacks: its
-    own document, unknown)."""
-    if mapping.doc_sep is not None:
+def _chunk_lookup(mapping, ranking=None):
+    """id -> Chunk through a chunk map or a separator (an id the map lacks:
+    its own document, unknown), else id -> Chunk or None through the
+    ranking's own fields (a ranked list of objects); None when there is
+    neither."""
+    if mapping is not None and mapping.doc_sep is not None:
         return lambda doc: Chunk(_doc_of(doc, mapping.doc_sep))
-    return lambda doc: mapping.chunks.get(doc) or Chunk(doc)
+    own = getattr(ranking, "chunks", None) or {}
+    if mapping is not None:
+        return lambda doc: mapping.chunks.get(doc) or own.get(doc) or Chunk(doc)
+    return own.get if own else None
 
 
 def _to_label_text(rows):
@@ -5923,6 +5984,20 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     rest).  ``as_of="YYYY-MM-DD"`` leaves out the queries whose valid_until
     is before it; without it, dates are only counted.
 
+    ``chunks`` is a chunk map, as ``--chunks`` takes it: a file (a path, ``-``
+    or a file object, JSONL; its path, sha256 and format go into the report's
+    ``inputs``, so a saved baseline records it), or its records already read
+    (a list of ``{"id", "doc", "start", "end"}`` objects, or ``{id: record}``);
+    ``doc_sep`` names documents by cutting ids at a separator instead, and
+    ``unit`` is the default unit of the measures (``"doc"``, ``"evidence"``).
+
+    >>> m = io.StringIO('{"id": "c1", "doc": "a.md", "start": 0, "end": 50}\\n'
+    ...                 '{"id": "c2", "doc": "a.md", "start": 50, "end": 99}\\n')
+    >>> e = evaluate({"q": [Label("a.md", 60, 80, 1)]}, {"q": ["c1", "c2"]}, k=1,
+    ...              measures="recall(unit=evidence),recall(unit=evidence)@2", chunks=m)
+    >>> e.mean, e.inputs["chunks"]["path"]
+    ({'recall(unit=evidence)@1': 0.0, 'recall(unit=evidence)@2': 1.0}, '<stream>')
+
     ``unjudged_bounds=True`` fills the report's ``unjudged``: the interval
     each mean and each query's value could take once the unjudged ids of the
     top k are labelled (``"mean"`` and ``"per_query"``, ``[lo, hi]``; None for
@@ -5971,10 +6046,13 @@ def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, do
     run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
     if testset is not None:
         qrels = testset.qrels(qrels)
-    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average,
-                     _library_chunks(chunks), doc_sep, testset, min_score, unjudged_bounds)
+    chunks, chunks_info = _library_chunks(chunks)
+    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average, chunks, doc_sep,
+                     testset, min_score, unjudged_bounds)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
                     testset)._replace(min_score=scorer.min_score)
+    if chunks_info is not None:     # a file, as --chunks reads it: the gate tells a new map
+        report = report._replace(inputs={"chunks": chunks_info})
     report = _with_rising_note(report, "run", rising, testset)
     return report._replace(label_sha256=_label_hashes(qrels, testset))
 
@@ -6558,6 +6636,7 @@ def _cut(qid, ranking, min_score):
                         "a ranked list without them" % qid)
     out = _MappedRanking(d for d, s in zip(ranking, scores) if s >= min_score)
     out.chunks, out.scores = ranking.chunks, [s for s in scores if s >= min_score]
+    out.texts = ranking.texts
     return out
 
 
@@ -8112,10 +8191,12 @@ def _checked_references(references):
 
 
 def _sample_size_note(groups):
-    """One note naming the gated measures whose 95% margin of the mean (normal
-    approximation) exceeds the tolerance, with the queries a drop that size
-    needs.  ``groups`` are (slice or None, per-query values, tolerances); a
-    slice is named once, with its largest margin (slices multiply measures).
+    """One short note when a gated measure's 95% margin of the mean (normal
+    approximation) exceeds its tolerance: said once, for the measure that
+    needs the most queries for a drop that size to show, with that number.
+    ``groups`` are (slice or None, per-query values, tolerances); a slice is
+    named only when every query is enough (a slice is smaller: when the
+    whole is too small, so are its slices).
 
     >>> r = evaluate({"q%d" % i: {"d": 1} for i in range(100)},
     ...              {"q%d" % i: ["d"] if i < 80 else [] for i in range(100)}, k=1,
@@ -8123,11 +8204,13 @@ def _sample_size_note(groups):
     >>> a1 = {q: r.per_query[q] for q in ("q1", "q2", "q3", "q90")}     # 1, 1, 1, 0
     >>> print(_sample_size_note([(None, r.per_query, {"success@1": 0.04}),
     ...                          ("a=1", a1, {"success@1": 0.04})]))
-    too few queries to see a drop of the tolerance: success@1 +/-0.079 on 100 queries (about 389 needed); a=1 +/-0.490 on 4 queries (about 601 needed)
+    too few queries to see a drop of the tolerance: success@1 is +/-0.079 on 100 queries, about 389 needed
+    >>> print(_sample_size_note([(None, r.per_query, {"success@1": 0.1}),
+    ...                          ("a=1", a1, {"success@1": 0.1})]))
+    too few queries to see a drop of the tolerance in slice a=1: success@1 is +/-0.490 on 4 queries, about 97 needed
     """
-    parts = []
+    wide = []       # (queries needed, margin, slice, measure, queries)
     for name, rows, allowed in groups:
-        wide = []
         for measure in sorted(allowed):
             values = [v[measure] for v in rows.values() if measure in v]
             if len(values) < 2 or allowed[measure] <= 0:
@@ -8135,16 +8218,18 @@ def _sample_size_note(groups):
             margin = margin_of_error(values)
             if margin > allowed[measure]:
                 needed = queries_needed(_statistics().stdev(values), allowed[measure])
-                wide.append((margin, measure, len(values), needed))
-        shown = wide if name is None else sorted(wide, reverse=True)[:1]
-        parts += ["%s +/-%.3f on %s (%s)" % (
-            measure if name is None else name, margin, _plural(n, "query", "queries"),
-            "about %d needed" % needed if needed < 10 ** 15
-            else "no practical number of queries is enough")
-            for margin, measure, n, needed in shown]
-    if not parts:
+                wide.append((needed, margin, name, measure, len(values)))
+    if not wide:
         return None
-    return "too few queries to see a drop of the tolerance: " + "; ".join(parts)
+    overall = [w for w in wide if w[2] is None]
+    needed, margin, name, measure, n = min(overall or wide, key=lambda w: (-w[0], -w[1], w[2:]))
+    others = len({w[2] for w in wide if w[2] not in (None, name)})
+    return "too few queries to see a drop of the tolerance%s: %s is +/-%.3f on %s, %s%s" % (
+        "" if name is None else " in slice %s" % name, measure, margin,
+        _plural(n, "query", "queries"), "about %d needed" % needed if needed < 10 ** 15
+        else "no practical number of queries is enough",
+        " (and in %s)" % _plural(others, "more slice", "more slices")
+        if name is not None and others else "")
 
 
 def _change_name(name, measure):
@@ -9304,7 +9389,7 @@ def _main_stage(attribution):
 # means) and checks every field (what a baseline must hold); baseline_dict and
 # save_baseline write one from a Report (atomically: nothing written
 # half-way); _checked_baseline checks a baseline handed to the gate (a
-# Baseline, or a dict of means); the checks a report and its baseline
+# Baseline, a dict of means, a file name or a Report); the checks a report and its baseline
 # must pass to be compared (same score ranges, same --min-score).  Also the
 # JSON checking helpers the report reader shares.
 #
@@ -9648,13 +9733,30 @@ def save_baseline(report, path):
 
 def _checked_baseline(baseline):
     """A Baseline whose every number is a finite value in [0, 1] under a canonical
-    name (a dict is taken as flat means); anything else is an EvalError."""
+    name, from what :func:`gate` and :func:`assert_no_regression` take: a
+    Baseline, a dict (flat means), a file name (read by load_baseline) or a
+    Report (the baseline save_baseline would write of it, named "report");
+    anything else is an EvalError.
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> b = _checked_baseline(r)
+    >>> b.source, b.mean, b.per_query
+    ('report', {'mrr@2': 0.5}, {'q': {'mrr@2': 0.5}})
+    >>> _checked_baseline({"nDCG@10": 0.5}).mean
+    {'ndcg(gain=linear)@10': 0.5}
+    """
+    if isinstance(baseline, Report):
+        return load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
+            source="report")
+    if isinstance(baseline, (str, os.PathLike)):
+        return load_baseline(baseline)          # checked as it is read
     if isinstance(baseline, dict):
         if not baseline:
             raise EvalError("baseline: the baseline holds no measures")
         return Baseline(_canonical_values(baseline, "baseline"))
     if not isinstance(baseline, Baseline):
-        raise EvalError("baseline must be a Baseline or a dict, got %s" % type(baseline).__name__)
+        raise EvalError("baseline must be a Baseline, a Report, a dict of means or a file name, "
+                        "got %s" % type(baseline).__name__)
     source = str(baseline.source)
     if not baseline.mean:
         raise EvalError("%s: the baseline holds no measures" % source)
@@ -9979,6 +10081,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
          alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, same=(),
          slice_max_drop=None, fail_on_removed=False):
     """Compare ``report`` with ``baseline``; return a :class:`GateResult`.
+    ``baseline`` is a Baseline, a dict of means, a file name (read by
+    load_baseline) or a Report (the baseline save_baseline would write of it).
 
     Every verdict is made on paired values (see _paired_view): each baseline
     measure is compared over the queries both sides scored for it, the
@@ -10724,14 +10828,11 @@ def assert_no_regression(report, baseline, **gate_options):
     AssertionError: gate vs baseline (max drop 0.02): FAILED, 1 regression: mrr@2
     ...
     """
-    if isinstance(baseline, Report):
-        baseline = load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
-            source="report")
-    elif isinstance(baseline, (str, os.PathLike)):
-        baseline = load_baseline(baseline)
+    name = "baseline" if isinstance(baseline, dict) else None
+    baseline = _checked_baseline(baseline)      # read once: its name is the verdict's
     result = gate(report, baseline, **gate_options)
     if not result.passed:
-        name = baseline.source if isinstance(baseline, Baseline) else "baseline"
+        name = name or baseline.source
         raise AssertionError(_text_of(_gate_sections(result, name), first=1).rstrip("\n"))
     if report.drift is not None and not report.drift["passed"]:    # the run failed on it
         raise AssertionError(_text_of(list(_drift_sections(report.drift))[:1],
@@ -10844,7 +10945,8 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=
                             for m in report.measures])
     if report.n is not None:    # the measures average over different queries
         rows.append(["n"] + [str(report.n[m]) for m in report.measures])
-    yield _summary_line(report), ["query"] + [_label(m) for m in report.measures], rows, []
+    yield (_summary_line(report), _MeasureHeader(["query"] + [_label(m) for m in report.measures],
+                                                 "measure"), rows, [])
     yield from _answerability_section(report)
     yield from _meta_section(report)
     yield from _judge_sections(report, per_query)
@@ -11169,7 +11271,8 @@ def _bounds_section(report, per_query):
         notes.append("no bounds (only recall, precision, success, mrr, map and ndcg over ids "
                      "with unjudged=nonrel have them): %s" % ", ".join(unbounded))
     return ("unjudged bounds: what each value could be once the unjudged ids in the top k "
-            "are labelled", ["query"] + list(report.measures), rows, notes)
+            "are labelled", _MeasureHeader(["query"] + list(report.measures), "measure"), rows,
+            notes)
 
 
 def _slice_section(report, field):
@@ -11198,7 +11301,8 @@ def _slice_section(report, field):
                              % (name, m, n, _plural(report.slices[name]["queries"],
                                                     "scored query", "scored queries")))
     return ("by %s (means over each slice's scored queries)" % field,
-            [field, "queries", "unscored"] + [_label(m) for m in report.measures], rows, notes)
+            _MeasureHeader([field, "queries", "unscored"] + [_label(m) for m in report.measures]),
+            rows, notes)
 
 
 def _holdout_section(held, measures, per_query):
@@ -11216,13 +11320,55 @@ def _holdout_section(held, measures, per_query):
     else:
         notes.append("its query ids and per-query values are not shown (--reveal-holdout "
                      "shows them)")
-    return ("held out: %s" % held.slice, ["query"] + [_label(m) for m in measures], rows, notes)
+    return ("held out: %s" % held.slice,
+            _MeasureHeader(["query"] + [_label(m) for m in measures], "measure"), rows, notes)
 
 
 def _table(header, rows):
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
             for r in [header] + rows]
+
+
+# Columns a text table of measures may take (its indent included) before it is
+# printed turned, a row per measure: 9 measures at 3 cutoffs are 27 columns.
+_TEXT_WIDTH = 100
+
+
+class _MeasureHeader(list):
+    """The header of a table whose columns after the first are measures (and
+    counts): the text renderer may turn it (see _text_table); ``corner``
+    heads its first column then."""
+
+    def __init__(self, cells, corner=None):
+        super().__init__(cells)
+        self.corner = self[0] if corner is None else corner
+
+
+def _text_table(header, rows, indent=""):
+    """The lines of a table as text: a table of measures (_MeasureHeader)
+    wider than _TEXT_WIDTH is turned, its columns printed as rows, when that
+    is narrower (a measure a line; never with a column per query of many).
+
+    >>> names = ["%s(unit=evidence)@10" % m for m in ("recall", "success", "mrr", "ndcg")]
+    >>> header = _MeasureHeader(["query"] + names, "measure")
+    >>> print("\\n".join(_text_table(header, [["mean", "0.5000", "1.0000", "0.2500", "0.3"]])))
+    measure                    mean
+    recall(unit=evidence)@10   0.5000
+    success(unit=evidence)@10  1.0000
+    mrr(unit=evidence)@10      0.2500
+    ndcg(unit=evidence)@10     0.3
+    """
+    if header is None:      # a section of notes alone (the stages' attribution line)
+        return []
+    lines = [indent + line for line in _table(header, rows)]
+    if isinstance(header, _MeasureHeader) and max(map(len, lines)) > _TEXT_WIDTH:
+        turned = [indent + line for line in _table(
+            [header.corner] + [r[0] for r in rows],
+            [[header[i]] + [r[i] for r in rows] for i in range(1, len(header))])]
+        if max(map(len, turned)) < max(map(len, lines)):
+            return turned
+    return lines
 
 
 def render_text(report, gate_result=None, comparisons=(), *, per_query=False,
@@ -11239,7 +11385,7 @@ def _text_of(sections, first=0):
     for number, (title, header, rows, notes) in enumerate(sections, first):
         indent = "  " if number else ""
         lines += [title] + ([""] if not number else [])
-        lines += [indent + line for line in _table(header, rows)] if header is not None else []
+        lines += _text_table(header, rows, indent)
         lines += [indent + "note: " + n for n in notes] + [""]
     return "\n".join(lines)
 
@@ -12909,8 +13055,11 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
     qrels = _split_qrels(qrels)[0]      # span labels: the grades of their documents
     first = frozenset(q for q, stage in ((stages or {}).get("per_query") or {}).items()
                       if stage == "unsupported_pass")
+    questions = {} if metadata_set is None else {
+        qid: info["question"] for qid, info in metadata_set.queries.items() if "question" in info}
     rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden,
-                          by_doc=_rows_label(measures) != "id", first=first)
+                          by_doc=_rows_label(measures) != "id", first=first, questions=questions,
+                          texts=args.chunks and functools.partial(_chunk_texts, args.chunks))
     return args.to_label, _to_label_text(rows)
 
 
@@ -13094,6 +13243,8 @@ def _run_cli(args, stdout, stderr):
         parse_measure(m).name == "judged" for m in metrics)
     label_notes = []
     qrels, qrels_info, described, more_inputs = _read_all_qrels(args, label_notes, metrics)
+    if args.to_label is not None and args.chunks:
+        args.chunks = _held(args.chunks)    # --to-label reads its texts again
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,

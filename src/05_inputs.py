@@ -633,11 +633,14 @@ class _MappedRanking(list):
     """A ranked list of ids whose items were objects (``{"id": ..., "score":
     ..., "doc": ..., "start": ..., "end": ...}``, LangChain's and LlamaIndex's
     shape): ``chunks`` maps the ids that said where they come from to their
-    Chunk; ``scores`` holds each item's score (None when the items gave none).
-    The list order is the ranking, whatever the scores: retrievers such as
-    FAISS and Chroma give distances, lower is better."""
+    Chunk; ``scores`` holds each item's score (None when the items gave none);
+    ``texts`` the "text" of the items that gave one (read by --to-label only,
+    for the person who grades the id).  The list order is the ranking,
+    whatever the scores: retrievers such as FAISS and Chroma give distances,
+    lower is better."""
     chunks: dict = {}
     scores = None
+    texts: dict = {}
 
 
 def _mapped_ranking(qid, ranking, where, rising=None):
@@ -649,7 +652,7 @@ def _mapped_ranking(qid, ranking, where, rising=None):
     >>> r, r.scores
     (['a', 'b'], [0.2, 0.3])
     """
-    out, chunks, scores = _MappedRanking(), {}, []
+    out, chunks, scores, texts = _MappedRanking(), {}, [], {}
     for i, item in enumerate(ranking, 1):
         what = "%s: query %r: item %d" % (where, qid, i)
         if not isinstance(item, dict):
@@ -668,7 +671,14 @@ def _mapped_ranking(qid, ranking, where, rising=None):
                 raise EvalError("%s: id %r is given twice with different fields"
                                 % (what, chunk_id))
             chunks[chunk_id] = chunk
+        if item.get("text") is not None:
+            if not isinstance(item["text"], str):
+                raise EvalError("%s: text must be a string (the chunk's text), got %s"
+                                % (what, _short_repr(item["text"], 40)))
+            texts.setdefault(chunk_id, item["text"])
     out.chunks = chunks
+    if texts:
+        out.texts = texts
     if scores:
         if len(scores) < len(out):
             raise EvalError("%s: query %r: %d of %d items give a score: give one on every item "
@@ -901,9 +911,9 @@ _jsonl_qrels_of = _jsonl_qrels      # hook: the accelerations install _jsonl_lab
 
 # --- to-label rows read back ---------------------------------------------------------
 #
-# --to-label writes {"query_id", "id", ["doc", "start", "end",] "best_rank",
-# "runs", "grade": null} (see _to_label_rows); with the grades filled in the
-# file is qrels.  A row labels one key of the qrels map: the chunk id when the
+# --to-label writes {"query_id", ["question",] "id", ["doc", "start", "end",]
+# ["text",] "best_rank", "runs", "grade": null} (see _to_label_rows); with the
+# grades filled in the file is qrels (the question and the text are not read).  A row labels one key of the qrels map: the chunk id when the
 # measures count ids, its document (the highest grade of its rows) when they
 # count documents or evidence, since one {key: grade} map read both ways would
 # count the chunk as a relevant document, or the document as a relevant id

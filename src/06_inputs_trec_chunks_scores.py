@@ -399,6 +399,27 @@ def _chunk_map_plain(text, name):
 _chunk_map_of = _chunk_map_plain    # hook: the accelerations install _chunk_map_bulk
 
 
+def _chunk_texts(source, ids):
+    """{id: text} of the chunk-map lines of ``ids`` that give a "text" (a
+    string): what --to-label shows the person who grades a chunk.  The map
+    is read again only for this; scoring never keeps the texts.
+
+    >>> _chunk_texts(io.StringIO('{"id": "c1", "doc": "a", "text": "Refunds take 5 days."}\\n'
+    ...                          '{"id": "c2", "doc": "a"}\\n'), {"c1", "c2", "c3"})
+    {'c1': 'Refunds take 5 days.'}
+    """
+    inp = _input_of(source)
+    out = {}
+    for number, record in _chunk_records(inp.text(), inp.name):   # read and checked before
+        if record.get("text") is None or _as_id(record["id"], "id") not in ids:
+            continue
+        if not isinstance(record["text"], str):
+            raise EvalError("%s:%d: text must be a string (the chunk's text), got %s"
+                            % (inp.name, number, _short_repr(record["text"], 40)))
+        out.setdefault(_as_id(record["id"], "id"), record["text"])
+    return out
+
+
 def load_chunks(source):
     """Read a chunk map (JSONL, one chunk a line) into ``{id: Chunk}``.
 
@@ -409,18 +430,22 @@ def load_chunks(source):
 
 
 def _library_chunks(chunks):
-    """The ``chunks=`` of evaluate(): a list of records, {id: record} or a
-    _ChunkMap already read."""
+    """(_ChunkMap or None, input info or None) of the ``chunks=`` of evaluate():
+    a chunk-map file (a path, ``-`` or a file object, read as ``--chunks``
+    reads it: its info, path and sha256, goes into the report's inputs), a
+    list of records, {id: record} or a _ChunkMap already read."""
+    if isinstance(chunks, (str, bytes, os.PathLike)) or hasattr(chunks, "read"):
+        return _read_chunks(chunks)
     if chunks is None or isinstance(chunks, _ChunkMap):
-        return chunks
+        return chunks, None
     if isinstance(chunks, dict):
         chunks = [dict(record._asdict() if isinstance(record, Chunk) else record, id=chunk_id)
                   if isinstance(record, (dict, Chunk)) else record
                   for chunk_id, record in chunks.items()]
     if not isinstance(chunks, (list, tuple)):
-        raise EvalError("chunks must be a list of records %s or a dict {id: record}, got %s"
-                        % (_CHUNK_FORM, type(chunks).__name__))
-    return _chunk_map([(None, record) for record in chunks], "chunks")
+        raise EvalError("chunks must be a chunk-map file, a list of records %s or a dict "
+                        "{id: record}, got %s" % (_CHUNK_FORM, type(chunks).__name__))
+    return _chunk_map([(None, record) for record in chunks], "chunks"), None
 
 
 def load_qrels(source, *, format=None):

@@ -158,16 +158,22 @@ def _unjudged_top(ranking, labels, depth, doc_of=None):
 
 
 def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=True,
-                   first=frozenset()):
+                   first=frozenset(), questions=None, texts=None):
     """The rows of --to-label: for each (query, id) unjudged in the top
     ``depth`` of any of ``runs`` [(name, {qid: ranking} or (qid, ranking)
-    stream)], one dict {"query_id", "id"[, "doc", "start", "end"], "best_rank",
-    "runs", "grade": None}, sorted by best rank, then query, then id; every
-    row of the ``first`` queries (unsupported_pass: their answer passed
-    without the evidence) comes before any other.  Only
-    queries of ``qrels`` are pooled, the ``hidden`` ones (the hold-out) never.
-    With a ``mapping``, an id whose document is labelled is judged when the
-    measures count documents (``by_doc``); the rows name the documents.
+    stream)], one dict {"query_id"[, "question"], "id"[, "doc", "start",
+    "end"][, "text"], "best_rank", "runs", "grade": None}, sorted by best
+    rank, then query, then id; every row of the ``first`` queries
+    (unsupported_pass: their answer passed without the evidence) comes
+    before any other.  Only queries of ``qrels`` are pooled, the ``hidden``
+    ones (the hold-out) never.  The rows carry what a person needs
+    to grade, where the inputs give it: the query's ``questions`` {qid: text}
+    (a test set's), the chunk's document and span (a ``mapping``, else the
+    run's own fields: a ranked list of objects) and its text (the run item's
+    "text", else the chunk map's: ``texts(ids)`` gives {id: text} of the ids
+    still without one, asked once).  With a document
+    known, an id whose document is labelled is judged when the measures
+    count documents (``by_doc``).
 
     >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
     ...                       {"q": {"a": 1}}, 2)
@@ -177,39 +183,59 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     ...     [("run", {"p": ["x"], "q": ["b", "y"]})], {"p": {"a": 1}, "q": {"a": 1}}, 2,
     ...     first={"q"})]
     [('q', 'b'), ('q', 'y'), ('p', 'x')]
+    >>> run = {"q": _check_run_query("q", [{"id": "x", "doc": "a.md", "start": 0, "end": 9,
+    ...                                     "text": "Refunds."}], "r")}
+    >>> _to_label_rows([("r", run)], {"q": {}}, 1, questions={"q": "How long?"})
+    [{'query_id': 'q', 'question': 'How long?', 'id': 'x', 'doc': 'a.md', 'start': 0, 'end': 9, 'text': 'Refunds.', 'best_rank': 1, 'runs': ['r'], 'grade': None}]
     """
-    found = {}      # (qid, id) -> [best rank, run names]
+    found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None]
     for name, queries in runs:
         pairs = queries.items() if isinstance(queries, dict) else queries
         for qid, ranking in pairs:
             if qid not in qrels or qid in hidden or ranking is None:
                 continue
-            doc_of = None if mapping is None or not by_doc else _chunk_lookup(mapping)
+            chunk_of = _chunk_lookup(mapping, ranking)
+            doc_of = (lambda doc: chunk_of(doc) or Chunk(doc)) if by_doc and chunk_of else None
+            own_texts = getattr(ranking, "texts", None) or {}
             for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
-                entry = found.setdefault((qid, doc), [rank, []])
+                entry = found.setdefault((qid, doc), [rank, [], None, None])
                 entry[0] = min(entry[0], rank)
                 if name not in entry[1]:
                     entry[1].append(name)
+                entry[2] = entry[2] or (chunk_of and chunk_of(doc))
+                entry[3] = entry[3] or own_texts.get(doc)
+    more = texts({doc for (_, doc), entry in found.items() if entry[3] is None}) \
+        if texts is not None and found else {}
     rows = []
-    for (qid, doc), (rank, names) in sorted(found.items(), key=lambda item: (
-            item[0][0] not in first, item[1][0], item[0])):
-        row = {"query_id": qid, "id": doc}
-        if mapping is not None:
-            chunk = _chunk_lookup(mapping)(doc)
+    for (qid, doc), (rank, names, chunk, text) in sorted(
+            found.items(), key=lambda item: (item[0][0] not in first, item[1][0], item[0])):
+        row = {"query_id": qid}
+        if (questions or {}).get(qid) is not None:
+            row["question"] = questions[qid]
+        row["id"] = doc
+        if chunk is not None:
             row["doc"] = chunk.doc
             if chunk.start is not None:
                 row["start"], row["end"] = chunk.start, chunk.end
+        text = text or more.get(doc)
+        if text is not None:
+            row["text"] = text
         row.update(best_rank=rank, runs=names, grade=None)
         rows.append(row)
     return rows
 
 
-def _chunk_lookup(mapping):
-    """id -> Chunk through a chunk map or a separator (an id the map lacks: its
-    own document, unknown)."""
-    if mapping.doc_sep is not None:
+def _chunk_lookup(mapping, ranking=None):
+    """id -> Chunk through a chunk map or a separator (an id the map lacks:
+    its own document, unknown), else id -> Chunk or None through the
+    ranking's own fields (a ranked list of objects); None when there is
+    neither."""
+    if mapping is not None and mapping.doc_sep is not None:
         return lambda doc: Chunk(_doc_of(doc, mapping.doc_sep))
-    return lambda doc: mapping.chunks.get(doc) or Chunk(doc)
+    own = getattr(ranking, "chunks", None) or {}
+    if mapping is not None:
+        return lambda doc: mapping.chunks.get(doc) or own.get(doc) or Chunk(doc)
+    return own.get if own else None
 
 
 def _to_label_text(rows):

@@ -78,6 +78,20 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     rest).  ``as_of="YYYY-MM-DD"`` leaves out the queries whose valid_until
     is before it; without it, dates are only counted.
 
+    ``chunks`` is a chunk map, as ``--chunks`` takes it: a file (a path, ``-``
+    or a file object, JSONL; its path, sha256 and format go into the report's
+    ``inputs``, so a saved baseline records it), or its records already read
+    (a list of ``{"id", "doc", "start", "end"}`` objects, or ``{id: record}``);
+    ``doc_sep`` names documents by cutting ids at a separator instead, and
+    ``unit`` is the default unit of the measures (``"doc"``, ``"evidence"``).
+
+    >>> m = io.StringIO('{"id": "c1", "doc": "a.md", "start": 0, "end": 50}\\n'
+    ...                 '{"id": "c2", "doc": "a.md", "start": 50, "end": 99}\\n')
+    >>> e = evaluate({"q": [Label("a.md", 60, 80, 1)]}, {"q": ["c1", "c2"]}, k=1,
+    ...              measures="recall(unit=evidence),recall(unit=evidence)@2", chunks=m)
+    >>> e.mean, e.inputs["chunks"]["path"]
+    ({'recall(unit=evidence)@1': 0.0, 'recall(unit=evidence)@2': 1.0}, '<stream>')
+
     ``unjudged_bounds=True`` fills the report's ``unjudged``: the interval
     each mean and each query's value could take once the unjudged ids of the
     top k are labelled (``"mean"`` and ``"per_query"``, ``[lo, hi]``; None for
@@ -126,10 +140,13 @@ def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, do
     run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
     if testset is not None:
         qrels = testset.qrels(qrels)
-    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average,
-                     _library_chunks(chunks), doc_sep, testset, min_score, unjudged_bounds)
+    chunks, chunks_info = _library_chunks(chunks)
+    scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average, chunks, doc_sep,
+                     testset, min_score, unjudged_bounds)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
                     testset)._replace(min_score=scorer.min_score)
+    if chunks_info is not None:     # a file, as --chunks reads it: the gate tells a new map
+        report = report._replace(inputs={"chunks": chunks_info})
     report = _with_rising_note(report, "run", rising, testset)
     return report._replace(label_sha256=_label_hashes(qrels, testset))
 
@@ -713,6 +730,7 @@ def _cut(qid, ranking, min_score):
                         "a ranked list without them" % qid)
     out = _MappedRanking(d for d, s in zip(ranking, scores) if s >= min_score)
     out.chunks, out.scores = ranking.chunks, [s for s in scores if s >= min_score]
+    out.texts = ranking.texts
     return out
 
 

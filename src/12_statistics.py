@@ -982,10 +982,12 @@ def _checked_references(references):
 
 
 def _sample_size_note(groups):
-    """One note naming the gated measures whose 95% margin of the mean (normal
-    approximation) exceeds the tolerance, with the queries a drop that size
-    needs.  ``groups`` are (slice or None, per-query values, tolerances); a
-    slice is named once, with its largest margin (slices multiply measures).
+    """One short note when a gated measure's 95% margin of the mean (normal
+    approximation) exceeds its tolerance: said once, for the measure that
+    needs the most queries for a drop that size to show, with that number.
+    ``groups`` are (slice or None, per-query values, tolerances); a slice is
+    named only when every query is enough (a slice is smaller: when the
+    whole is too small, so are its slices).
 
     >>> r = evaluate({"q%d" % i: {"d": 1} for i in range(100)},
     ...              {"q%d" % i: ["d"] if i < 80 else [] for i in range(100)}, k=1,
@@ -993,11 +995,13 @@ def _sample_size_note(groups):
     >>> a1 = {q: r.per_query[q] for q in ("q1", "q2", "q3", "q90")}     # 1, 1, 1, 0
     >>> print(_sample_size_note([(None, r.per_query, {"success@1": 0.04}),
     ...                          ("a=1", a1, {"success@1": 0.04})]))
-    too few queries to see a drop of the tolerance: success@1 +/-0.079 on 100 queries (about 389 needed); a=1 +/-0.490 on 4 queries (about 601 needed)
+    too few queries to see a drop of the tolerance: success@1 is +/-0.079 on 100 queries, about 389 needed
+    >>> print(_sample_size_note([(None, r.per_query, {"success@1": 0.1}),
+    ...                          ("a=1", a1, {"success@1": 0.1})]))
+    too few queries to see a drop of the tolerance in slice a=1: success@1 is +/-0.490 on 4 queries, about 97 needed
     """
-    parts = []
+    wide = []       # (queries needed, margin, slice, measure, queries)
     for name, rows, allowed in groups:
-        wide = []
         for measure in sorted(allowed):
             values = [v[measure] for v in rows.values() if measure in v]
             if len(values) < 2 or allowed[measure] <= 0:
@@ -1005,16 +1009,18 @@ def _sample_size_note(groups):
             margin = margin_of_error(values)
             if margin > allowed[measure]:
                 needed = queries_needed(_statistics().stdev(values), allowed[measure])
-                wide.append((margin, measure, len(values), needed))
-        shown = wide if name is None else sorted(wide, reverse=True)[:1]
-        parts += ["%s +/-%.3f on %s (%s)" % (
-            measure if name is None else name, margin, _plural(n, "query", "queries"),
-            "about %d needed" % needed if needed < 10 ** 15
-            else "no practical number of queries is enough")
-            for margin, measure, n, needed in shown]
-    if not parts:
+                wide.append((needed, margin, name, measure, len(values)))
+    if not wide:
         return None
-    return "too few queries to see a drop of the tolerance: " + "; ".join(parts)
+    overall = [w for w in wide if w[2] is None]
+    needed, margin, name, measure, n = min(overall or wide, key=lambda w: (-w[0], -w[1], w[2:]))
+    others = len({w[2] for w in wide if w[2] not in (None, name)})
+    return "too few queries to see a drop of the tolerance%s: %s is +/-%.3f on %s, %s%s" % (
+        "" if name is None else " in slice %s" % name, measure, margin,
+        _plural(n, "query", "queries"), "about %d needed" % needed if needed < 10 ** 15
+        else "no practical number of queries is enough",
+        " (and in %s)" % _plural(others, "more slice", "more slices")
+        if name is not None and others else "")
 
 
 def _change_name(name, measure):

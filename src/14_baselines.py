@@ -4,7 +4,7 @@ load_baseline reads a baseline file (a saved baseline, or a flat file of
 means) and checks every field (what a baseline must hold); baseline_dict and
 save_baseline write one from a Report (atomically: nothing written
 half-way); _checked_baseline checks a baseline handed to the gate (a
-Baseline, or a dict of means); the checks a report and its baseline
+Baseline, a dict of means, a file name or a Report); the checks a report and its baseline
 must pass to be compared (same score ranges, same --min-score).  Also the
 JSON checking helpers the report reader shares.
 
@@ -349,13 +349,30 @@ def save_baseline(report, path):
 
 def _checked_baseline(baseline):
     """A Baseline whose every number is a finite value in [0, 1] under a canonical
-    name (a dict is taken as flat means); anything else is an EvalError."""
+    name, from what :func:`gate` and :func:`assert_no_regression` take: a
+    Baseline, a dict (flat means), a file name (read by load_baseline) or a
+    Report (the baseline save_baseline would write of it, named "report");
+    anything else is an EvalError.
+
+    >>> r = evaluate({"q": {"a": 1}}, {"q": ["b", "a"]}, k=2, measures="mrr")
+    >>> b = _checked_baseline(r)
+    >>> b.source, b.mean, b.per_query
+    ('report', {'mrr@2': 0.5}, {'q': {'mrr@2': 0.5}})
+    >>> _checked_baseline({"nDCG@10": 0.5}).mean
+    {'ndcg(gain=linear)@10': 0.5}
+    """
+    if isinstance(baseline, Report):
+        return load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
+            source="report")
+    if isinstance(baseline, (str, os.PathLike)):
+        return load_baseline(baseline)          # checked as it is read
     if isinstance(baseline, dict):
         if not baseline:
             raise EvalError("baseline: the baseline holds no measures")
         return Baseline(_canonical_values(baseline, "baseline"))
     if not isinstance(baseline, Baseline):
-        raise EvalError("baseline must be a Baseline or a dict, got %s" % type(baseline).__name__)
+        raise EvalError("baseline must be a Baseline, a Report, a dict of means or a file name, "
+                        "got %s" % type(baseline).__name__)
     source = str(baseline.source)
     if not baseline.mean:
         raise EvalError("%s: the baseline holds no measures" % source)

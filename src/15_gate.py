@@ -45,6 +45,8 @@ def gate(report, baseline, *, max_drop=DEFAULT_MAX_DROP, mode="tolerance",
          alpha=DEFAULT_ALPHA, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, same=(),
          slice_max_drop=None, fail_on_removed=False):
     """Compare ``report`` with ``baseline``; return a :class:`GateResult`.
+    ``baseline`` is a Baseline, a dict of means, a file name (read by
+    load_baseline) or a Report (the baseline save_baseline would write of it).
 
     Every verdict is made on paired values (see _paired_view): each baseline
     measure is compared over the queries both sides scored for it, the

@@ -37,14 +37,11 @@ def assert_no_regression(report, baseline, **gate_options):
     AssertionError: gate vs baseline (max drop 0.02): FAILED, 1 regression: mrr@2
     ...
     """
-    if isinstance(baseline, Report):
-        baseline = load_baseline(io.StringIO(_dumps(baseline_dict(baseline))))._replace(
-            source="report")
-    elif isinstance(baseline, (str, os.PathLike)):
-        baseline = load_baseline(baseline)
+    name = "baseline" if isinstance(baseline, dict) else None
+    baseline = _checked_baseline(baseline)      # read once: its name is the verdict's
     result = gate(report, baseline, **gate_options)
     if not result.passed:
-        name = baseline.source if isinstance(baseline, Baseline) else "baseline"
+        name = name or baseline.source
         raise AssertionError(_text_of(_gate_sections(result, name), first=1).rstrip("\n"))
     if report.drift is not None and not report.drift["passed"]:    # the run failed on it
         raise AssertionError(_text_of(list(_drift_sections(report.drift))[:1],
@@ -157,7 +154,8 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=
                             for m in report.measures])
     if report.n is not None:    # the measures average over different queries
         rows.append(["n"] + [str(report.n[m]) for m in report.measures])
-    yield _summary_line(report), ["query"] + [_label(m) for m in report.measures], rows, []
+    yield (_summary_line(report), _MeasureHeader(["query"] + [_label(m) for m in report.measures],
+                                                 "measure"), rows, [])
     yield from _answerability_section(report)
     yield from _meta_section(report)
     yield from _judge_sections(report, per_query)
@@ -482,7 +480,8 @@ def _bounds_section(report, per_query):
         notes.append("no bounds (only recall, precision, success, mrr, map and ndcg over ids "
                      "with unjudged=nonrel have them): %s" % ", ".join(unbounded))
     return ("unjudged bounds: what each value could be once the unjudged ids in the top k "
-            "are labelled", ["query"] + list(report.measures), rows, notes)
+            "are labelled", _MeasureHeader(["query"] + list(report.measures), "measure"), rows,
+            notes)
 
 
 def _slice_section(report, field):
@@ -511,7 +510,8 @@ def _slice_section(report, field):
                              % (name, m, n, _plural(report.slices[name]["queries"],
                                                     "scored query", "scored queries")))
     return ("by %s (means over each slice's scored queries)" % field,
-            [field, "queries", "unscored"] + [_label(m) for m in report.measures], rows, notes)
+            _MeasureHeader([field, "queries", "unscored"] + [_label(m) for m in report.measures]),
+            rows, notes)
 
 
 def _holdout_section(held, measures, per_query):
@@ -529,13 +529,55 @@ def _holdout_section(held, measures, per_query):
     else:
         notes.append("its query ids and per-query values are not shown (--reveal-holdout "
                      "shows them)")
-    return ("held out: %s" % held.slice, ["query"] + [_label(m) for m in measures], rows, notes)
+    return ("held out: %s" % held.slice,
+            _MeasureHeader(["query"] + [_label(m) for m in measures], "measure"), rows, notes)
 
 
 def _table(header, rows):
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
             for r in [header] + rows]
+
+
+# Columns a text table of measures may take (its indent included) before it is
+# printed turned, a row per measure: 9 measures at 3 cutoffs are 27 columns.
+_TEXT_WIDTH = 100
+
+
+class _MeasureHeader(list):
+    """The header of a table whose columns after the first are measures (and
+    counts): the text renderer may turn it (see _text_table); ``corner``
+    heads its first column then."""
+
+    def __init__(self, cells, corner=None):
+        super().__init__(cells)
+        self.corner = self[0] if corner is None else corner
+
+
+def _text_table(header, rows, indent=""):
+    """The lines of a table as text: a table of measures (_MeasureHeader)
+    wider than _TEXT_WIDTH is turned, its columns printed as rows, when that
+    is narrower (a measure a line; never with a column per query of many).
+
+    >>> names = ["%s(unit=evidence)@10" % m for m in ("recall", "success", "mrr", "ndcg")]
+    >>> header = _MeasureHeader(["query"] + names, "measure")
+    >>> print("\\n".join(_text_table(header, [["mean", "0.5000", "1.0000", "0.2500", "0.3"]])))
+    measure                    mean
+    recall(unit=evidence)@10   0.5000
+    success(unit=evidence)@10  1.0000
+    mrr(unit=evidence)@10      0.2500
+    ndcg(unit=evidence)@10     0.3
+    """
+    if header is None:      # a section of notes alone (the stages' attribution line)
+        return []
+    lines = [indent + line for line in _table(header, rows)]
+    if isinstance(header, _MeasureHeader) and max(map(len, lines)) > _TEXT_WIDTH:
+        turned = [indent + line for line in _table(
+            [header.corner] + [r[0] for r in rows],
+            [[header[i]] + [r[i] for r in rows] for i in range(1, len(header))])]
+        if max(map(len, turned)) < max(map(len, lines)):
+            return turned
+    return lines
 
 
 def render_text(report, gate_result=None, comparisons=(), *, per_query=False,
@@ -552,7 +594,7 @@ def _text_of(sections, first=0):
     for number, (title, header, rows, notes) in enumerate(sections, first):
         indent = "  " if number else ""
         lines += [title] + ([""] if not number else [])
-        lines += [indent + line for line in _table(header, rows)] if header is not None else []
+        lines += _text_table(header, rows, indent)
         lines += [indent + "note: " + n for n in notes] + [""]
     return "\n".join(lines)
 

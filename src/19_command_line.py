@@ -442,8 +442,11 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
     qrels = _split_qrels(qrels)[0]      # span labels: the grades of their documents
     first = frozenset(q for q, stage in ((stages or {}).get("per_query") or {}).items()
                       if stage == "unsupported_pass")
+    questions = {} if metadata_set is None else {
+        qid: info["question"] for qid, info in metadata_set.queries.items() if "question" in info}
     rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden,
-                          by_doc=_rows_label(measures) != "id", first=first)
+                          by_doc=_rows_label(measures) != "id", first=first, questions=questions,
+                          texts=args.chunks and functools.partial(_chunk_texts, args.chunks))
     return args.to_label, _to_label_text(rows)
 
 
@@ -627,6 +630,8 @@ def _run_cli(args, stdout, stderr):
         parse_measure(m).name == "judged" for m in metrics)
     label_notes = []
     qrels, qrels_info, described, more_inputs = _read_all_qrels(args, label_notes, metrics)
+    if args.to_label is not None and args.chunks:
+        args.chunks = _held(args.chunks)    # --to-label reads its texts again
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,

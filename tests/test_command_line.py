@@ -1,5 +1,5 @@
-"""The command line: action.yml's and the README workflow's command lines run as
-GitHub runs them, each option and its refusals, and internal errors (exit 2,
+"""The command line: action.yml's, the README workflow's and examples/ci/'s command
+lines run as GitHub runs them, each option and its refusals, and internal errors (exit 2,
 one line).  Exit codes in a real process: test_rag_eval.py.
 """
 
@@ -12,7 +12,8 @@ import sys
 import unittest
 
 import rag_eval
-from tests.support import read_doc, HERE, run_cli, TempDir, example, EXAMPLE_FILES, read_text
+from tests.support import (read_doc, HERE, run_cli, TempDir, example, EXAMPLE_FILES, read_text,
+                           jsonl)
 
 
 class MiniYaml:
@@ -93,20 +94,52 @@ class MiniYaml:
         return value
 
 
-@unittest.skipUnless(shutil.which("bash") and shutil.which("python3"), "needs bash and python3")
-class ActionTest(TempDir, unittest.TestCase):
-    """action.yml and the README's GitHub Actions job: their command lines,
-    run as GitHub runs them (bash -eo pipefail) on the bundled example, whose
-    gate fails."""
+class GithubSteps:
+    """Mixin: a workflow or action step run as GitHub runs it, in self.tmp."""
 
     def run_step(self, step, env=None, cwd=None):
+        """(exit code, stderr, job summary) of one step run as GitHub runs it: its
+        script in a file, given to its shell (``bash``: bash --noprofile --norc -eo
+        pipefail; ``python3 {0}``); its outputs in self.outputs."""
         summary = os.path.join(self.tmp, "summary.md")
-        environ = dict(os.environ, GITHUB_STEP_SUMMARY=summary, GITHUB_ACTION_PATH=HERE,
-                       **(env or {}))
-        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
-                               step["run"]], env=environ, cwd=cwd or self.tmp,
-                              capture_output=True, text=True, timeout=120)
+        output = os.path.join(self.tmp, "github_output")
+        script = os.path.join(self.tmp, "step_script")
+        for path in (summary, output):      # each step gets its own, as on GitHub
+            if os.path.exists(path):
+                os.remove(path)
+        with open(script, "w") as handle:
+            handle.write(step["run"])
+        environ = dict(os.environ, GITHUB_STEP_SUMMARY=summary, GITHUB_OUTPUT=output,
+                       GITHUB_ACTION_PATH=HERE, **(env or {}))
+        shell = step.get("shell", "bash")
+        command = (["bash", "--noprofile", "--norc", "-eo", "pipefail", script] if shell == "bash"
+                   else [word.replace("{0}", script) for word in shell.split()])
+        done = subprocess.run(command, env=environ, cwd=cwd or self.tmp, capture_output=True,
+                              text=True, timeout=120)
+        self.outputs = self.read_outputs(output)
         return done.returncode, done.stderr, read_text(summary) if os.path.exists(summary) else ""
+
+    @staticmethod
+    def read_outputs(path):
+        """{name: value} of a $GITHUB_OUTPUT file (name=value or name<<MARK lines)."""
+        lines, out = (read_text(path).split("\n") if os.path.exists(path) else []), {}
+        while lines:
+            line = lines.pop(0)
+            if "<<" in line:
+                name, mark = line.split("<<", 1)
+                end = lines.index(mark)
+                out[name], lines = "\n".join(lines[:end]), lines[end + 1:]
+            elif line:
+                name, _, value = line.partition("=")
+                out[name] = value
+        return out
+
+
+@unittest.skipUnless(shutil.which("bash") and shutil.which("python3"), "needs bash and python3")
+class ActionTest(GithubSteps, TempDir, unittest.TestCase):
+    """action.yml and the README's GitHub Actions job: their command lines,
+    run as GitHub runs them (the action's script by python3, the job's by bash
+    -eo pipefail) on the bundled examples."""
 
     def test_mini_yaml_reader(self):
         self.assertEqual(MiniYaml('a: "1"\nb:\n  - c: x  # note\n    d: |\n      one\n'
@@ -118,15 +151,22 @@ class ActionTest(TempDir, unittest.TestCase):
         action = MiniYaml(read_text(os.path.join(HERE, "action.yml"))).parse()
         self.assertEqual(action["runs"]["using"], "composite")
         self.assertEqual(set(action["inputs"]),
-                         {"qrels", "run", "baseline", "options", "report", "python-version"})
+                         {"qrels", "run", "baseline", "chunks", "scores", "args", "options",
+                          "report", "python-version"})
         values = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
-        values.update(inputs)
+        values.update({name.replace("_", "-"): value for name, value in inputs.items()})
         steps = action["runs"]["steps"]
+        # Python is set up only when python-version asks (its default is empty).
         self.assertEqual(steps[0]["uses"], "actions/setup-python@v5")
+        self.assertEqual(steps[0]["if"], "inputs.python-version != ''")
+        self.assertEqual(action["inputs"]["python-version"]["default"], "")
         self.assertEqual(steps[0]["with"], {"python-version": "${{ inputs.python-version }}"})
         step = next(s for s in steps if "run" in s)
-        self.assertEqual(step["shell"], "bash")
+        self.assertEqual(step["shell"], "python3 {0}")
         self.assertNotIn("${{", step["run"])       # inputs reach the script as variables
+        self.assertEqual({name: spec["value"] for name, spec in action["outputs"].items()},
+                         {name: "${{ steps.%s.outputs.%s }}" % (step["id"], name)
+                          for name in ("verdict", "exit-code", "report")})
 
         def filled(text):
             return re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: values[m.group(1)], text)
@@ -134,40 +174,111 @@ class ActionTest(TempDir, unittest.TestCase):
         self.assertNotIn("${{", "".join(env.values()))
         return step, env
 
+    def gate_with(self, code, **inputs):
+        """The action run on these inputs (the bundled example unless given):
+        its exit code must be ``code``; (stderr, summary, the JSON report or None)."""
+        inputs = dict(dict(qrels=example("qrels.json"), run=example("run.json"),
+                           baseline=example("baseline.json")), **inputs)
+        step, env = self.action_step(**inputs)
+        got, err, summary = self.run_step(step, env)
+        self.assertEqual(got, code, err)
+        self.assertEqual(self.outputs["exit-code"], str(code))
+        self.assertEqual(self.outputs["verdict"], ["passed", "failed", "error"][code])
+        path = os.path.join(self.tmp, inputs.get("report", "rag_eval-report.json"))
+        self.assertEqual(self.outputs["report"],
+                         "" if code == 2 else inputs.get("report", "rag_eval-report.json"))
+        return err, summary, json.loads(read_text(path)) if code != 2 else None
+
     def test_the_action_fails_the_bundled_example_and_writes_the_summary(self):
         report = os.path.join(self.tmp, "report.json")
-        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
-                                     baseline=example("baseline.json"), report=report)
-        code, err, summary = self.run_step(step, env)
-        self.assertEqual(code, 1, err)
+        err, summary, doc = self.gate_with(1, report=report)
         self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"),
                         summary[:200])
-        doc = json.loads(read_text(report))
         self.assertFalse(doc["gate"]["passed"])
         self.assertEqual(doc["per_query"]["q3"]["mrr@5"], 1.0)
 
     def test_the_action_options_input(self):
-        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
-                                     baseline=example("baseline.json"),
-                                     options="--max-drop 0.1 --seed 3")
-        code, err, summary = self.run_step(step, env)
-        self.assertEqual(code, 0, err)
+        err, summary, doc = self.gate_with(0, options="--max-drop 0.1 --seed 3")
         self.assertTrue(summary.startswith("\n**Gate passed**\n"), summary[:200])
         self.assertIn("Gate vs %s (max drop 0.1):" % example("baseline.json").replace("_", "\\_"),
                       summary)
-        self.assertTrue(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
+        self.assertTrue(doc["gate"]["passed"])
+
+    def test_options_are_split_as_a_shell_splits_them(self):
+        # Issue 23: split on spaces, quotes stayed in the words: --meta "who=a b" gave
+        # '"who=a' and a stray 'b"'.  Now as shlex (a shell's words, no shell run).
+        err, summary, doc = self.gate_with(
+            0, options="--max-drop 0.1 --meta \"who=a b\" --meta 'note=$HOME `id`'")
+        self.assertEqual(doc["meta"], {"who": "a b", "note": "$HOME `id`"})
 
     def test_options_are_never_file_name_patterns(self):
         # Found by review: the unquoted $RAG_EVAL_OPTIONS expanded --meta who=* to file names.
         self.write("who=one", "")
         self.write("who=two", "")
-        step, env = self.action_step(qrels=example("qrels.json"), run=example("run.json"),
-                                     baseline=example("baseline.json"),
-                                     options="--max-drop 0.1 --meta who=*")
-        code, err, summary = self.run_step(step, env)
-        self.assertEqual(code, 0, err)
-        doc = json.loads(read_text(os.path.join(self.tmp, "rag_eval-report.json")))
+        err, summary, doc = self.gate_with(0, options="--max-drop 0.1 --meta who=*")
         self.assertEqual(doc["meta"], {"who": "*"})
+
+    def test_an_unclosed_quote_in_options_is_an_input_error(self):
+        err, summary, doc = self.gate_with(2, options="--meta 'who=a")
+        self.assertEqual(err, "rag-eval: error: the options input: No closing quotation (or "
+                              "give one argument a line in args)\n")
+        self.assertEqual(summary, "\n**rag-eval error**: the options input: No closing "
+                                  "quotation (or give one argument a line in args)\n\n")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "rag_eval-report.json")))
+
+    def rechunk(self, name):
+        return os.path.join(HERE, "examples", "rechunk", name)
+
+    def test_the_args_input_one_argument_a_line(self):
+        # Issue 23: options "--metrics 'recall(unit=evidence)'" was exit 2 (the quotes
+        # reached rag-eval).  The README quickstart's gate, through the action: chunker
+        # A against chunker B's baseline fails on the four measures the README shows.
+        base = os.path.join(self.tmp, "baseline-b.json")
+        code, out, err = run_cli(self.rechunk("labels.jsonl"), self.rechunk("run-b.jsonl"),
+                                 "--chunks", self.rechunk("chunks-b.jsonl"), "--metrics",
+                                 "recall(unit=evidence),mrr(unit=evidence)", "--k", "3,5",
+                                 "--save-baseline", base)
+        self.assertEqual(code, 0, err)
+        common = dict(qrels=self.rechunk("labels.jsonl"), baseline=base,
+                      args="--metrics\n  recall(unit=evidence),mrr(unit=evidence)  \n\n"
+                           "--k\n3,5\n")
+        err, summary, doc = self.gate_with(1, run=self.rechunk("run-a.jsonl"),
+                                           chunks=self.rechunk("chunks-a.jsonl"), **common)
+        self.assertEqual([r["measure"] for r in doc["gate"]["regressions"]],
+                         ["mrr(unit=evidence)@3", "mrr(unit=evidence)@5",
+                          "recall(unit=evidence)@3", "recall(unit=evidence)@5"])
+        self.assertEqual(doc["inputs"]["chunks"]["path"], self.rechunk("chunks-a.jsonl"))
+        err, summary, doc = self.gate_with(0, run=self.rechunk("run-b.jsonl"),
+                                           chunks=self.rechunk("chunks-b.jsonl"), **common)
+        # options and args together, the quoted form as a shell reads it.
+        err, summary, doc = self.gate_with(
+            0, run=self.rechunk("run-b.jsonl"), chunks=self.rechunk("chunks-b.jsonl"),
+            qrels=self.rechunk("labels.jsonl"), baseline=base,
+            options="--metrics 'recall(unit=evidence),mrr(unit=evidence)'", args="--k\n3,5")
+        self.assertEqual(sorted(doc["mean"]), ["mrr(unit=evidence)@3", "mrr(unit=evidence)@5",
+                                               "recall(unit=evidence)@3",
+                                               "recall(unit=evidence)@5"])
+
+    def test_the_scores_input_one_file_a_line(self):
+        # Judge scores beside the bundled example: ok 0.9, 0.5, 1.0, 0.7 (mean 0.775) and
+        # good 1, 0, 1, 1 (0.75), saved as the baseline, then gated: unchanged, passed.
+        ok = self.write("ok.jsonl", jsonl(*({"query_id": q, "ok": v} for q, v in
+                                             zip(("q1", "q2", "q3", "q4"), (0.9, 0.5, 1.0, 0.7)))))
+        good = self.write("good.jsonl", jsonl(*({"query_id": q, "good": v} for q, v in
+                                                zip(("q1", "q2", "q3", "q4"), (1, 0, 1, 1)))))
+        base = os.path.join(self.tmp, "base.json")
+        code, out, err = run_cli(*EXAMPLE_FILES, "--scores", ok, "--scores", good,
+                                 "--save-baseline", base)
+        self.assertEqual(code, 0, err)
+        err, summary, doc = self.gate_with(0, baseline=base, scores="%s\n%s\n" % (ok, good))
+        self.assertEqual([i["path"] for i in doc["scores"]["inputs"]], [ok, good])
+        self.assertAlmostEqual(doc["mean"]["score(field=ok)"], 0.775, places=15)
+        self.assertEqual(doc["mean"]["score(field=good)"], 0.75)
+
+    def test_an_input_error_is_verdict_error_and_no_report(self):
+        err, summary, doc = self.gate_with(2, baseline=os.path.join(self.tmp, "none.json"))
+        self.assertIn("none.json: no such baseline file", err)
+        self.assertTrue(summary.startswith("\n**rag-eval error**: "), summary)
 
     def test_the_readme_job_as_written(self):
         readme = read_doc("08-reports-and-ci.md")
@@ -192,6 +303,129 @@ class ActionTest(TempDir, unittest.TestCase):
         self.assertTrue(summary.startswith("\n**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): mrr@5, recall@5\n"))
         doc = json.loads(read_text(os.path.join(self.tmp, keep["with"]["path"])))
         self.assertFalse(doc["gate"]["passed"])
+
+
+@unittest.skipUnless(shutil.which("bash") and shutil.which("git"), "needs bash and git")
+class CiRecipeTest(GithubSteps, TempDir, unittest.TestCase):
+    """examples/ci/ (issue 23): the pull-request gate and the baseline kept on
+    main, their steps' command lines run as GitHub runs them, in a clone of a
+    repository laid out as the workflows expect (rag_eval.py, eval/qrels.json,
+    eval/baseline.json: the bundled example), with a stand-in for gh."""
+
+    def workflow(self, name):
+        return MiniYaml(read_text(os.path.join(HERE, "examples", "ci", name))).parse()
+
+    def git(self, *argv, cwd=None):
+        done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
+                              cwd=cwd or self.repo, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def setUp(self):
+        super().setUp()
+        seed, origin = os.path.join(self.tmp, "seed"), os.path.join(self.tmp, "origin.git")
+        os.makedirs(os.path.join(seed, "eval"))
+        shutil.copy(os.path.join(HERE, "rag_eval.py"), seed)
+        for name in ("qrels.json", "baseline.json"):
+            shutil.copy(example(name), os.path.join(seed, "eval"))
+        self.git("init", "-q", "-b", "main", cwd=seed)
+        self.git("add", ".", cwd=seed)
+        self.git("commit", "-q", "-m", "seed", cwd=seed)
+        self.git("clone", "-q", "--bare", seed, origin, cwd=self.tmp)
+        self.repo = os.path.join(self.tmp, "repo")
+        self.git("clone", "-q", origin, self.repo, cwd=self.tmp)
+        shutil.copy(example("run.json"), self.repo)       # what the retriever step writes
+        self.bin = os.path.join(self.tmp, "bin")           # gh: records what it is asked
+        os.mkdir(self.bin)
+        self.write("bin/gh", '#!/bin/sh\nprintf "%s\\n" "$@" > "$GH_CALLED"\n'
+                             'while [ $# -gt 0 ]; do\n'
+                             '  if [ "$1" = --body-file ]; then cp "$2" "$GH_BODY"; fi; shift\n'
+                             'done\n')
+        os.chmod(os.path.join(self.bin, "gh"), 0o755)
+
+    def step(self, workflow, name):
+        job, = workflow["jobs"].values()
+        return next(s for s in job["steps"] if s.get("name") == name)
+
+    def run_in_repo(self, step, **env):
+        return self.run_step(step, env, cwd=self.repo)
+
+    def test_the_pull_request_gate(self):
+        flow = self.workflow("retrieval-gate.yml")
+        self.assertEqual(flow["on"], {"pull_request": None})
+        self.assertEqual(flow["permissions"], {"contents": "read", "pull-requests": "write"})
+        job, = flow["jobs"].values()
+        self.assertEqual(job["steps"][0]["uses"], "actions/checkout@v4")
+        # The pull request lowers its own copy of the baseline: the gate reads main's.
+        self.git("checkout", "-q", "-b", "lower-the-bar")
+        with open(os.path.join(self.repo, "eval", "baseline.json"), "w") as handle:
+            json.dump({"recall@5": 0.1, "mrr@5": 0.1, "ndcg@5": 0.1, "success@5": 0.1}, handle)
+        self.git("commit", "-q", "-am", "lower the bar")
+        code, err, _ = self.run_in_repo(self.step(flow, "The baseline on main"),
+                                        GITHUB_BASE_REF="main")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(read_text(os.path.join(self.repo, "baseline-main.json")),
+                         read_text(example("baseline.json")))
+        gate = self.step(flow, "Retrieval quality gate")
+        code, err, summary = self.run_in_repo(gate)
+        self.assertEqual(code, 1, err)
+        failed = ("**Gate failed**: 2 regressions (undecided: unjudged ids could explain them): "
+                  "mrr@5, recall@5\n")
+        comment = read_text(os.path.join(self.repo, "rag_eval.md"))
+        self.assertTrue(comment.startswith(failed), comment[:200])
+        self.assertIn("Gate vs baseline-main.json (max drop 0.02):", comment)
+        self.assertTrue(summary.startswith("\n" + failed))
+        # The comment: the file the gate wrote, posted whatever the verdict, when written.
+        post = self.step(flow, "Post the report on the pull request")
+        self.assertEqual(post["if"], "always() && hashFiles('rag_eval.md') != ''")
+        self.assertIn("-o rag_eval.md ", gate["run"])
+        self.assertEqual(post["env"], {"GH_TOKEN": "${{ github.token }}",
+                                       "PR": "${{ github.event.pull_request.number }}"})
+        called, body = os.path.join(self.tmp, "gh-called"), os.path.join(self.tmp, "gh-body")
+        code, err, _ = self.run_in_repo(post, PR="7", GH_CALLED=called, GH_BODY=body,
+                                        PATH=self.bin + os.pathsep + os.environ["PATH"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(read_text(called).split("\n")[:-1],
+                         ["pr", "comment", "7", "--edit-last", "--create-if-none", "--body-file",
+                          "rag_eval.md"])
+        self.assertEqual(read_text(body), comment)
+
+    def test_the_baseline_on_main(self):
+        flow = self.workflow("retrieval-baseline.yml")
+        self.assertEqual(flow["on"]["push"], {"branches": "[main]"})
+        self.assertEqual(flow["on"]["workflow_dispatch"]["inputs"]["accept"]["type"], "boolean")
+        self.assertEqual(flow["permissions"], {"contents": "write"})
+        job, = flow["jobs"].values()
+        self.assertEqual(job["if"], "github.ref == 'refs/heads/main'")
+        save, commit = self.step(flow, "Save the baseline"), self.step(flow, "Commit the baseline")
+        # --accept comes only from the person's Run workflow input, never from a push.
+        self.assertEqual(save["env"], {"ACCEPT": "${{ inputs.accept && '--accept' || '' }}"})
+        self.assertEqual(commit["env"], {"ACCEPT": "${{ inputs.accept && 'yes' || '' }}"})
+        before = read_text(os.path.join(self.repo, "eval", "baseline.json"))
+        head = self.git("rev-parse", "HEAD")
+        # A merge that regresses (the bundled run against its baseline): kept, job fails.
+        code, err, summary = self.run_in_repo(save, ACCEPT="")
+        self.assertEqual(code, 1, err)
+        self.assertIn("the gate failed, so eval/baseline.json was not written", err)
+        self.assertEqual(read_text(os.path.join(self.repo, "eval", "baseline.json")), before)
+        # A person accepts it: written, committed and pushed to main, naming them.
+        code, err, _ = self.run_in_repo(save, ACCEPT="--accept")
+        self.assertEqual(code, 0, err)
+        saved = json.loads(read_text(os.path.join(self.repo, "eval", "baseline.json")))
+        self.assertEqual(saved["mean"]["mrr@5"], 0.5)
+        env = dict(GITHUB_SHA="abc123", GITHUB_ACTOR="alice", GITHUB_REF_NAME="main")
+        code, err, _ = self.run_in_repo(commit, ACCEPT="yes", **env)
+        self.assertEqual(code, 0, err)
+        origin = os.path.join(self.tmp, "origin.git")
+        self.assertEqual(self.git("log", "-1", "--format=%s", "main", cwd=origin).strip(),
+                         "rag_eval baseline of abc123 (accepted by alice)")
+        self.assertEqual(self.git("rev-parse", "main^", cwd=origin), head)
+        # The next merge, the same numbers: the gate passes, the same bytes, no commit.
+        code, err, _ = self.run_in_repo(save, ACCEPT="")
+        self.assertEqual(code, 0, err)
+        code, err, _ = self.run_in_repo(commit, ACCEPT="", **env)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.git("rev-list", "--count", "main", cwd=origin).strip(), "2")
 
 
 # ---------------------------------------------------------------------------

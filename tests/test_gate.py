@@ -260,8 +260,28 @@ class PerQueryGateTest(TempDir, unittest.TestCase):
         sd = statistics.stdev([0.0] * 6 + [1.0] * 24)
         margin = statistics.NormalDist().inv_cdf(0.975) * sd / math.sqrt(30)
         needed = math.ceil((statistics.NormalDist().inv_cdf(0.975) * sd / 0.02) ** 2)
-        self.assertIn("success@1 +/-%.3f on 30 queries (about %d needed)" % (margin, needed),
-                      result.notes[-1])
+        self.assertEqual("too few queries to see a drop of the tolerance: success@1 is +/-%.3f "
+                         "on 30 queries, about %d needed" % (margin, needed), result.notes[-1])
+
+    def test_the_sample_size_note_is_said_once(self):
+        # Issue 23: on 100 queries at the default tolerance it named every measure (and
+        # every slice).  Said once: the measure needing the most queries.  d at rank 2
+        # on 80 of 100 queries.  success@2 and recall@2: 1 x 80, 0 x 20, sd 0.4020, margin
+        # 1.96 * 0.4020 / 10 = 0.0788, needed (1.96 * 0.4020 / 0.02)^2 = 1552.2 -> 1553
+        # (a tie: the first by name); mrr@2: 0.5 x 80, sd 0.2010, margin 0.0394, needed
+        # 388.1 -> 389.  The slices (50 queries each) are wider still, and not named.
+        qrels = {"q%02d" % i: {"d": 1} for i in range(100)}
+        run = {"q%02d" % i: ["x", "d"] if i < 80 else ["x"] for i in range(100)}
+        queries = {q: {"slices": {"half": [str(int(q[1:]) % 2)]}} for q in qrels}
+        report = rag_eval.evaluate(qrels, run, k=2, measures="success@2,mrr@2,recall@2",
+                                   queries=queries, by="half")
+        base = rag_eval.Baseline(dict(report.mean))
+        notes = [n for n in rag_eval.gate(report, base).notes if n.startswith("too few")]
+        self.assertEqual(notes, ["too few queries to see a drop of the tolerance: recall@2 is "
+                                 "+/-0.079 on 100 queries, about 1553 needed"])
+        sd = statistics.stdev([1.0] * 80 + [0.0] * 20)
+        self.assertEqual(math.ceil((statistics.NormalDist().inv_cdf(0.975) * sd / 0.02) ** 2),
+                         1553)
 
 
 class BaselineFileTest(TempDir, unittest.TestCase):
@@ -860,6 +880,39 @@ class LabelHashTest(TempDir, unittest.TestCase):
 def hashlib_sha256(text):
     import hashlib
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class GateBaselineFormsTest(TempDir, unittest.TestCase):
+    """gate() takes its baseline as assert_no_regression does (issue 23): a
+    Baseline, a dict of means, a file name or a Report, through one helper."""
+
+    def test_a_path_a_report_and_a_dict_gate_alike(self):
+        report = example_report()
+        # The bundled baseline.json: mrr@5 0.55 -> 0.5 and recall@5 0.7 -> 0.6667 fall by
+        # more than 0.02; ndcg@5 0.52 -> 0.5095 and success@5 do not.
+        by_path = rag_eval.gate(report, example("baseline.json"))
+        by_loaded = rag_eval.gate(report, rag_eval.load_baseline(example("baseline.json")))
+        by_dict = rag_eval.gate(report, json.loads(read_text(example("baseline.json"))))
+        for result in (by_path, by_loaded, by_dict):
+            self.assertEqual([c.measure for c in result.regressions], ["mrr@5", "recall@5"])
+        self.assertEqual(by_path.changes, by_loaded.changes)
+        self.assertEqual(by_path.changes, by_dict.changes)
+        saved = self.write("saved.json", "")
+        rag_eval.save_baseline(report, saved)
+        for baseline in (report, saved):    # a Report is the baseline it would save
+            result = rag_eval.gate(report, baseline)
+            self.assertTrue(result.passed)
+            self.assertEqual({c.n for c in result.changes}, {3})       # paired per query
+        self.assertEqual(rag_eval.gate(report, report).changes,
+                         rag_eval.gate(report, saved).changes)
+
+    def test_anything_else_is_refused_in_one_line(self):
+        report = example_report()
+        with self.assertRaisesRegex(rag_eval.EvalError, "^baseline must be a Baseline, a "
+                                    "Report, a dict of means or a file name, got list$"):
+            rag_eval.gate(report, [0.5])
+        with self.assertRaisesRegex(rag_eval.EvalError, "nope.json: no such baseline file"):
+            rag_eval.gate(report, os.path.join(self.tmp, "nope.json"))
 
 
 class AssertNoRegressionTest(TempDir, unittest.TestCase):

@@ -13,8 +13,8 @@ import unittest.mock
 
 import rag_eval
 from tests.support import (DATA, run_cli, TempDir, example, EXAMPLE_FILES, example_report,
-                           read_text, SLICED_RUN, sliced_report, saved_baseline, out_keys_sorted,
-                           plain_twins)
+                           read_text, SLICED_QRELS, SLICED_QUERIES, SLICED_RUN, sliced_report,
+                           saved_baseline, out_keys_sorted, plain_twins)
 
 
 # ---------------------------------------------------------------------------
@@ -116,6 +116,57 @@ class ReportOutputTest(TempDir, unittest.TestCase):
         self.assertNotIn("warning", out)
 
 
+class WideTextTableTest(unittest.TestCase):
+    """Issue 23: a text table of many measures (9 measures at 3 cutoffs: 27
+    columns) is printed a measure a row when it would pass 100 columns."""
+
+    NINE = "recall,success,mrr,ndcg,map,precision,context_precision,judged,complete"
+
+    def test_many_measures_are_rows(self):
+        report = example_report(k=[1, 5, 10], measures=self.NINE)
+        self.assertEqual(len(report.measures), 27)
+        lines = rag_eval.render_text(report).split("\n")
+        self.assertEqual(lines[2].split(), ["measure", "mean"])
+        rows = [line.split() for line in lines[3:30]]
+        self.assertEqual([r[0] for r in rows], list(report.measures))
+        # The README example's values: recall@5 2/3, mrr@5 (1/2 + 0 + 1) / 3, ndcg@5 0.5095.
+        self.assertIn(["recall@5", "0.6667"], rows)
+        self.assertIn(["mrr@5", "0.5000"], rows)
+        self.assertIn(["ndcg@5", "0.5095"], rows)
+        self.assertEqual(lines[30], "")
+        self.assertLessEqual(max(map(len, lines[2:30])), 100)
+        # Per query, 3 queries: a column each, beside the mean.
+        lines = rag_eval.render_text(report, per_query=True).split("\n")
+        self.assertEqual(lines[2].split(), ["measure", "q1", "q2", "q3", "mean"])
+        self.assertEqual(lines[4].split(), ["recall@5", "1.0000", "0.0000", "1.0000", "0.6667"])
+
+    def test_a_narrow_table_keeps_a_measure_a_column(self):
+        lines = rag_eval.render_text(example_report()).split("\n")     # 4 measures: 41 columns
+        self.assertEqual(lines[2].split(), ["query", "recall@5", "success@5", "mrr@5", "ndcg@5"])
+
+    def test_many_queries_keep_a_query_a_row(self):
+        # Turned, 40 queries would be 40 columns: wider, so the rows stay queries.
+        qrels = {"q%02d" % i: {"d": 1} for i in range(40)}
+        report = rag_eval.evaluate(qrels, {q: ["d"] for q in qrels}, k=[1, 5, 10],
+                                   measures=self.NINE)
+        lines = rag_eval.render_text(report, per_query=True).split("\n")
+        self.assertEqual(lines[2].split()[:3], ["query", "recall@1", "recall@5"])
+        self.assertEqual(lines[2 + 41].split()[0], "mean")
+
+    def test_slice_tables_turn_too(self):
+        # by source: synthetic s1 s2 s3, real r1 r2 (r3 unscored), h1 held out.
+        report = rag_eval.evaluate(SLICED_QRELS, SLICED_RUN, k=[1, 2, 3], measures=self.NINE,
+                                   queries=SLICED_QUERIES, by="source")
+        text = rag_eval.render_text(report)
+        block = text.split("by source (means over each slice's scored queries)\n", 1)[1]
+        lines = block.split("\n")
+        self.assertEqual(lines[0].split(), ["source", "real", "synthetic"])
+        self.assertEqual(lines[1].split(), ["queries", "3", "3"])
+        self.assertEqual(lines[2].split(), ["unscored", "1", "0"])
+        # recall@1: real r1 1, r2 0, h1 0 (x first) -> 1/3; synthetic s1 1, s2 0, s3 0 -> 1/3.
+        self.assertEqual(lines[3].split(), ["recall@1", "0.3333", "0.3333"])
+
+
 class MarkdownReportTest(TempDir, unittest.TestCase):
     """--format markdown: the verdict first, every cell escaped, details in
     <details> blocks, and --max-bytes cutting whole rows of those only."""
@@ -151,7 +202,7 @@ rag\\_eval %s: 3 queries scored
 
 <details><summary>gate notes (1)</summary>
 
-- too few queries to see a drop of the tolerance: mrr@2 +/-0.327 on 3 queries (about 801 needed)
+- too few queries to see a drop of the tolerance: mrr@2 is +/-0.327 on 3 queries, about 801 needed
 
 </details>
 

@@ -581,6 +581,35 @@ class RechunkExampleTest(unittest.TestCase):
                         else:
                             self.assertAlmostEqual(report.per_query[qid][name], value, 12)
 
+    def test_evaluate_takes_the_chunk_map_file_as_the_command_line_does(self):
+        # Issue 23: evaluate(..., chunks=PATH) was refused ("chunks must be a list of
+        # records"); it reads the file as --chunks does and records it in the inputs.
+        labels = rag_eval.load_qrels(os.path.join(self.FOLDER, "labels.jsonl"))
+
+        def library(side):
+            return rag_eval.evaluate(labels, rag_eval.load_run(
+                os.path.join(self.FOLDER, "run-%s.jsonl" % side)), k=[3, 5], unit="evidence",
+                chunks=os.path.join(self.FOLDER, "chunks-%s.jsonl" % side))
+        b = library("b")
+        code, out, err = run_cli(os.path.join(self.FOLDER, "labels.jsonl"),
+                                 os.path.join(self.FOLDER, "run-b.jsonl"), "--chunks",
+                                 os.path.join(self.FOLDER, "chunks-b.jsonl"), "--unit", "evidence",
+                                 "--k", "3,5", "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(b.mean, json.loads(out)["mean"])
+        self.assertEqual(b.inputs, {"chunks": json.loads(out)["inputs"]["chunks"]})
+        # The README's gate: chunker A against chunker B's baseline, the map change named.
+        result = rag_eval.gate(library("a"), b)
+        self.assertEqual([c.measure for c in result.regressions],
+                         ["mrr(unit=evidence)@3", "mrr(unit=evidence)@5",
+                          "recall(unit=evidence)@3", "recall(unit=evidence)@5"])
+        self.assertIn("the chunk map changed since the baseline (sha256 bccbe55ffc5f... -> "
+                      "3f92090eda63...)", " ".join(result.notes))
+        with open(os.path.join(self.FOLDER, "chunks-b.jsonl"), "rb") as handle:   # a file object
+            self.assertEqual(rag_eval.evaluate(labels, rag_eval.load_run(os.path.join(
+                self.FOLDER, "run-b.jsonl")), k=[3, 5], unit="evidence",
+                chunks=handle).mean, b.mean)
+
     def test_chunk_id_labels_orphan_under_the_other_chunker(self):
         labels = os.path.join(self.FOLDER, "labels-chunk-ids.json")
         code, _, err = run_cli(labels, os.path.join(self.FOLDER, "run-b.jsonl"))

@@ -80,6 +80,80 @@ class ToLabelTest(TempDir, unittest.TestCase):
         self.assertEqual(json.loads(out)["mean"],
                          {"recall(unit=doc)@2": 1.0, "success(unit=doc)@1": 1.0})
 
+    # Issue 23: the rows carry what a person needs to grade.  A test set gives each
+    # query's question; run r gives x's document, span and text inline (no map) and y's
+    # document only; the map gives y's span and text, and z's.
+    TEST_SET = jsonl({"query_id": "q1", "question": "How long do refunds take?",
+                      "relevant": {"a": 1, "b": 0}},
+                     {"query_id": "q2", "question": "Who approves leave?", "relevant": {"c": 2}})
+    INLINE_RUN = jsonl(
+        {"query_id": "q1", "docs": [{"id": "x", "doc": "refund.md", "start": 0, "end": 40,
+                                     "text": "Refunds are paid within 5 days."}, "a",
+                                    {"id": "y", "doc": "refund.md"}]},
+        {"query_id": "q2", "docs": ["z", "c"]})
+    MAP = jsonl({"id": "x", "doc": "refund.md", "start": 0, "end": 40},
+                {"id": "a", "doc": "refund.md", "start": 40, "end": 80},
+                {"id": "y", "doc": "refund.md", "start": 80, "end": 120,
+                 "text": "Shipping is free."},
+                {"id": "z", "doc": "leave.md", "start": 0, "end": 30,
+                 "text": "Managers approve leave."},
+                {"id": "c", "doc": "leave.md", "start": 30, "end": 60})
+
+    def test_rows_carry_the_question_and_what_the_run_gives(self):
+        rows = self.rows("--k", "3", qrels=("t.jsonl", self.TEST_SET),
+                         run=("r.jsonl", self.INLINE_RUN))
+        run = os.path.join(self.tmp, "r.jsonl")
+        self.assertEqual(rows, [
+            {"query_id": "q1", "question": "How long do refunds take?", "id": "x",
+             "doc": "refund.md", "start": 0, "end": 40, "text": "Refunds are paid within 5 days.",
+             "best_rank": 1, "runs": [run], "grade": None},
+            {"query_id": "q2", "question": "Who approves leave?", "id": "z",
+             "best_rank": 1, "runs": [run], "grade": None},
+            {"query_id": "q1", "question": "How long do refunds take?", "id": "y",
+             "doc": "refund.md", "best_rank": 3, "runs": [run], "grade": None}])
+
+    def test_rows_carry_the_chunk_maps_span_and_text_from_stdin_too(self):
+        qrels = self.write("t.jsonl", self.TEST_SET)
+        run = self.write("r.jsonl", self.INLINE_RUN)
+        path = os.path.join(self.tmp, "tl.jsonl")
+        code, out, err = run_cli(qrels, run, "--k", "3", "--chunks", "-", "--to-label", path,
+                                 "--format", "json", stdin=self.MAP)
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in read_text(path).splitlines()]
+        self.assertEqual([(r["id"], r.get("start"), r.get("end"), r.get("text")) for r in rows],
+                         [("x", 0, 40, "Refunds are paid within 5 days."),    # the run's own
+                          ("z", 0, 30, "Managers approve leave."),
+                          ("y", 80, 120, "Shipping is free.")])
+        self.assertEqual(json.loads(out)["inputs"]["chunks"]["path"], "<stdin>")
+        # Graded, the rows are qrels again: q1 a, x, y relevant, all in the top 3: recall
+        # 3/3; q2 c and z: 2/2; mrr 1 each.
+        graded = self.write("g.jsonl", read_text(path).replace('"grade": null', '"grade": 1'))
+        code, out, err = run_cli(qrels, run, "--k", "3", "--metrics", "recall,mrr",
+                                 "--chunks", self.write("m.jsonl", self.MAP), "--qrels", graded,
+                                 "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"recall@3": 1.0, "mrr@3": 1.0})
+
+    def test_the_runs_own_documents_judge_ids_as_a_map_does(self):
+        # As test_a_labelled_document_judges_ids_only_for_measures_over_documents, the
+        # documents given inline (no map): y of D, D graded 0.  It was listed for
+        # success(unit=doc)@2, which scores D as judged.
+        run = jsonl({"query_id": "q1", "docs": [{"id": "y", "doc": "D"}, {"id": "a", "doc": "A"}]})
+        qrels = {"q1": {"a": 1, "D": 0}}
+        self.assertEqual([r["id"] for r in self.rows("--metrics", "mrr@2", qrels=qrels,
+                                                     run=("r.jsonl", run))], ["y"])
+        self.assertEqual(self.rows("--metrics", "success(unit=doc)@2", qrels=qrels,
+                                   run=("r.jsonl", run)), [])
+
+    def test_a_text_that_is_no_string_is_refused(self):
+        self.assertBad(run=jsonl({"query_id": "q1", "docs": [{"id": "a", "text": 7}]}),
+                       expect="item 1: text must be a string (the chunk's text), got 7")
+        chunks = self.write("m.jsonl", jsonl({"id": "x", "doc": "D", "text": ["no"]}))
+        self.assertBad(run='{"q1": ["x", "a"]}',
+                       extra=["--chunks", chunks, "--to-label", os.path.join(self.tmp, "t.jsonl")],
+                       expect="m.jsonl:1: text must be a string (the chunk's text), got ['no']")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "t.jsonl")))
+
     def test_no_output_overwrites_the_meta_file(self):
         meta = self.write("meta.json", json.dumps({"embedding.model": "m"}))
         self.assertBad(extra=["--meta-file", meta, "--to-label", meta],
