@@ -42,7 +42,8 @@ def _columns(rows, names):
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
              doc_sep=None, unit="id", meta=None, queries=None, by=(), holdout=None,
-             as_of=None, reveal_holdout=False, min_score=None, unjudged_bounds=False):
+             as_of=None, reveal_holdout=False, min_score=None, unjudged_bounds=False,
+             fields=None):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -85,6 +86,13 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     ndcg over ids have them), judged@k at each cutoff (``"judged"``) and the
     unjudged (rank, id) of each query (``"ids"``).  :func:`gate` reads it.
 
+    A ranked list may hold result objects: LangChain's ``Document.model_dump()``,
+    LlamaIndex's ``NodeWithScore.to_dict()`` and plain ``{"id", "score", "doc",
+    "start", "end"}`` objects are read by their keys.  ``fields`` replaces where
+    they give their id, document, start or end: ``{"id": "metadata.chunk_id",
+    "doc": "node.metadata.file_path", "start": ..., "end": ...}``, dotted paths
+    from the object as written.
+
     >>> b = evaluate({"q": {"a": 1}}, {"q": ["a", "x", "y"]}, k=3, measures="map,precision",
     ...              unjudged_bounds=True).unjudged
     >>> b["mean"], b["judged"], b["ids"]   # map lo: y alone relevant, (1/1 + 2/3) / 2
@@ -113,8 +121,12 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     average = _checked_average(average)
     testset = _test_set(queries, by, holdout, as_of, reveal_holdout, average)
     qrels = _validated(qrels, "qrels", _check_qrels_query)
-    rising = []
-    run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
+    rising, fields = [], _checked_fields(fields)
+    if fields is not None and fields.query is not None:
+        raise EvalError('fields: "query" names the query of a JSONL line (evaluate_files, '
+                        "load_qrels, load_run); evaluate() takes {query_id: ranking}")
+    run = _validated(run, "run", functools.partial(_check_run_query, rising=rising,
+                                                   fields=fields))
     if testset is not None:
         qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average,
@@ -130,11 +142,16 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                    skip_extra_queries=False, qrels_format=None, run_format=None,
                    average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
                    meta=None, queries=None, by=(), holdout=None, as_of=None,
-                   reveal_holdout=False, min_score=None, unjudged_bounds=False):
+                   reveal_holdout=False, min_score=None, unjudged_bounds=False,
+                   fields=None):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
-    path, sha256 and format.  ``chunks`` is a chunk-map file (see load_chunks).
-    ``queries`` is query metadata and ``unjudged_bounds`` as for :func:`evaluate`.
+    path, sha256 and format (and the ``fields`` it was read with, when given).
+    ``chunks`` is a chunk-map file (see load_chunks).  ``queries`` is query
+    metadata, ``unjudged_bounds`` and ``fields`` as for :func:`evaluate`;
+    ``fields={"query": "query"}`` also keys the JSONL lines of both files by
+    that field (rows without an id, such as LlamaIndex's RetrieverEvaluator
+    rows or Ragas' with "user_input", keyed by their question).
 
     >>> evaluate_files(io.StringIO('{"q": {"a": 1}}'),
     ...                io.StringIO('q Q0 b 1 2.0 x\\nq Q0 a 2 1.0 x\\n'), measures="mrr").mean
@@ -143,14 +160,16 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     measures = resolve_measures(_renamed(measures, metrics), k, rel=rel, gain=gain, unit=unit)
     average = _checked_average(average)
     meta = _checked_meta(meta)
+    fields = _checked_fields(fields)
     qrels, qrels_info, described = _read_qrels(qrels, qrels_format,
-                                               rows_label=_rows_label(measures))
+                                               rows_label=_rows_label(measures), fields=fields)
     metadata, info, notes = _metadata(described, qrels_info["path"], queries)
     testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, average, info, notes)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset, min_score, unjudged_bounds), meta)
+                                    chunks_info, testset, min_score, unjudged_bounds, fields),
+                      meta)
 
 
 def _checked_average(average):
@@ -161,14 +180,14 @@ def _checked_average(average):
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
                   average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None,
-                  min_score=None, bounds=False):
+                  min_score=None, bounds=False, fields=None):
     """evaluate_files() with the qrels (and chunk map, and _TestSet) already
-    read (they may come from stdin)."""
+    read (they may come from stdin); the run is read with ``fields``."""
     if testset is not None:
         qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset, min_score,
                      bounds)
-    inp, fmt = _open_input(run, run_format, "run")
+    inp, fmt = _open_input(run, run_format, "run", fields)
     try:
         report = _score_run(inp, fmt, scorer, skip_extra_queries, testset)
     except BaseException:
@@ -357,6 +376,9 @@ class _QueryScorer:
                     value = call.func(unit_ranking, unit_grades, *args)
                     if value is not None:
                         values[name] = value
+            except _NoSpan as exc:     # the run's chunks (or the map's): the run is named
+                raise _RunError("query %r: %s%s" % (qid, exc, _unplaced_note(exc, ranking))) \
+                    from None
             except EvalError as exc:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
         elif qid in self.unanswerable:
@@ -465,8 +487,8 @@ def _budget_cut(ids, chunks, budget):
         elif chunk.start is not None:
             used += chunk.end - chunk.start
         else:
-            raise EvalError("chunk %r has no size: a budget needs tokens or start/end in the "
-                            "chunk map" % chunk_id)
+            raise _NoSpan("chunk %r has no size: a budget needs tokens or start/end in the "
+                          "chunk map" % chunk_id, chunk_id)
         if used > budget:
             return n
     return len(ids)
@@ -511,7 +533,8 @@ class _Mapping:
             if self.chunks is not None:
                 raise EvalError("retrieved id %r is not in the chunk map" % missing)
             raise EvalError("retrieved id %r has no document: give a chunk map (--chunks) or "
-                            "--doc-sep, or doc/start/end for it in the run" % missing)
+                            "--doc-sep, or doc/start/end for it in the run (or name its "
+                            "document's field: --doc-field)" % missing)
         if own and self.chunks is not None:
             return [_filled(table[chunk_id], own.get(chunk_id)) for chunk_id in ids]
         return list(map(table.__getitem__, ids))
@@ -693,6 +716,7 @@ def _cut(qid, ranking, min_score):
                         "a ranked list without them" % qid)
     out = _MappedRanking(d for d, s in zip(ranking, scores) if s >= min_score)
     out.chunks, out.scores = ranking.chunks, [s for s in scores if s >= min_score]
+    out.unplaced = ranking.unplaced
     return out
 
 
