@@ -1075,7 +1075,31 @@ def _label_notes(scorer, hidden=frozenset()):
                      "not by the retriever (scored as misses; see mapping.uncoverable): %s"
                      % (_plural(len(lost), "query has", "queries have"),
                         "holds" if _needed_cover(scorer) else "touches", "; ".join(shown)))
+    unchecked = _unchecked_loss(scorer)
+    if unchecked:
+        notes.append(unchecked)
     return notes
+
+
+_PLACED_BY = {"run": "the chunks were placed by the run's own fields",
+              "doc_sep": "the chunks' documents came from --doc-sep"}
+
+
+def _unchecked_loss(scorer):
+    """The note of measures over documents or evidence scored without a chunk
+    map: what the index lost cannot be told from what the retriever missed
+    (see _lost_at_ingestion), so no query can be listed as lost; else None.
+
+    >>> print(_unchecked_loss(_scorer({"q": {"A": 1}}, resolve_measures("recall", 5, unit="doc"),
+    ...                               1, "scored", doc_sep="#")))
+    the chunks' documents came from --doc-sep, not from a chunk map: evidence lost at ingestion (a labelled document or span no chunk holds) cannot be detected, and scores as a retrieval miss; give the index's chunk map (--chunks) to check
+    """
+    source = scorer.mapping.info()["source"]
+    if source not in _PLACED_BY or all(call.view == "id" for call in scorer.units):
+        return None
+    return ("%s, not from a chunk map: evidence lost at ingestion (a labelled document or "
+            "span no chunk holds) cannot be detected, and scores as a retrieval miss; give "
+            "the index's chunk map (--chunks) to check" % _PLACED_BY[source])
 
 
 def _overlaps(spans, rel):
@@ -1149,9 +1173,12 @@ def _chunk_spans(chunks, docs):
 
 
 def _mapping_info(scorer, hidden=frozenset()):
+    """What the report says of the mapping; ``uncoverable`` is null without a
+    chunk map (lost evidence cannot be told, see _unchecked_loss)."""
     info = scorer.mapping.info()
-    info["uncoverable"] = {qid: [list(unit) for unit in units]
-                           for qid, units in _uncoverable(scorer, hidden).items()}
+    info["uncoverable"] = None if scorer.mapping.chunks is None else {
+        qid: [list(unit) for unit in units]
+        for qid, units in _uncoverable(scorer, hidden).items()}
     return info
 
 

@@ -79,6 +79,9 @@ PLACES = {"q1": ["refunds.txt[67:124]", "refunds.txt[9:66]", "pricing.txt[9:52]"
           "q2": ["pricing.txt[53:115]", "pricing.txt[9:52]", "refunds.txt[126:202]"],
           "q3": ["pricing.txt[0:7]", "refunds.txt[126:202]", "refunds.txt[0:7]"],
           "q4": ["refunds.txt[67:124]", "pricing.txt[9:52]", "refunds.txt[9:66]"]}
+NO_MAP = ("the chunks were placed by the run's own fields, not from a chunk map: evidence "
+          "lost at ingestion (a labelled document or span no chunk holds) cannot be detected, "
+          "and scores as a retrieval miss; give the index's chunk map (--chunks) to check")
 
 
 def scored(run, measures=MEASURES, **options):
@@ -148,6 +151,7 @@ class ShapesScoredTest(TempDir, unittest.TestCase):
         run = rag_eval.load_run(fixture("llamaindex.json"))
         self.assertEqual(run["q1"].scores, [0.82, 0.74, 0.61])
         self.assertEqual(run["q1"][0], load_fixture("llamaindex.json")["q1"][0]["node"]["id_"])
+        self.assertEqual(report.warnings, (NO_MAP,))
 
     def test_langchain_without_start_index_counts_for_documents_only(self):
         run = fixture("langchain-no-start.json")
@@ -464,6 +468,49 @@ class FieldPathsTest(TempDir, unittest.TestCase):
                                  .mean, plain.mean)
             finally:
                 rag_eval._PARALLEL_MIN_BYTES = saved
+
+
+class LostEvidenceTest(TempDir, unittest.TestCase):
+    """Issue 23's last bullet: with offsets inline (no map), lost evidence cannot
+    be detected; say so, rather than let a query quietly drop out of the check."""
+
+    def node_map(self):
+        """The chunk map the LlamaIndex index would write: every node, by its id."""
+        nodes = {}
+        for items in load_fixture("llamaindex.json").values():
+            for item in items:
+                n = item["node"]
+                nodes[n["id_"]] = {"id": n["id_"], "doc": n["metadata"]["file_name"],
+                                   "start": n["start_char_idx"], "end": n["end_char_idx"]}
+        self.assertEqual(len(nodes), 7)         # P4, never retrieved, is indexed too
+        nodes["P4"] = {"id": "P4", "doc": "pricing.txt", "start": 116, "end": 151}
+        return self.write("chunks.jsonl", jsonl(*nodes.values()))
+
+    def test_inline_offsets_say_lost_evidence_cannot_be_detected(self):
+        code, out, err = run_cli(LABELS, fixture("llamaindex.json"), "--unit", "evidence",
+                                 "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertIn("rag-eval: warning: " + NO_MAP, err)
+        self.assertIsNone(json.loads(out)["mapping"]["uncoverable"])
+        # with the index's chunk map, q4's span (two newlines no chunk holds) is listed
+        code, out, err = run_cli(LABELS, fixture("llamaindex.json"), "--unit", "evidence",
+                                 "--format", "json", "--chunks", self.node_map())
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mapping"]["uncoverable"],
+                         {"q4": [["refunds.txt", 66, 125]]})
+        self.assertIn("1 query has labelled evidence that no chunk of the map holds: lost at "
+                      "ingestion", err)
+        self.assertNotIn("not from a chunk map", err)
+
+    def test_doc_sep_cannot_tell_either_and_ids_need_no_note(self):
+        report = rag_eval.evaluate({"q": {"A": 1}}, {"q": ["A#1"]}, measures="recall(unit=doc)",
+                                   doc_sep="#")
+        self.assertIn("the chunks' documents came from --doc-sep, not from a chunk map",
+                      report.warnings[-1])
+        self.assertIsNone(report.mapping["uncoverable"])
+        ids = rag_eval.evaluate({"q": {"a": 1}}, {"q": [{"id": "a", "doc": "A"}]},
+                                measures="recall")
+        self.assertEqual(ids.warnings, ())
 
 
 if __name__ == "__main__":
