@@ -135,6 +135,11 @@ class ShapesScoredTest(TempDir, unittest.TestCase):
         self.assertHand(report)
         self.assertEqual(rag_eval.load_run(fixture("langchain.json")), PLACES)
         self.assertEqual(report.mapping["source"], "run")
+        # per query, as worked out above (q4: 57 of its 59 characters in R3)
+        self.assertEqual(report.per_query["q2"]["recall(unit=evidence)@3"], 0.5)
+        self.assertEqual(report.per_query["q4"]["recall(cover=0.5,unit=evidence)@1"], 1.0)
+        self.assertAlmostEqual(report.per_query["q4"]["span_recall@1"], 57 / 59, places=15)
+        self.assertAlmostEqual(report.per_query["q3"]["span_precision@3"], 29 / 90, places=15)
         # the library reads the same dicts (doc.model_dump()) the same
         library = rag_eval.evaluate(rag_eval.load_qrels(LABELS), load_fixture("langchain.json"),
                                     k=[1, 3], measures=MEASURES)
@@ -442,6 +447,32 @@ class FieldPathsTest(TempDir, unittest.TestCase):
         self.assertIn("the run was read at other field paths for the baseline (the shapes' own "
                       "-> --doc-field node.metadata.file_name): its ids, documents and spans "
                       "may not be the same", out)
+
+    def test_every_run_reader_of_the_command_line_takes_the_fields(self):
+        # --to-label and --sweep-min-score read the run again: with the same paths
+        # (objects without "id": read without the paths, they are refused)
+        scores = {"q1": [0.9, 0.5], "q2": [0.8, 0.4], "q9": [0.3]}
+        docs = {q: [{"chunk": {"key": "%s-%d" % (q, i)}, "score": x} for i, x in enumerate(xs)]
+                for q, xs in scores.items()}
+        run = self.write("r.json", json.dumps(docs))
+        qrels = self.write("q.jsonl", jsonl({"query_id": "q1", "relevant": ["q1-0"]},
+                                            {"query_id": "q2", "relevant": ["q2-1"]},
+                                            {"query_id": "q9", "answerable": False}))
+        rows = os.path.join(self.tmp, "rows.jsonl")
+        code, out, err = run_cli(qrels, run, "--id-field", "chunk.key", "--metrics", "mrr",
+                                 "--k", "2", "--to-label", rows)
+        self.assertEqual(code, 0, err)
+        with open(rows) as handle:
+            self.assertEqual(sorted(json.loads(line)["id"] for line in handle),
+                             ["q1-1", "q2-0", "q9-0"])
+        code, out, err = run_cli(qrels, run, "--id-field", "chunk.key", "--metrics", "mrr",
+                                 "--k", "2", "--format", "json", "--sweep-min-score")
+        self.assertEqual(code, 0, err)
+        sweep = json.loads(out)["sweep"]
+        # no cut: mrr@2 (1 + 1/2) / 2; the thresholds are the run's scores
+        self.assertEqual(sweep["rows"][0]["mrr@2"], 0.75)
+        self.assertEqual([row["min_score"] for row in sweep["rows"]],
+                         [None, 0.3, 0.4, 0.5, 0.8, 0.9])
 
     def test_forked_workers_read_the_same_fields(self):
         docs = load_fixture("langchain.json")
