@@ -1002,11 +1002,20 @@ def _shared(a, b):
     return total
 
 
+class _NoSpan(EvalError):
+    """A chunk without a span where a measure needs one; ``chunk_id`` names it
+    (the scorer adds the field its result object lacks, see _unplaced_note)."""
+
+    def __init__(self, message, chunk_id=None):
+        super().__init__(message)
+        self.chunk_id = chunk_id
+
+
 def _span_of(chunk, chunk_id):
     if chunk.start is None:
-        raise EvalError("chunk %r has no start/end (document %r only): character measures and "
+        raise _NoSpan("chunk %r has no start/end (document %r only): character measures and "
                         "unit=evidence need offsets (start/end in a chunk map, --chunks, or in "
-                        "the run)" % (chunk_id, chunk.doc))
+                        "the run)" % (chunk_id, chunk.doc), chunk_id)
     return chunk.start, chunk.end
 
 

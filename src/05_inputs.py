@@ -86,9 +86,14 @@ class _Input:
         self.digest = hashlib.sha256()
         self._buffered = None
         self.rising = []    # a run's queries whose scores rise down the list (_mapped_ranking)
+        self.fields = None  # the _Fields it is read with (see _open_input), or None
+        self.fields_info = None     # what the report's inputs say of them (see _Fields.info)
 
     def info(self, fmt):
-        return {"path": self.name, "sha256": self.digest.hexdigest(), "format": fmt}
+        info = {"path": self.name, "sha256": self.digest.hexdigest(), "format": fmt}
+        if self.fields_info:
+            info["fields"] = self.fields_info
+        return info
 
     def stop_hashing(self):
         """Nothing to stop here (the accelerations' _HashingInput hashes in another process)."""
@@ -273,14 +278,15 @@ def _detect_format(inp, kind):
     if stripped[:1] not in (b"{", b"["):
         return "beir" if _is_beir_header(stripped) else "trec"
     end = stripped.find(b"\n")
+    query = inp.fields.query if inp.fields is not None else None
     if end < 0 and len(head) >= _DETECT_BYTES:      # a first line over a MiB
-        jsonl = stripped[:1] == b"{" and _leading_query_key(stripped)
+        jsonl = stripped[:1] == b"{" and _leading_query_key(stripped, query)
         return "jsonl" if jsonl else "json"
     try:
         first = json.loads(stripped[:end] if end >= 0 else stripped)
     except (ValueError, RecursionError):
         return "json"
-    return "jsonl" if isinstance(first, dict) and _names_a_query(first) else "json"
+    return "jsonl" if isinstance(first, dict) and _names_a_query(first, query) else "json"
 
 
 _BEIR_HEADER = b"query-id\tcorpus-id\tscore"
@@ -299,13 +305,18 @@ def _is_beir_header(text):
                                               or after in (b"\r", b"\r\n"))
 
 
-def _names_a_query(record):
+def _names_a_query(record, query=None):
     """True when a JSON object names a query as a JSONL line does (see
-    _query_key): it has "query_id" or "qid", or "id" beside labels or a ranking.
+    _query_key): it has "query_id" or "qid", or "id" beside labels or a ranking,
+    or the first key of the query field path given (--query-field, see _Fields).
 
     >>> _names_a_query({"id": "q1", "relevant": ["d1"]}), _names_a_query({"id": ["d1"]})
     (True, False)
+    >>> _names_a_query({"query": "How long?", "expected_ids": ["n1"]}, ("query",))
+    True
     """
+    if query is not None and query[0] in record:
+        return True
     return "query_id" in record or "qid" in record or (
         "id" in record and any(key in record for key in _LABEL_KEYS + _RANKING_KEYS))
 
@@ -313,7 +324,7 @@ def _names_a_query(record):
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def _leading_query_key(head):
+def _leading_query_key(head, query=None):
     """_names_a_query of the JSON object that ``head`` (bytes, perhaps cut
     short) begins, among the top-level keys ``head`` holds whole.
 
@@ -335,7 +346,7 @@ def _leading_query_key(head):
             if text[i:i + 1] != ":":
                 return False
             names[name] = None
-            if _names_a_query(names):
+            if _names_a_query(names, query):
                 return True
             i = _JSON_SPACE.match(text, i + 1).end()
             _, i = decode(text, i)              # the value: raises when cut short
@@ -546,16 +557,29 @@ def _offset(value, what):
 def _span_fields(record, what):
     """(start, end) of a label or chunk record: both or neither (absent or
     null: a whole document, or a chunk whose span is unknown), start < end."""
-    has_start, has_end = record.get("start") is not None, record.get("end") is not None
+    return _span_values(record.get("start"), record.get("end"), what)
+
+
+def _span_values(start, end, what, names=("start", "end")):
+    """(start, end) checked as _span_fields checks them, the messages naming
+    the two fields ``names`` (a result object's field paths, see _object_span).
+
+    >>> _span_values(3, None, "r.json: item 1", ("node.start_char_idx", "node.end_char_idx"))
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: r.json: item 1: give node.start_char_idx and node.end_char_idx together (got only node.start_char_idx)
+    """
+    has_start, has_end = start is not None, end is not None
     if has_start != has_end:
-        raise EvalError("%s: give start and end together (got only %s)"
-                        % (what, "start" if has_start else "end"))
+        raise EvalError("%s: give %s and %s together (got only %s)"
+                        % (what, names[0], names[1], names[0] if has_start else names[1]))
     if not has_start:
         return None, None
-    start, end = _offset(record["start"], what + ": start"), _offset(record["end"], what + ": end")
+    start = _offset(start, "%s: %s" % (what, names[0]))
+    end = _offset(end, "%s: %s" % (what, names[1]))
     if start >= end:
-        raise EvalError("%s: start (%d) must be below end (%d): spans are [start, end)"
-                        % (what, start, end))
+        raise EvalError("%s: %s (%d) must be below %s (%d): spans are [start, end)"
+                        % (what, names[0], start, names[1], end))
     return start, end
 
 
@@ -604,13 +628,13 @@ def _all_str(items):
     return True
 
 
-def _check_run_query(qid, ranking, where, rising=None):
-    """A query's ranking, checked (see _mapped_ranking for ``rising``)."""
+def _check_run_query(qid, ranking, where, rising=None, fields=None):
+    """A query's ranking, checked (see _mapped_ranking for ``rising`` and ``fields``)."""
     if isinstance(ranking, list):
         if _all_str(ranking):
             return ranking
         if any(isinstance(item, dict) for item in ranking):
-            return _mapped_ranking(qid, ranking, where, rising)
+            return _mapped_ranking(qid, ranking, where, rising, fields)
         return [_as_id(doc, "%s: query %r: id at position %d" % (where, qid, i))
                 for i, doc in enumerate(ranking, 1)]
     if isinstance(ranking, dict):
@@ -630,47 +654,60 @@ def _check_run_query(qid, ranking, where, rising=None):
 
 
 class _MappedRanking(list):
-    """A ranked list of ids whose items were objects (``{"id": ..., "score":
-    ..., "doc": ..., "start": ..., "end": ...}``, LangChain's and LlamaIndex's
-    shape): ``chunks`` maps the ids that said where they come from to their
+    """A ranked list of ids whose items were objects (result objects, see
+    _Shape): ``chunks`` maps the ids that said where they come from to their
     Chunk; ``scores`` holds each item's score (None when the items gave none);
     ``texts`` the "text" of the items that gave one (read by --to-label only,
-    for the person who grades the id).  The list order is the ranking,
+    for the person who grades the id); ``unplaced`` maps the ids whose object
+    named a document but no span to the field that would have given it (for
+    the refusal of measures that need spans).  The list order is the ranking,
     whatever the scores: retrievers such as FAISS and Chroma give distances,
     lower is better."""
     chunks: dict = {}
     scores = None
     texts: dict = {}
+    unplaced: dict = {}
 
 
-def _mapped_ranking(qid, ranking, where, rising=None):
-    """The _MappedRanking of a list holding objects.  A score must be a finite
-    number, given on every item or on none; a query whose scores rise down the
-    list is appended to ``rising`` (a run warns of them).
+def _mapped_ranking(qid, ranking, where, rising=None, fields=None):
+    """The _MappedRanking of a list holding objects, each read at the field
+    paths of its shape (see _shape_of) that ``fields`` (a _Fields) does not
+    replace.  A score must be a finite number, given on every item or on
+    none; a query whose scores rise down the list is appended to ``rising``
+    (a run warns of them).
 
     >>> r = _mapped_ranking("q1", [{"id": "a", "score": 0.2}, {"id": "b", "score": 0.3}], "x", [])
     >>> r, r.scores
     (['a', 'b'], [0.2, 0.3])
+    >>> r = _mapped_ranking("q1", [{"page_content": "30 days.", "metadata": {
+    ...     "source": "refunds.txt", "start_index": 12}}], "x")
+    >>> r, r.chunks
+    (['refunds.txt[12:20]'], {'refunds.txt[12:20]': Chunk(doc='refunds.txt', start=12, end=20, tokens=None, doc_sha256=None)})
     """
-    out, chunks, scores, texts = _MappedRanking(), {}, [], {}
+    out, chunks, scores, texts, unplaced = _MappedRanking(), {}, [], {}, {}
+    fields = fields or _NO_FIELDS
     for i, item in enumerate(ranking, 1):
         what = "%s: query %r: item %d" % (where, qid, i)
         if not isinstance(item, dict):
             out.append(_as_id(item, what))
             continue
-        if "id" not in item:
-            raise EvalError('%s: an object in a ranking needs "id" (and may give score, doc, '
-                            'start, end, tokens), got keys %r' % (what, list(item)[:6]))
-        chunk_id = _as_id(item["id"], what + ": id")
+        if (fields is _NO_FIELDS and type(item.get("id")) is str and "page_content" not in item
+                and "node" not in item):    # the plain shape: read as a chunk-map line, faster
+            shape, chunk_id = _PLAIN_SHAPE, item["id"]
+            chunk = _as_chunk(item, what) if item.get("doc") is not None else None
+        else:
+            shape = _shape_of(item)
+            chunk_id, chunk = _result_object(item, shape, fields, what)
         out.append(chunk_id)
-        if "score" in item:
+        if "score" in item and not (shape.null_score and item["score"] is None):
             scores.append(_as_score(item["score"], what + ": score"))
-        if "doc" in item:
-            chunk = _as_chunk(item, what)
+        if chunk is not None:
             if chunks.get(chunk_id, chunk) != chunk:
                 raise EvalError("%s: id %r is given twice with different fields"
                                 % (what, chunk_id))
             chunks[chunk_id] = chunk
+            if chunk.start is None:
+                unplaced[chunk_id] = _unplaced_text(shape, fields)
         if item.get("text") is not None:
             if not isinstance(item["text"], str):
                 raise EvalError("%s: text must be a string (the chunk's text), got %s"
@@ -679,6 +716,8 @@ def _mapped_ranking(qid, ranking, where, rising=None):
     out.chunks = chunks
     if texts:
         out.texts = texts
+    if unplaced:
+        out.unplaced = unplaced
     if scores:
         if len(scores) < len(out):
             raise EvalError("%s: query %r: %d of %d items give a score: give one on every item "
@@ -704,16 +743,266 @@ def _with_rising_note(report, name, rising, testset=None):
 
 
 def _as_chunk(record, what):
-    """A Chunk from a chunk-map record (or a run item): doc, and optionally
-    start/end, tokens and doc_sha256."""
+    """A Chunk from a chunk-map record: doc, and optionally start/end, tokens
+    and doc_sha256."""
     doc = _as_id(record["doc"], what + ": doc")
     start, end = _span_fields(record, what)
+    return Chunk(doc, start, end, _tokens_field(record, what), _sha_field(record, what))
+
+
+def _tokens_field(record, what):
+    """The tokens of a chunk record (or a result object), or None."""
     tokens = record.get("tokens")
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
                                or tokens < 0):
         raise EvalError("%s: tokens must be a non-negative integer, got %s"
                         % (what, _short_repr(tokens, 40)))
-    return Chunk(doc, start, end, tokens, _sha_field(record, what))
+    return tokens
+
+
+# --- result objects: the shapes RAG frameworks write ---------------------------------
+#
+# An object in a ranked list says which chunk it is and, perhaps, where the
+# chunk comes from; where it says so depends on what wrote it.  A _Shape holds
+# the field paths of one serialized shape, detected by its keys (_shape_of);
+# --id-field, --doc-field, --start-field and --end-field (a _Fields) replace
+# any of them, on every object.  A path is the keys from the object as
+# written, joined by "."; a missing key or a null is a field not given.
+# "tokens" and "doc_sha256" are read at the top of every object.
+
+
+class _Shape(NamedTuple):
+    """Where one serialized shape gives an object's id, its document (the
+    first of ``docs`` given), its start and its end, as field paths (tuples
+    of keys); with ``end`` None the chunk ends ``len(text)`` code points
+    after its start (``text``: the path of its text).  ``by_place``: an
+    object without an id is known by (document, start, end) (see _place_id);
+    ``null_score``: a null score is no score (what the framework writes);
+    ``hint``: how the framework writes the start, said when it is missing."""
+    name: str
+    id: tuple
+    docs: tuple
+    start: tuple
+    end: Optional[tuple]
+    text: Optional[tuple] = None
+    by_place: bool = False
+    null_score: bool = False
+    hint: str = ""
+
+
+_PLAIN_SHAPE = _Shape("plain", ("id",), (("doc",),), ("start",), ("end",))
+# LangChain's Document.model_dump(): {"id", "metadata", "page_content", "type"}.
+_LANGCHAIN_SHAPE = _Shape(
+    "LangChain Document", ("id",), (("metadata", "source"),), ("metadata", "start_index"),
+    None, ("page_content",), by_place=True,
+    hint="a LangChain text splitter writes it with add_start_index=True")
+# LlamaIndex's NodeWithScore.to_dict(): {"node": {"id_", "metadata", "relationships",
+# "start_char_idx", "end_char_idx", ...}, "score", "class_name"}; relationship "1" is
+# the source document (NodeRelationship.SOURCE).
+_LLAMAINDEX_SHAPE = _Shape(
+    "LlamaIndex node", ("node", "id_"),
+    (("node", "metadata", "file_name"), ("node", "metadata", "file_path"),
+     ("node", "relationships", "1", "node_id")),
+    ("node", "start_char_idx"), ("node", "end_char_idx"), null_score=True)
+
+
+def _shape_of(item):
+    """The _Shape of a result object, by its keys: LangChain's Document has
+    "page_content", LlamaIndex's NodeWithScore a "node" object with "id_";
+    any other object (Haystack's Document.to_dict() among them) is plain.
+
+    >>> _shape_of({"node": {"id_": "n1"}, "score": 0.5}).name, _shape_of({"id": "a"}).name
+    ('LlamaIndex node', 'plain')
+    """
+    if "page_content" in item:
+        return _LANGCHAIN_SHAPE
+    node = item.get("node")
+    if isinstance(node, dict) and "id_" in node:
+        return _LLAMAINDEX_SHAPE
+    return _PLAIN_SHAPE
+
+
+class _Fields(NamedTuple):
+    """Field paths (tuples of keys) given to replace the shapes' own, each
+    None when not given: ``id``, ``doc``, ``start`` and ``end`` of result
+    objects (--id-field, --doc-field, --start-field, --end-field), and
+    ``query``, the query of a JSONL line (--query-field; see _keyed_line)."""
+    query: Optional[tuple] = None
+    id: Optional[tuple] = None
+    doc: Optional[tuple] = None
+    start: Optional[tuple] = None
+    end: Optional[tuple] = None
+
+    def info(self, kind):
+        """What the report's inputs say of the paths a file of ``kind`` ("qrels"
+        or "run") is read with: {name: path text}, only those given.
+
+        >>> _Fields(("query",), doc=("node", "metadata", "file_path")).info("run")
+        {'query': 'query', 'doc': 'node.metadata.file_path'}
+        """
+        names = ("query",) if kind == "qrels" else self._fields
+        return {name: ".".join(getattr(self, name)) for name in names
+                if getattr(self, name) is not None}
+
+
+_NO_FIELDS = _Fields()
+_FIELD_OPTIONS = {"query": "--query-field", "id": "--id-field", "doc": "--doc-field",
+                  "start": "--start-field", "end": "--end-field"}
+
+
+def _checked_fields(fields):
+    """The _Fields of ``fields`` (the library's ``fields=``: {name: "dotted.path"},
+    names among query, id, doc, start, end), or None when it gives none.
+
+    >>> _checked_fields({"doc": "node.metadata.file_path", "end": None})
+    _Fields(query=None, id=None, doc=('node', 'metadata', 'file_path'), start=None, end=None)
+    """
+    if fields is None or isinstance(fields, _Fields):
+        return fields if fields != _NO_FIELDS else None
+    if not isinstance(fields, dict):
+        raise EvalError("fields must be a dict {name: 'dotted.path'} (names: %s), got %s"
+                        % (", ".join(_Fields._fields), _short_repr(fields, 40)))
+    paths = {}
+    for name, text in fields.items():
+        if name not in _Fields._fields:
+            raise EvalError("fields: unknown field %s (choose from %s)"
+                            % (_short_repr(name, 40), ", ".join(_Fields._fields)))
+        if text is not None:
+            paths[name] = _field_path(text, "fields[%r]" % name)
+    return _Fields(**paths) if paths else None
+
+
+def _field_path(text, what):
+    """A field path from its text: keys from the object as written, joined by
+    "." (so a key holding a "." cannot be named).
+
+    >>> _field_path("metadata.start_index", "--start-field")
+    ('metadata', 'start_index')
+    >>> _field_path("metadata..source", "--doc-field")
+    Traceback (most recent call last):
+    ...
+    rag_eval.EvalError: --doc-field: 'metadata..source' is not a field path (keys joined by '.', e.g. metadata.source)
+    """
+    keys = tuple(text.split(".")) if isinstance(text, str) else ()
+    if not keys or not all(keys):
+        raise EvalError("%s: %s is not a field path (keys joined by '.', e.g. metadata.source)"
+                        % (what, _short_repr(text, 40)))
+    return keys
+
+
+def _at(record, path):
+    """The value at a field path, or None (a key missing, a null, or a step
+    that is not an object).
+
+    >>> _at({"node": {"metadata": {"file_name": "a.txt"}}}, ("node", "metadata", "file_name"))
+    'a.txt'
+    >>> _at({"node": {"metadata": None}}, ("node", "metadata", "file_name")) is None
+    True
+    """
+    if len(path) == 1 and type(record) is dict:    # (most paths: one call, no loop)
+        return record.get(path[0])
+    for key in path:
+        if not isinstance(record, dict):
+            return None
+        record = record.get(key)
+    return record
+
+
+def _result_object(item, shape, fields, what):
+    """(chunk id, Chunk or None) of one result object: None when it names no
+    document (its id alone counts).  An id given as null is refused (as an id
+    of another type), unless the shape knows the object by its place."""
+    id_path = fields.id or shape.id
+    chunk_id = _at(item, id_path)
+    if type(chunk_id) is not str and not (chunk_id is None and shape.by_place):
+        parent = _at(item, id_path[:-1])
+        if chunk_id is None and not (isinstance(parent, dict) and id_path[-1] in parent):
+            if fields.id is not None:
+                raise EvalError("%s: an object in a ranking needs %s (--id-field), got keys %r"
+                                % (what, ".".join(id_path), list(item)[:6]))
+            raise EvalError('%s: an object in a ranking needs "id" (and may give score, doc, '
+                            'start, end, tokens), got keys %r' % (what, list(item)[:6]))
+        chunk_id = _as_id(chunk_id, "%s: %s" % (what, ".".join(id_path)))
+    doc = None
+    for path in (fields.doc,) if fields.doc is not None else shape.docs:
+        doc = _at(item, path)
+        if doc is not None:
+            if type(doc) is not str:
+                doc = _as_id(doc, "%s: %s" % (what, ".".join(path)))
+            break
+    start, end = _object_span(item, shape, fields, what) if doc is not None else (None, None)
+    if chunk_id is None:
+        chunk_id = _place_id(item, shape, fields, doc, start, end, what)
+    if doc is None:
+        return chunk_id, None
+    return chunk_id, Chunk(doc, start, end, _tokens_field(item, what), _sha_field(item, what))
+
+
+def _object_span(item, shape, fields, what):
+    """(start, end) of a result object, both or neither, named by their paths
+    in a message; a shape without an end path ends ``len(text)`` code points
+    after the start (LangChain: start_index + the length of page_content)."""
+    start_path = fields.start or shape.start
+    end_path = fields.end or shape.end
+    start = _at(item, start_path)
+    if end_path is not None:
+        end = _at(item, end_path)
+        if type(start) is int and type(end) is int and 0 <= start < end:
+            return start, end       # (the checks below name the paths of a bad span)
+        return _span_values(start, end, what, (".".join(start_path), ".".join(end_path)))
+    start_name = ".".join(start_path)
+    length = len(_object_text(item, shape, what))
+    counted = isinstance(start, int) and not isinstance(start, bool)
+    end = start + length if counted else start      # (a start that is no offset is refused)
+    return _span_values(start, end, what, (start_name, "%s + the length of %s"
+                                           % (start_name, ".".join(shape.text))))
+
+
+def _object_text(item, shape, what):
+    text = _at(item, shape.text)
+    if not isinstance(text, str):
+        raise EvalError("%s: %s must be text, got %s"
+                        % (what, ".".join(shape.text), _short_repr(text, 40)))
+    return text
+
+
+def _place_id(item, shape, fields, doc, start, end, what):
+    """The id of a result object without one (a LangChain Document whose id is
+    null): ``doc[start:end]``, the chunk by its place, or without a span
+    ``doc[sha256:...]``, the first 16 hex digits of its text's sha256.
+
+    >>> item = {"page_content": "30 days.", "metadata": {"source": "refunds.txt"}}
+    >>> _place_id(item, _LANGCHAIN_SHAPE, _NO_FIELDS, "refunds.txt", None, None, "x")
+    'refunds.txt[sha256:0ad0c6405da0e59b]'
+    """
+    if doc is None:
+        raise EvalError("%s: a %s without an id is known by its document and span, and it "
+                        "gives no %s: give ids (--id-field) or documents (--doc-field)"
+                        % (what, shape.name, ".".join(fields.doc or shape.docs[0])))
+    if start is not None:
+        return "%s[%d:%d]" % (doc, start, end)
+    text = _object_text(item, shape, what)
+    return "%s[sha256:%s]" % (doc, hashlib.sha256(text.encode("utf-8", "surrogatepass"))
+                              .hexdigest()[:16])
+
+
+def _unplaced_text(shape, fields):
+    """The field an object named no span by, for a message (see _MappedRanking)."""
+    if fields.start is not None:
+        return ".".join(fields.start)
+    return ".".join(shape.start) + (" (%s)" % shape.hint if shape.hint else "")
+
+
+def _unplaced_note(exc, ranking):
+    """What to add to the error of a chunk without a span (see _NoSpan) whose
+    result object in the run named no span: the field it lacks.
+
+    >>> r = _mapped_ranking("q", [{"id": "a", "doc": "A"}], "x")
+    >>> _unplaced_note(_NoSpan("chunk 'a' has no start/end", "a"), r)
+    '; its object in the run gives no start'
+    """
+    field = getattr(ranking, "unplaced", {}).get(getattr(exc, "chunk_id", None))
+    return "; its object in the run gives no %s" % field if field else ""
 
 
 # --- JSONL: one query a line -------------------------------------------------------
@@ -722,8 +1011,10 @@ def _as_chunk(record, what):
 # only on a line that gives labels or a ranking: elsewhere (a chunk, a Ragas
 # row) "id" may name something else.  A qrels line gives its labels under
 # "grades" or a test set's names for them; a run line gives "docs" (a ranked
-# list), "scores" (a score map) or Ragas' "retrieved_context_ids" (a ranked
-# list).  Other fields of a qrels line may say what its query is (see
+# list), "scores" (a score map) or Ragas' "retrieved_context_ids" or
+# LlamaIndex's "retrieved_ids" (ranked lists).  Rows that carry no id (Ragas',
+# LlamaIndex's RetrieverEvaluator's) are named by --query-field (see
+# _keyed_line).  Other fields of a qrels line may say what its query is (see
 # _query_info); the rest are not read.
 
 
@@ -732,24 +1023,45 @@ _SWAPPED = "the files look swapped: give them in the order QRELS RUN"
 
 _ID_KEYS = ("query_id", "qid", "id")
 _LABEL_KEYS = ("grades", "relevant", "relevant_ids", "must_retrieve_doc_ids",
-               "reference_context_ids")
+               "reference_context_ids", "expected_ids")
 _LABEL_KEYS_SET = frozenset(_LABEL_KEYS)
-_RANKING_KEYS = ("docs", "scores", "retrieved_context_ids")
+_RANKING_KEYS = ("docs", "scores", "retrieved_context_ids", "retrieved_ids")
 _OWN_KEYS = {"qrels": _LABEL_KEYS, "run": _RANKING_KEYS}
 _RAGAS_KEYS = ("user_input", "reference_context_ids", "retrieved_context_ids",
                "reference_contexts", "retrieved_contexts")
+# Rows without an id, by who writes them: (their keys, the field of their question).
+_KEYLESS_ROWS = (("Ragas rows", _RAGAS_KEYS, "user_input"),
+                 ("LlamaIndex's RetrieverEvaluator rows",
+                  ("expected_ids", "retrieved_ids", "expected_texts", "retrieved_texts",
+                   "metric_dict"), "query"))
 # Keys of a run line or of a label line: a qrels line without labels holding
 # one of them is a mistake, not a query with no labels.
 _OTHER_FORMS = frozenset(_RANKING_KEYS + ("doc", "grade", "start", "end"))
 _JSONL_FORMS = {
     "qrels": '{"query_id": ..., "relevant": {doc_id: grade, ...} or [doc_id, ...]} (the query '
              'id may be "qid", or "id" beside labels; the labels may be named "grades", '
-             '"relevant_ids", "must_retrieve_doc_ids" or "reference_context_ids"; a line '
-             'without labels is a query with none), or one label a line {"query_id": ..., '
-             '"doc": ..., "grade": ...}',
+             '"relevant_ids", "must_retrieve_doc_ids", "reference_context_ids" or '
+             '"expected_ids"; a line without labels is a query with none), or one label a '
+             'line {"query_id": ..., "doc": ..., "grade": ...}',
     "run": '{"query_id": ..., "docs": [doc_id or {"id": doc_id, "score": ...}, ...]}, '
            '{"query_id": ..., "scores": {doc_id: score, ...}} or {"query_id": ..., '
-           '"retrieved_context_ids": [doc_id, ...]} (the query id may be "qid" or "id")'}
+           '"retrieved_context_ids" or "retrieved_ids": [doc_id, ...]} (the query id may be '
+           '"qid" or "id")'}
+
+
+def _keyless_hint(record):
+    """What to tell of a row without an id that Ragas or LlamaIndex wrote
+    (see _KEYLESS_ROWS); "" for another.
+
+    >>> print(_keyless_hint({"query": "How long?", "expected_ids": ["n1"], "retrieved_ids": []}))
+    ; LlamaIndex's RetrieverEvaluator rows have no stable id: key each row by its question with --query-field query, or add a "query_id" to each row, the same in every file
+    """
+    for who, keys, question in _KEYLESS_ROWS:
+        if any(k in record for k in keys):
+            return ('; %s have no stable id: key each row by its question with --query-field '
+                    '%s, or add a "query_id" to each row, the same in every file'
+                    % (who, question))
+    return ""
 
 
 def _query_key(record, keyed):
@@ -778,8 +1090,7 @@ def _jsonl_form_error(where, kind, record):
         return EvalError("%s: a JSONL %s line gives both %r and %r: keep one"
                          % (where, kind, given[0], given[1]))
     key = _query_key(record, True)
-    ragas = ('; Ragas rows have no stable id: add a "query_id" to each row, the same in '
-             'every file' if key is None and any(k in record for k in _RAGAS_KEYS) else "")
+    ragas = _keyless_hint(record) if key is None else ""
     if given and key is None:
         return EvalError('%s: a JSONL %s line needs a query id ("query_id", "qid" or "id"), '
                          'got keys %r%s' % (where, kind, keys, ragas))
@@ -806,9 +1117,10 @@ def _json_queries(inp, kind):
     for qid, value in data.items():
         try:
             checked = (_check_qrels_query(qid, value, inp.name) if kind == "qrels"
-                       else _check_run_query(qid, value, inp.name, rising))
+                       else _check_run_query(qid, value, inp.name, rising, inp.fields))
         except EvalError:
-            known = _LABEL_KEYS + _RANKING_KEYS + _RAGAS_KEYS
+            known = _LABEL_KEYS + _RANKING_KEYS + tuple(k for _, keys, _ in _KEYLESS_ROWS
+                                                        for k in keys)
             if ((qid in known or not isinstance(value, (dict, list)))
                     and any(key in data for key in known)):     # a lone JSONL line
                 where = inp.name + (":1" if text.strip().count("\n") == 0 else "")
@@ -836,11 +1148,31 @@ def _refuse_keyless_jsonl(text, name, kind):
 
 
 def _jsonl_records(inp):
-    """Yield (where, record) per non-blank line of a JSONL file."""
+    """Yield (where, record) per non-blank line of a JSONL file, keyed by the
+    query field when one is given (see _keyed_line)."""
+    query = inp.fields.query if inp.fields is not None else None
     for number, line in _lines(inp):
         if line.strip():
             where = "%s:%d" % (inp.name, number)
-            yield where, _json_loads(_decode(line, where), inp.name, number)
+            record = _json_loads(_decode(line, where), inp.name, number)
+            yield where, record if query is None else _keyed_line(record, query, where)
+
+
+def _keyed_line(record, query, where):
+    """A JSONL line named by the value at the path ``query`` (--query-field:
+    rows without an id, such as Ragas' or LlamaIndex's RetrieverEvaluator's,
+    keyed by their question), as its "query_id".
+
+    >>> _keyed_line({"query": "How long?", "expected_ids": ["n1"]}, ("query",), "e.jsonl:1")
+    {'query': 'How long?', 'expected_ids': ['n1'], 'query_id': 'How long?'}
+    """
+    if not isinstance(record, dict):
+        return record
+    value = _at(record, query)
+    if value is None:
+        raise EvalError("%s: no %s on this line (--query-field names the query of every line), "
+                        "got keys %r" % (where, ".".join(query), list(record)[:6]))
+    return dict(record, query_id=_as_id(value, "%s: %s" % (where, ".".join(query))))
 
 
 def _jsonl_qrels(inp, rows_label="id"):
@@ -1042,7 +1374,7 @@ def _jsonl_run(inp):
         if record.get("abstained") is not None and _abstained_line(record, where) and value:
             raise EvalError('%s: query %r: "abstained": true with a non-empty %s: an abstention '
                             "shows the model nothing; drop the ids or the flag" % (where, qid, field))
-        yield qid, _check_run_query(qid, value, where, rising)
+        yield qid, _check_run_query(qid, value, where, rising, inp.fields)
     if not seen:
         raise EvalError("%s: no JSONL records found" % inp.name)
 

@@ -266,8 +266,12 @@ def _run_queries(inp, fmt, grouped=True):
     return _json_queries(inp, "run") if fmt == "json" else _jsonl_run(inp)
 
 
-def _open_input(source, format, kind):
+def _open_input(source, format, kind, fields=None):
+    """(input, format) of a qrels or run source, read with ``fields`` (a
+    _Fields, or None) and its format detected unless ``format`` is given."""
     inp = _input_of(source)
+    if fields is not None:
+        inp.fields, inp.fields_info = fields, fields.info(kind)
     fmt = format or _detect_format(inp, kind)
     formats = QRELS_FORMATS if kind == "qrels" else FORMATS
     if fmt not in formats:
@@ -279,13 +283,14 @@ def _open_input(source, format, kind):
     return inp, fmt
 
 
-def _read_qrels(source, format=None, notes=None, rows_label="id"):
+def _read_qrels(source, format=None, notes=None, rows_label="id", fields=None):
     """(qrels, input info, queries) from any supported source: ``queries`` is
     what a test-set JSONL file says of each query (see _jsonl_qrels), None
     when it says nothing (and from every other format).  A note on rows left
     without a grade is added to the list ``notes`` when given; graded
-    to-label rows label what ``rows_label`` says (see _rows_label)."""
-    inp, fmt = _open_input(source, format, "qrels")
+    to-label rows label what ``rows_label`` says (see _rows_label); ``fields``
+    may name the query field of JSONL lines (see _keyed_line)."""
+    inp, fmt = _open_input(source, format, "qrels", fields)
     queries = None
     if fmt == "trec":
         qrels = _trec_qrels(inp)
@@ -448,32 +453,37 @@ def _library_chunks(chunks):
     return _chunk_map([(None, record) for record in chunks], "chunks"), None
 
 
-def load_qrels(source, *, format=None):
+def load_qrels(source, *, format=None, fields=None):
     """Read qrels ``{qid: {doc_id: grade}}`` from a path, ``-`` (stdin) or a file object.
 
     JSON, JSONL (also a test set: one query a line), TREC and BEIR's TSV,
     gzip or not, detected from the content unless ``format`` is given.
     Grades must be integers; a test set's plain list of ids grades each 1.
+    ``fields={"query": "query"}`` keys JSONL lines by that field (rows without
+    an id: LlamaIndex's RetrieverEvaluator rows, Ragas' with "user_input").
 
     >>> load_qrels(io.StringIO('q1 0 d1 2\\nq1 0 d2 0\\n'))
     {'q1': {'d1': 2, 'd2': 0}}
     >>> load_qrels(io.StringIO('{"query_id": "q1", "relevant": ["d1", "d2"], "tags": ["faq"]}'))
     {'q1': {'d1': 1, 'd2': 1}}
     """
-    return _read_qrels(source, format)[0]
+    return _read_qrels(source, format, fields=_checked_fields(fields))[0]
 
 
-def load_run(source, *, format=None):
+def load_run(source, *, format=None, fields=None):
     """Read a whole run: ``{qid: [ids] | {id: score}}``; TREC runs give score maps,
     a repeated (query, id) line keeping its best score.  For large runs prefer
-    :func:`evaluate_files`, which streams.
+    :func:`evaluate_files`, which streams.  ``fields`` names where result
+    objects give their id, document, start and end, and where JSONL lines
+    name their query (``{"id": "metadata.chunk_id", "query": "query"}``; see
+    :func:`evaluate`).
 
     >>> load_run(io.StringIO('{"q1": ["d2", "d1"]}'))
     {'q1': ['d2', 'd1']}
     >>> load_run(io.StringIO('q1 Q0 a 1 0.5 x\\nq1 Q0 a 2 0.7 x\\n'))
     {'q1': {'a': 0.7}}
     """
-    inp, fmt = _open_input(source, format, "run")
+    inp, fmt = _open_input(source, format, "run", _checked_fields(fields))
     run = {}
     for qid, ranking in _run_queries(inp, fmt, grouped=False):
         if isinstance(ranking, _Scored):

@@ -42,7 +42,8 @@ def _columns(rows, names):
 def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential",
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
              doc_sep=None, unit="id", meta=None, queries=None, by=(), holdout=None,
-             as_of=None, reveal_holdout=False, min_score=None, unjudged_bounds=False):
+             as_of=None, reveal_holdout=False, min_score=None, unjudged_bounds=False,
+             fields=None):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -99,6 +100,13 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     ndcg over ids have them), judged@k at each cutoff (``"judged"``) and the
     unjudged (rank, id) of each query (``"ids"``).  :func:`gate` reads it.
 
+    A ranked list may hold result objects: LangChain's ``Document.model_dump()``,
+    LlamaIndex's ``NodeWithScore.to_dict()`` and plain ``{"id", "score", "doc",
+    "start", "end"}`` objects are read by their keys.  ``fields`` replaces where
+    they give their id, document, start or end: ``{"id": "metadata.chunk_id",
+    "doc": "node.metadata.file_path", "start": ..., "end": ...}``, dotted paths
+    from the object as written.
+
     >>> b = evaluate({"q": {"a": 1}}, {"q": ["a", "x", "y"]}, k=3, measures="map,precision",
     ...              unjudged_bounds=True).unjudged
     >>> b["mean"], b["judged"], b["ids"]   # map lo: y alone relevant, (1/1 + 2/3) / 2
@@ -128,16 +136,21 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     average = _checked_average(average)
     testset = _test_set(queries, by, holdout, as_of, reveal_holdout, average)
     report = _evaluate(_validated(qrels, "qrels", _check_qrels_query), run, measures, rel, average,
-                       skip_extra_queries, chunks, doc_sep, testset, min_score, unjudged_bounds)
+                       skip_extra_queries, chunks, doc_sep, testset, min_score, unjudged_bounds,
+                       fields)
     return _with_meta(report, meta)
 
 
 def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, doc_sep, testset,
-              min_score, unjudged_bounds):
+              min_score, unjudged_bounds, fields=None):
     """evaluate() with its measures resolved, its qrels validated and its
     _TestSet made (None: no query metadata)."""
-    rising = []
-    run = _validated(run, "run", functools.partial(_check_run_query, rising=rising))
+    rising, fields = [], _checked_fields(fields)
+    if fields is not None and fields.query is not None:
+        raise EvalError('fields: "query" names the query of a JSONL line (evaluate_files, '
+                        "load_qrels, load_run); evaluate() takes {query_id: ranking}")
+    run = _validated(run, "run", functools.partial(_check_run_query, rising=rising,
+                                                   fields=fields))
     if testset is not None:
         qrels = testset.qrels(qrels)
     chunks, chunks_info = _library_chunks(chunks)
@@ -166,11 +179,16 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                    skip_extra_queries=False, qrels_format=None, run_format=None,
                    average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
                    meta=None, queries=None, by=(), holdout=None, as_of=None,
-                   reveal_holdout=False, min_score=None, unjudged_bounds=False):
+                   reveal_holdout=False, min_score=None, unjudged_bounds=False,
+                   fields=None):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
-    path, sha256 and format.  ``chunks`` is a chunk-map file (see load_chunks).
-    ``queries`` is query metadata and ``unjudged_bounds`` as for :func:`evaluate`.
+    path, sha256 and format (and the ``fields`` it was read with, when given).
+    ``chunks`` is a chunk-map file (see load_chunks).  ``queries`` is query
+    metadata, ``unjudged_bounds`` and ``fields`` as for :func:`evaluate`;
+    ``fields={"query": "query"}`` also keys the JSONL lines of both files by
+    that field (rows without an id, such as LlamaIndex's RetrieverEvaluator
+    rows or Ragas' with "user_input", keyed by their question).
 
     >>> evaluate_files(io.StringIO('{"q": {"a": 1}}'),
     ...                io.StringIO('q Q0 b 1 2.0 x\\nq Q0 a 2 1.0 x\\n'), measures="mrr").mean
@@ -180,14 +198,16 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     _refuse_joined(measures)
     average = _checked_average(average)
     meta = _checked_meta(meta)
+    fields = _checked_fields(fields)
     qrels, qrels_info, described = _read_qrels(qrels, qrels_format,
-                                               rows_label=_rows_label(measures))
+                                               rows_label=_rows_label(measures), fields=fields)
     metadata, info, notes = _metadata(described, qrels_info["path"], queries)
     testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, average, info, notes)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset, min_score, unjudged_bounds), meta)
+                                    chunks_info, testset, min_score, unjudged_bounds, fields),
+                      meta)
 
 
 def _checked_average(average):
@@ -198,14 +218,14 @@ def _checked_average(average):
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
                   average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None,
-                  min_score=None, bounds=False):
+                  min_score=None, bounds=False, fields=None):
     """evaluate_files() with the qrels (and chunk map, and _TestSet) already
-    read (they may come from stdin)."""
+    read (they may come from stdin); the run is read with ``fields``."""
     if testset is not None:
         qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset, min_score,
                      bounds)
-    inp, fmt = _open_input(run, run_format, "run")
+    inp, fmt = _open_input(run, run_format, "run", fields)
     try:
         report = _score_run(inp, fmt, scorer, skip_extra_queries, testset)
     except BaseException:
@@ -394,6 +414,9 @@ class _QueryScorer:
                     value = call.func(unit_ranking, unit_grades, *args)
                     if value is not None:
                         values[name] = value
+            except _NoSpan as exc:     # the run's chunks (or the map's): the run is named
+                raise _RunError("query %r: %s%s" % (qid, exc, _unplaced_note(exc, ranking))) \
+                    from None
             except EvalError as exc:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
         elif qid in self.unanswerable:
@@ -502,8 +525,8 @@ def _budget_cut(ids, chunks, budget):
         elif chunk.start is not None:
             used += chunk.end - chunk.start
         else:
-            raise EvalError("chunk %r has no size: a budget needs tokens or start/end in the "
-                            "chunk map" % chunk_id)
+            raise _NoSpan("chunk %r has no size: a budget needs tokens or start/end in the "
+                          "chunk map" % chunk_id, chunk_id)
         if used > budget:
             return n
     return len(ids)
@@ -548,7 +571,8 @@ class _Mapping:
             if self.chunks is not None:
                 raise EvalError("retrieved id %r is not in the chunk map" % missing)
             raise EvalError("retrieved id %r has no document: give a chunk map (--chunks) or "
-                            "--doc-sep, or doc/start/end for it in the run" % missing)
+                            "--doc-sep, or doc/start/end for it in the run (or name its "
+                            "document's field: --doc-field)" % missing)
         if own and self.chunks is not None:
             return [_filled(table[chunk_id], own.get(chunk_id)) for chunk_id in ids]
         return list(map(table.__getitem__, ids))
@@ -731,6 +755,7 @@ def _cut(qid, ranking, min_score):
     out = _MappedRanking(d for d, s in zip(ranking, scores) if s >= min_score)
     out.chunks, out.scores = ranking.chunks, [s for s in scores if s >= min_score]
     out.texts = ranking.texts
+    out.unplaced = ranking.unplaced
     return out
 
 
@@ -1089,7 +1114,31 @@ def _label_notes(scorer, hidden=frozenset()):
                      "not by the retriever (scored as misses; see mapping.uncoverable): %s"
                      % (_plural(len(lost), "query has", "queries have"),
                         "holds" if _needed_cover(scorer) else "touches", "; ".join(shown)))
+    unchecked = _unchecked_loss(scorer)
+    if unchecked:
+        notes.append(unchecked)
     return notes
+
+
+_PLACED_BY = {"run": "the chunks were placed by the run's own fields",
+              "doc_sep": "the chunks' documents came from --doc-sep"}
+
+
+def _unchecked_loss(scorer):
+    """The note of measures over documents or evidence scored without a chunk
+    map: what the index lost cannot be told from what the retriever missed
+    (see _lost_at_ingestion), so no query can be listed as lost; else None.
+
+    >>> print(_unchecked_loss(_scorer({"q": {"A": 1}}, resolve_measures("recall", 5, unit="doc"),
+    ...                               1, "scored", doc_sep="#")))
+    the chunks' documents came from --doc-sep, not from a chunk map: evidence lost at ingestion (a labelled document or span no chunk holds) cannot be detected, and scores as a retrieval miss; give the index's chunk map (--chunks) to check
+    """
+    source = scorer.mapping.info()["source"]
+    if source not in _PLACED_BY or all(call.view == "id" for call in scorer.units):
+        return None
+    return ("%s, not from a chunk map: evidence lost at ingestion (a labelled document or "
+            "span no chunk holds) cannot be detected, and scores as a retrieval miss; give "
+            "the index's chunk map (--chunks) to check" % _PLACED_BY[source])
 
 
 def _overlaps(spans, rel):
@@ -1163,9 +1212,12 @@ def _chunk_spans(chunks, docs):
 
 
 def _mapping_info(scorer, hidden=frozenset()):
+    """What the report says of the mapping; ``uncoverable`` is null without a
+    chunk map (lost evidence cannot be told, see _unchecked_loss)."""
     info = scorer.mapping.info()
-    info["uncoverable"] = {qid: [list(unit) for unit in units]
-                           for qid, units in _uncoverable(scorer, hidden).items()}
+    info["uncoverable"] = None if scorer.mapping.chunks is None else {
+        qid: [list(unit) for unit in units]
+        for qid, units in _uncoverable(scorer, hidden).items()}
     return info
 
 

@@ -733,7 +733,24 @@ def _input_notes(report, baseline):
         notes.append("chunks were mapped to documents another way for the baseline (%s -> %s): "
                      "unit=doc, unit=evidence and span measures may not be comparable"
                      % (_mapping_text(before), _mapping_text(now)))
+    before = ((baseline.inputs or {}).get("run") or {}).get("fields")
+    now = ((report.inputs or {}).get("run") or {}).get("fields")
+    if (baseline.inputs or {}).get("run") and (report.inputs or {}).get("run") \
+            and before != now:
+        notes.append("the run was read at other field paths for the baseline (%s -> %s): its "
+                     "ids, documents and spans may not be the same"
+                     % (_fields_text(before), _fields_text(now)))
     return notes
+
+
+def _fields_text(fields):
+    """The field options a report's run was read with, as written.
+
+    >>> _fields_text({"doc": "node.metadata.file_path"}), _fields_text(None)
+    ('--doc-field node.metadata.file_path', "the shapes' own")
+    """
+    return " ".join("--%s-field %s" % item for item in sorted((fields or {}).items())) \
+        or "the shapes' own"
 
 
 def _mapping_text(info):

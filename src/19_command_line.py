@@ -69,6 +69,7 @@ def build_parser():
     parser.add_argument("--doc-sep", default=None, metavar="SEP",
                         help="the document of a chunk id is what precedes its last SEP "
                         "(refund-policy#3 -> refund-policy); instead of --chunks")
+    _add_field_options(parser)
     parser.add_argument("--unit", choices=UNITS, default="id",
                         help="what bare measure names count: the retrieved id (default), its "
                         "document, or labelled evidence spans; k always counts chunks; a "
@@ -163,6 +164,36 @@ def build_parser():
     return parser
 
 
+def _add_field_options(parser):
+    """--id-field, --doc-field, --start-field, --end-field and --query-field:
+    field paths read from the objects and lines as written (see _Fields)."""
+    what = {"id": "its chunk id (default: id; LlamaIndex node.id_)",
+            "doc": "its document (default: doc; LangChain metadata.source; LlamaIndex "
+                   "node.metadata.file_name, else file_path, else the source node's id)",
+            "start": "its start offset (default: start; LangChain metadata.start_index; "
+                     "LlamaIndex node.start_char_idx)",
+            "end": "its end offset (default: end; LangChain start + the length of "
+                   "page_content; LlamaIndex node.end_char_idx)"}
+    for name, said in what.items():
+        parser.add_argument("--%s-field" % name, default=None, metavar="PATH",
+                            help="where a result object in a ranked list gives %s: keys from "
+                                 "the object as written, joined by '.' (e.g. "
+                                 "metadata.chunk_id)" % said)
+    parser.add_argument("--query-field", default=None, metavar="PATH",
+                        help="the field that names the query of every JSONL line of QRELS and "
+                             "the runs, e.g. query (LlamaIndex's RetrieverEvaluator rows) or "
+                             "user_input (Ragas rows): rows without an id, keyed by their "
+                             "question")
+
+
+def _cli_fields(args):
+    """The _Fields of the field options, or None."""
+    paths = {name: _field_path(getattr(args, "%s_field" % name), option)
+             for name, option in _FIELD_OPTIONS.items()
+             if getattr(args, "%s_field" % name) is not None}
+    return _Fields(**paths) if paths else None
+
+
 def _add_score_options(parser):
     parser.add_argument("--scores", action="append", default=[], metavar="FILE",
                         help="per-query scores made elsewhere (an LLM judge's): JSONL one query "
@@ -221,6 +252,9 @@ _RETRIEVAL_ONLY = (("--k", "k", None), ("--min-score", "min_score", None),
                    ("--sweep-min-score", "sweep_min_score", None), ("--rel", "rel", "1"),
                    ("--gain", "gain", "exponential"), ("--chunks", "chunks", None),
                    ("--doc-sep", "doc_sep", None), ("--unit", "unit", "id"),
+                   ("--id-field", "id_field", None), ("--doc-field", "doc_field", None),
+                   ("--start-field", "start_field", None), ("--end-field", "end_field", None),
+                   ("--query-field", "query_field", None),
                    ("--qrels", "extra_qrels", []), ("--to-label", "to_label", None),
                    ("--unjudged-bounds", "unjudged_bounds", False),
                    ("--pool-depth", "pool_depth", None), ("--qrels-format", "qrels_format", None),
@@ -404,13 +438,14 @@ def _read_all_qrels(args, notes, measures):
     FILE, merged; ``more inputs`` names the extra files' info "qrels.2", ...
     in the report's inputs.  To-label rows label what ``measures`` count."""
     rows_label = _rows_label(measures)
-    qrels, info, described = _read_qrels(args.qrels, args.qrels_format, notes, rows_label)
+    qrels, info, described = _read_qrels(args.qrels, args.qrels_format, notes, rows_label,
+                                         args.fields)
     if not args.extra_qrels:
         return qrels, info, described, {}
     parts, infos = [(info["path"], qrels)], {}
     for path in args.extra_qrels:
         more, more_info, more_described = _read_qrels(path, args.qrels_format, notes,
-                                                      rows_label)
+                                                      rows_label, args.fields)
         if more_described is not None:
             raise EvalError("%s: says what its queries are (slices, answerable, ...): query "
                             "metadata comes from QRELS or --queries, not from --qrels"
@@ -427,7 +462,7 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
     evidence: a label may be what is missing)."""
     runs = []
     for path in [args.run] + args.compare:
-        inp, fmt = _open_input(path, args.run_format, "run")
+        inp, fmt = _open_input(path, args.run_format, "run", args.fields)
         queries = _run_queries(inp, fmt, grouped=False)
         if args.min_score is not None:
             queries = ((q, r if r is None else _cut(q, r, args.min_score)) for q, r in queries)
@@ -581,6 +616,7 @@ def _run_cli(args, stdout, stderr):
     summary_path = _step_summary_path() if args.step_summary else None
     _check_paths(args)
     tiers = _cli_tiers(args)
+    args.fields = _cli_fields(args)
     if args.average == "trec_eval":
         if args.format != "trec":
             raise EvalError("--average trec_eval reproduces trec_eval's 'all' lines: use it "
@@ -660,7 +696,7 @@ def _run_cli(args, stdout, stderr):
     def score(run, measures=metrics, min_score=args.min_score, bounds=False, checked=True):
         report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,
                                args.run_format, args.average, chunks, args.doc_sep, chunks_info,
-                               testset, min_score, bounds)
+                               testset, min_score, bounds, args.fields)
         if report.unlabelled_run and not allow_unlabelled and checked:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
@@ -902,8 +938,8 @@ def _cli_sweep(args, metrics, score):
             raise EvalError("--sweep-min-score: no --metrics measure is a retrieval measure; "
                             "name one: --sweep-min-score=recall@5")
     measures = [chosen[0], parse_measure("abstention_f1")]
-    run = _validated(load_run(args.run, format=args.run_format), _source_name(args.run),
-                     _check_run_query)
+    run = _validated(load_run(args.run, format=args.run_format, fields=args.fields),
+                     _source_name(args.run), _check_run_query)
     # Thresholds from the queries the sweep scores: a hold-out's scores stay out of it.
     uncut = score(args.run, measures, None)
     swept = set(uncut.per_query) | set(uncut.unscored)

@@ -682,17 +682,19 @@ def _json_members(inp):
     """(qid, ranking) from a range of top-level JSON members."""
     data = _json_loads("{%s}" % inp.text(), inp.name)
     for qid, value in data.items():
-        yield qid, _check_run_query(qid, value, inp.name, inp.rising)
+        yield qid, _check_run_query(qid, value, inp.name, inp.rising, inp.fields)
 
 
 _FORKED_SCORER = None   # the _QueryScorer that forked workers inherit (no pickling)
 
 
-def _score_range(fmt, path, name, start, end):
-    """Worker: [(qid, scored tuple | _Scored)] for one byte range of a run, and
-    the queries of the range whose scores rise (see _mapped_ranking)."""
+def _score_range(fmt, path, name, start, end, fields=None):
+    """Worker: [(qid, scored tuple | _Scored)] for one byte range of a run
+    read with ``fields``, and the queries of the range whose scores rise (see
+    _mapped_ranking)."""
     scorer = _FORKED_SCORER
     inp = _RangeInput(path, name, start, end)
+    inp.fields = fields
     out = []
     try:
         if fmt != "trec":
@@ -844,7 +846,7 @@ def _parallel_queries(inp, fmt, scorer):
     global _FORKED_SCORER
     workers = min(os.cpu_count() or 1, 8)
     ranges = (_member_ranges if fmt == "json" else _line_ranges)(inp.source, workers)
-    tasks = [(fmt, inp.source, inp.name, lo, hi) for lo, hi in ranges if hi > lo]
+    tasks = [(fmt, inp.source, inp.name, lo, hi, inp.fields) for lo, hi in ranges if hi > lo]
     if len(tasks) < 2:
         raise _Retry()
     _FORKED_SCORER = scorer
@@ -1013,7 +1015,10 @@ _LABEL_LINE_KEYS = frozenset((frozenset(("query_id", "doc", "grade")),
 
 def _jsonl_labels_bulk(inp, rows_label="id"):
     """_jsonl_qrels of a file of label lines, read at once (to-label rows,
-    which ``rows_label`` is about, go to the plain reader)."""
+    which ``rows_label`` is about, and lines keyed by --query-field, go to
+    the plain reader)."""
+    if inp.fields is not None and inp.fields.query is not None:
+        return _jsonl_qrels(inp, rows_label)
     try:
         labels = _bulk_labels(inp.text())
     except EvalError:           # not UTF-8: the plain reader names the line

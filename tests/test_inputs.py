@@ -868,7 +868,8 @@ class TestSetFormatsTest(TempDir, unittest.TestCase):
         said = ('a JSONL qrels line needs a query id ("query_id", "qid" or "id"), got keys '
                 "['user_input', 'retrieved_contexts', 'reference_contexts', "
                 "'retrieved_context_ids', 'reference_context_ids', 'response']; Ragas rows have "
-                'no stable id: add a "query_id" to each row, the same in every file')
+                "no stable id: key each row by its question with --query-field user_input, or "
+                'add a "query_id" to each row, the same in every file')
         many = "".join(json.dumps(row) + "\n" for row in rows)
         forced = ("--qrels-format", "jsonl")
         for name, text, extra, where in (("q.jsonl", many, (), "q.jsonl:1"),
