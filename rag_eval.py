@@ -333,6 +333,14 @@ class Report(NamedTuple):
     generation_miss, retrieval_miss, unsupported_pass), the queries counted
     ``apart``, the counts of every slice (``slices``) and of the hold-out,
     and each query's stage (``per_query``, never a held-out query).
+    scored here computes from its values.  ``budget`` is None unless a
+    measure is cut at a context budget (``recall(budget=600,unit=evidence)``):
+    then ``{measure: {"budget": N, "used": mean, "ran_out": n, "queries": n,
+    "unit": "tokens" or "characters"}}``, the context its scored queries
+    filled on average and how many ran out of retrieved chunks before the
+    budget.  ``trim_label_whitespace`` is True when span labels were narrowed
+    past the whitespace at their ends (see :func:`evaluate`): a policy, so a
+    baseline records it and the gate refuses another.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -373,6 +381,8 @@ class Report(NamedTuple):
     scored_count: Optional[int] = None
     query_sets: Optional[dict] = None
     stages: Optional[dict] = None
+    budget: Optional[dict] = None
+    trim_label_whitespace: bool = False
 
     __bool__ = _no_truth_value
 
@@ -427,6 +437,10 @@ class Report(NamedTuple):
         }
         if self.min_score is not None:  # like rel, part of what every number means
             out["min_score"] = self.min_score
+        if self.trim_label_whitespace:  # so is a label policy
+            out["trim_label_whitespace"] = True
+        if self.budget is not None:
+            out["budget"] = {m: dict(use) for m, use in self.budget.items()}
         if self.average != "scored":     # only the library makes one (the CLI: --format trec)
             out["average"] = self.average
         if self.n is not None:
@@ -628,7 +642,8 @@ class Baseline(NamedTuple):
     held-out slice's counts and means (see :class:`HeldOut`).  ``query_sets``
     records which queries each mean is over (see _query_sets; None: not
     recorded, as in a file of means): what lets a baseline of means alone
-    tell a changed test set.
+    tell a changed test set.  ``min_score`` and ``trim_label_whitespace``
+    are the scoring policies it was made with (the gate refuses others).
     """
     mean: Dict[str, float]
     per_query: Optional[Dict[str, Dict[str, float]]] = None
@@ -644,6 +659,7 @@ class Baseline(NamedTuple):
     scores: Optional[dict] = None     # {"inputs": [...], "ranges": {field: [lo, hi]}}
     query_sets: Optional[dict] = None  # {population: record}: see _query_sets
     stages: Optional[dict] = None     # the settings, counts and per-query stages (Report.stages)
+    trim_label_whitespace: bool = False     # span labels narrowed past whitespace
 
 
 class MeasureChange(NamedTuple):
@@ -1728,12 +1744,14 @@ def answer_without_evidence(ranked, grades, k, field=None, evidence="complete",
 
 class Label(NamedTuple):
     """A document label (``start``/``end`` None: the whole document) or a span
-    label, as span-label qrels give them."""
+    label, as span-label qrels give them; ``text``, when the label carries it,
+    is the labelled text itself (what trim_label_whitespace narrows a span by)."""
     doc: str
     start: Optional[int]
     end: Optional[int]
     grade: int
     doc_sha256: Optional[str] = None
+    text: Optional[str] = None
 
 
 class Chunk(NamedTuple):
@@ -3084,8 +3102,12 @@ def _as_label(item, what):
                         "keys %r" % (what, _LABEL_FORM, list(item)[:6]))
     doc = _as_id(item["doc"], what + ": doc")
     start, end = _span_fields(item, what)
+    text = item.get("text")
+    if text is not None and not isinstance(text, str):
+        raise EvalError("%s: text must be a string (the labelled text), got %s"
+                        % (what, _short_repr(text, 40)))
     return Label(doc, start, end, _as_grade(item["grade"], what + ": grade"),
-                 _sha_field(item, what))
+                 _sha_field(item, what), text)
 
 
 def _all_str(items):
@@ -5909,7 +5931,7 @@ def _merged_qrels(parts):
     Traceback (most recent call last):
     rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
     >>> _merged_qrels([("a", {"q": [Label("x", 0, 9, 2)]}), ("b", {"q": {"y": 1}})])["q"]
-    [Label(doc='x', start=0, end=9, grade=2, doc_sha256=None), Label(doc='y', start=None, end=None, grade=1, doc_sha256=None)]
+    [Label(doc='x', start=0, end=9, grade=2, doc_sha256=None, text=None), Label(doc='y', start=None, end=None, grade=1, doc_sha256=None, text=None)]
     """
     if any(type(labels) is list and labels for _, qrels in parts for labels in qrels.values()):
         parts = [(name, {qid: labels if type(labels) is list else
@@ -6049,7 +6071,9 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     "text", else the chunk map's: ``texts(ids)`` gives {id: text} of the ids
     still without one, asked once).  With a document
     known, an id whose document is labelled is judged when the measures
-    count documents (``by_doc``).
+    count documents (``by_doc``).  A run given as (name, queries, mapping)
+    maps its ids by its own (another chunker's map); a row names the
+    document of the first run that pooled it.
 
     >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
     ...                       {"q": {"a": 1}}, 2)
@@ -6065,12 +6089,13 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     [{'query_id': 'q', 'question': 'How long?', 'id': 'x', 'doc': 'a.md', 'start': 0, 'end': 9, 'text': 'Refunds.', 'best_rank': 1, 'runs': ['r'], 'grade': None}]
     """
     found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None]
-    for name, queries in runs:
+    for name, queries, *own in runs:
+        run_mapping = own[0] if own else mapping
         pairs = queries.items() if isinstance(queries, dict) else queries
         for qid, ranking in pairs:
             if qid not in qrels or qid in hidden or ranking is None:
                 continue
-            chunk_of = _chunk_lookup(mapping, ranking)
+            chunk_of = _chunk_lookup(run_mapping, ranking)
             doc_of = (lambda doc: chunk_of(doc) or Chunk(doc)) if by_doc and chunk_of else None
             own_texts = getattr(ranking, "texts", None) or {}
             for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
@@ -6300,7 +6325,7 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
              doc_sep=None, unit="id", meta=None, queries=None, by=(), holdout=None,
              as_of=None, reveal_holdout=False, min_score=None, unjudged_bounds=False,
-             fields=None):
+             fields=None, trim_label_whitespace=False):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -6363,6 +6388,11 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     they give their id, document, start or end: ``{"id": "metadata.chunk_id",
     "doc": "node.metadata.file_path", "start": ..., "end": ...}``, dotted paths
     from the object as written.
+    ``trim_label_whitespace=True`` narrows each span label that carries its
+    ``text`` (as long as the span) past the whitespace at the ends of that
+    text before anything is scored: a chunker that strips whitespace never
+    holds it, and ``cover`` stays exact.  It changes numbers, so the report
+    records it and the gate refuses a baseline made the other way.
 
     >>> b = evaluate({"q": {"a": 1}}, {"q": ["a", "x", "y"]}, k=3, measures="map,precision",
     ...              unjudged_bounds=True).unjudged
@@ -6394,12 +6424,12 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     testset = _test_set(queries, by, holdout, as_of, reveal_holdout, average)
     report = _evaluate(_validated(qrels, "qrels", _check_qrels_query), run, measures, rel, average,
                        skip_extra_queries, chunks, doc_sep, testset, min_score, unjudged_bounds,
-                       fields)
+                       fields, trim_label_whitespace)
     return _with_meta(report, meta)
 
 
 def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, doc_sep, testset,
-              min_score, unjudged_bounds, fields=None):
+              min_score, unjudged_bounds, fields=None, trim=False):
     """evaluate() with its measures resolved, its qrels validated and its
     _TestSet made (None: no query metadata)."""
     rising, fields = [], _checked_fields(fields)
@@ -6412,9 +6442,9 @@ def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, do
         qrels = testset.qrels(qrels)
     chunks, chunks_info = _library_chunks(chunks)
     scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average, chunks, doc_sep,
-                     testset, min_score, unjudged_bounds)
+                     testset, min_score, unjudged_bounds, trim)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
-                    testset)._replace(min_score=scorer.min_score)
+                    testset)._replace(min_score=scorer.min_score, trim_label_whitespace=trim)
     if chunks_info is not None:     # a file, as --chunks reads it: the gate tells a new map
         report = report._replace(inputs={"chunks": chunks_info})
     report = _with_rising_note(report, "run", rising, testset)
@@ -6437,7 +6467,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                    average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
                    meta=None, queries=None, by=(), holdout=None, as_of=None,
                    reveal_holdout=False, min_score=None, unjudged_bounds=False,
-                   fields=None):
+                   fields=None, trim_label_whitespace=False):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format (and the ``fields`` it was read with, when given).
@@ -6463,8 +6493,8 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset, min_score, unjudged_bounds, fields),
-                      meta)
+                                    chunks_info, testset, min_score, unjudged_bounds, fields,
+                                    trim_label_whitespace), meta)
 
 
 def _checked_average(average):
@@ -6475,13 +6505,13 @@ def _checked_average(average):
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
                   average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None,
-                  min_score=None, bounds=False, fields=None):
+                  min_score=None, bounds=False, fields=None, trim=False):
     """evaluate_files() with the qrels (and chunk map, and _TestSet) already
     read (they may come from stdin); the run is read with ``fields``."""
     if testset is not None:
         qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset, min_score,
-                     bounds)
+                     bounds, trim)
     inp, fmt = _open_input(run, run_format, "run", fields)
     try:
         report = _score_run(inp, fmt, scorer, skip_extra_queries, testset)
@@ -6497,7 +6527,7 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
     if testset is not None and testset.info is not None:
         inputs["queries"] = testset.info
     return report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset),
-                           min_score=scorer.min_score)
+                           min_score=scorer.min_score, trim_label_whitespace=trim)
 
 
 def _score_run(inp, fmt, scorer, skip_extra_queries, testset=None):
@@ -6590,6 +6620,9 @@ class _QueryScorer:
         self.lost = None            # see _uncoverable
         self.units = [_UnitCall.of(m) for m in measures]
         self.mapped = any(call.view != "id" or call.budget for call in self.units)
+        # The measures cut at a budget: each scored query reports the context it used.
+        self.budgets = tuple((name, call.budget) for name, call in zip(self.names, self.units)
+                             if call.budget)
         self.counts_docs = any(call.view == "doc" for call in self.units)
         # Once a ranking met a label of a kind, the run meets that kind's labels.
         self.checks = _label_checks(measures, self.units)
@@ -6647,16 +6680,16 @@ class _QueryScorer:
             try:
                 chunks = self.mapping.resolve(ranking, ids, distinct)
             except EvalError as exc:
-                raise _RunError("query %r: %s" % (qid, exc)) from None
+                raise _RunError("query %r: %s%s" % (qid, exc, self._needing())) from None
         straddling = 0 if isinstance(ranking, list) else _straddling(scores, self.cutoffs,
                                                                       len(scores))
         ranked = _Ranked(_labelled(map(labels.get, ids)), len(ids), read - len(ids), straddling,
                          returned)
         doc_units = _doc_units(ids, chunks, labels, returned) if self.counts_docs else None
-        values = None
+        values = used = None
         if scored or self.every_query:
             views = {"id": (ranked, grades), "doc": (doc_units, grades)}
-            values = {}
+            values, cuts = {}, {}
             try:
                 for name, call in zip(self.names, self.units):
                     if name in self.apart:
@@ -6667,7 +6700,9 @@ class _QueryScorer:
                     unit_ranking, unit_grades = views[call.view]
                     args = call.args
                     if call.budget:
-                        args = (_budget_cut(ids, chunks, call.budget),) + args
+                        if call.budget not in cuts:
+                            cuts[call.budget] = _budget_cut(ids, chunks, call.budget)
+                        args = (cuts[call.budget][0],) + args
                     value = call.func(unit_ranking, unit_grades, *args)
                     if value is not None:
                         values[name] = value
@@ -6676,6 +6711,9 @@ class _QueryScorer:
                     from None
             except EvalError as exc:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
+            if self.budgets:    # (used, ran out, in tokens) of each budget measure scored
+                used = tuple(cuts[budget][1:] if name in values else None
+                             for name, budget in self.budgets)
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
         # A measure meets a label when what it counts (ids, or their documents) carries one.
@@ -6683,10 +6721,22 @@ class _QueryScorer:
             "id": bool(ranked.labelled),
             "doc": bool(doc_units.labelled) if doc_units is not None else
             any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks)}, ranking, labels)
-        if self.bounds is not None and (scored or self.every_query):   # of measures over ids
+        bounded = self.bounds is not None and (scored or self.every_query)
+        if bounded or used is not None:
             return (values, read - len(ids), straddling, returned, unlabelled,
-                    _query_unjudged(self, ranked, grades, ranking, labels))
+                    _query_unjudged(self, ranked, grades, ranking, labels) if bounded else None,
+                    used)
         return values, read - len(ids), straddling, returned, unlabelled
+
+    def _needing(self):
+        """Which measures need where chunks come from, when neither a chunk map
+        nor a separator is given (said after the error: a measure the
+        command line took from a baseline is then named)."""
+        if self.mapping.external:
+            return ""
+        names = [name for name, call in zip(self.names, self.units)
+                 if call.view != "id" or call.budget]
+        return " (for %s%s)" % (", ".join(names[:3]), ", ..." if len(names) > 3 else "")
 
     def _view(self, qid, view, labels, ids, chunks, returned):
         """(unit ranking, unit grades) of a view other than id and doc."""
@@ -6758,6 +6808,8 @@ class _QueryScorer:
         if cutoffs:         # else (measures over units only) nothing to add per query
             self.bounds, self.judged_at, self.bounds_depth = [], cutoffs, 0
 
+    trimmed = None      # with trim_label_whitespace: see _trim_counts
+
     def is_scored(self, grades):
         """True when a query's grades (see _sorted_grades) hold a relevant one;
         else the query is unscored."""
@@ -6769,24 +6821,30 @@ class _RunError(EvalError):
 
 
 def _budget_cut(ids, chunks, budget):
-    """How many of the top chunks fit the budget: the longest prefix whose
-    sizes (tokens, else end - start characters) sum to at most ``budget``.
+    """(n, used, ran out, in tokens): how many of the top chunks fit the
+    budget, the longest prefix whose sizes (tokens, else end - start
+    characters) sum to at most ``budget``; the context they fill; whether
+    the ranking ran out of chunks before the budget (all of them together
+    are smaller); whether sizes are tokens (None: no chunk).
 
     >>> _budget_cut(["a", "b", "c"], [Chunk("d", 0, 50), Chunk("d", 50, 80), Chunk("d", 0, 5)], 70)
-    1
+    (1, 50, False, False)
+    >>> _budget_cut(["a", "b"], [Chunk("d", tokens=20), Chunk("e", tokens=30)], 70)
+    (2, 50, True, True)
     """
     used = 0
     for n, (chunk_id, chunk) in enumerate(zip(ids, chunks)):
         if chunk.tokens is not None:
-            used += chunk.tokens
+            size = chunk.tokens
         elif chunk.start is not None:
-            used += chunk.end - chunk.start
+            size = chunk.end - chunk.start
         else:
             raise _NoSpan("chunk %r has no size: a budget needs tokens or start/end in the "
                           "chunk map" % chunk_id, chunk_id)
-        if used > budget:
-            return n
-    return len(ids)
+        if used + size > budget:
+            return n, used, False, chunk.tokens is not None
+        used += size
+    return len(ids), used, used < budget, chunks[0].tokens is not None if chunks else None
 
 
 class _Mapping:
@@ -6908,17 +6966,21 @@ def _check_versions(versions, mapping):
 
 
 def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=None,
-            min_score=None, bounds=False):
+            min_score=None, bounds=False, trim=False):
     """The _QueryScorer of validated qrels (id labels or label lists), of the
     mapping given (a _ChunkMap, a separator, or neither) and of the queries
     the test set states unanswerable; ``bounds``: it scores the unjudged
     bounds too (see _QueryScorer.ask_bounds), or with "judged" judged@k only
-    (see _QueryScorer.ask_judged)."""
+    (see _QueryScorer.ask_judged); ``trim``: span labels that carry their
+    text are narrowed past the whitespace at its ends (see _trimmed_span)."""
     for m in measures:
         if m.name == "score":
             raise EvalError("%s is read from a score file: evaluate_scores() (--scores FILE "
                             "on the command line); evaluate() scores runs" % (m,))
-    grades, spans, versions = _split_qrels(qrels)
+    if not isinstance(trim, bool):
+        raise EvalError("trim_label_whitespace must be True or False, got %s" % _short_repr(trim))
+    counts = _trim_counts(qrels) if trim else None
+    grades, spans, versions = _split_qrels(qrels, trim)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
     for qid, docs in sorted(versions.items()):
@@ -6926,6 +6988,7 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
             mapping.label_versions.setdefault(doc, (qid, sha))
     scorer = _QueryScorer(grades, measures, rel, average, spans, mapping)
     scorer.min_score = _checked_min_score(min_score)
+    scorer.trimmed = counts
     if bounds == "judged":
         scorer.ask_judged(measures)
     elif bounds:
@@ -6939,12 +7002,14 @@ def _checked_min_score(min_score):
     return _finite(min_score, "min_score")
 
 
-def _split_qrels(qrels):
+def _split_qrels(qrels, trim=False):
     """(grades, spans, versions) of validated qrels.  Id labels pass as they are
     (spans None).  Label lists become the documents' grades (the highest label
     on each, so every policy on scored queries holds), the span labels by
     document {qid: {doc: [(start, end, grade)]}} (start/end None: the whole
-    document) and the labels' doc_sha256 {qid: {doc: sha}}.
+    document; with ``trim``, a span whose label carries its text narrowed
+    past the whitespace at its ends, see _trimmed_span) and the labels'
+    doc_sha256 {qid: {doc: sha}}.
 
     >>> _split_qrels({"q": [Label("a", 0, 5, 1), Label("a", 9, 12, 2), Label("b", None, None, 0)]})
     ({'q': {'a': 2, 'b': 0}}, {'q': {'a': [(0, 5, 1), (9, 12, 2)], 'b': [(None, None, 0)]}}, {})
@@ -6963,11 +7028,63 @@ def _split_qrels(qrels):
         grades[qid], spans[qid] = {}, {}
         for label in labels:
             grades[qid][label.doc] = max(label.grade, grades[qid].get(label.doc, label.grade))
-            spans[qid].setdefault(label.doc, []).append((label.start, label.end, label.grade))
+            start, end = label.start, label.end
+            if trim and start is not None and label.text is not None:
+                start, end = _trimmed_span(qid, label)
+            spans[qid].setdefault(label.doc, []).append((start, end, label.grade))
             if label.doc_sha256 is not None:
                 _check_one_version(first, qid, label)
                 versions.setdefault(qid, {})[label.doc] = label.doc_sha256
     return grades, spans, versions
+
+
+def _trimmed_span(qid, label):
+    """(start, end) of a span label narrowed past the whitespace (str.strip's:
+    spaces, tabs, line breaks, and the other Unicode white space) at the
+    ends of its ``text``, which must be as long as the span.  A splitter
+    that strips its chunks (LangChain's does) never holds that whitespace,
+    and an exact cover=1 would count the span lost over one space.
+
+    >>> _trimmed_span("q1", Label("a.md", 10, 19, 1, text=" Refund\\n "))
+    (11, 17)
+    """
+    text = label.text
+    where = "qrels: query %r: the span label %s [%d, %d)" % (qid, label.doc, label.start,
+                                                             label.end)
+    if len(text) != label.end - label.start:
+        raise EvalError("%s carries a text of %d code points, and the span is %d: the offsets "
+                        "and the text disagree (byte offsets?), so --trim-label-whitespace "
+                        "cannot narrow it" % (where, len(text), label.end - label.start))
+    kept = text.strip()
+    if not kept:
+        raise EvalError("%s: its text is white space only: no evidence is left to label"
+                        % where)
+    start = label.start + len(text) - len(text.lstrip())
+    return start, start + len(kept)
+
+
+def _trim_counts(qrels):
+    """{qid: (span labels, narrowed, without text)} of label-list qrels, for
+    --trim-label-whitespace (trim_label_whitespace=True): an error when no
+    span label carries its text, since the option would then do nothing.
+
+    >>> _trim_counts({"q": [Label("a", 0, 3, 1, text=" ab"), Label("a", 5, 9, 1, text="abcd"),
+    ...                     Label("b", 0, 4, 1), Label("b", None, None, 1, text="x")]})
+    {'q': (3, 1, 1)}
+    """
+    counts = {}
+    for qid, labels in qrels.items():
+        spans = [label for label in labels if label.start is not None] if type(
+            labels) is list else ()
+        if spans:
+            counts[qid] = (len(spans), sum(1 for label in spans if label.text is not None
+                                           and label.text != label.text.strip()),
+                           sum(1 for label in spans if label.text is None))
+    if not any(total > without for total, _, without in counts.values()):
+        raise EvalError("trim_label_whitespace (--trim-label-whitespace): no span label of the "
+                        "qrels carries its text, so none can be narrowed: give each span "
+                        "label its \"text\" (the characters [start, end) of its document)")
+    return counts
 
 
 def _check_one_version(first, qid, label):
@@ -7168,6 +7285,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
     per_query, abstention, ties, extra, unlabelled, empty = {}, {}, {}, [], [], []
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
+    budget_rows = {}    # scorer.budgets: each scored query's context used (see _by_units)
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
     # Per label check (see _label_checks): whether the run met a label of its kind, and
@@ -7179,7 +7297,10 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     def add(qid, result, in_run=True):
         values, duplicates, straddling, returned, no_label = result[:5]
         if len(result) > 5:
-            unjudged_rows[qid] = result[5]
+            if result[5] is not None:
+                unjudged_rows[qid] = result[5]
+            if len(result) > 6 and result[6] is not None:
+                budget_rows[qid] = result[6]
         if values is not None and scorer.every_query and not scorer.is_scored(
                 _sorted_grades(qrels[qid])):
             if in_run:
@@ -7297,6 +7418,8 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                 raise EvalError(_nothing_to_average(name))
         warnings.extend(_population_notes(per_query, names, counts))
         warnings.extend(_label_notes(scorer, hidden))
+        budget = _budget_summary(scorer.budgets, budget_rows, per_query)
+        warnings.extend(_budget_notes(budget))
     else:
         mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
     report = Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
@@ -7307,7 +7430,59 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                     answerability=answerability, cells=cells or None)
     if scorer.bounds is not None:
         report = report._replace(unjudged=_unjudged_summary(unjudged_rows, names, per_query))
+    if scorer.budgets:
+        report = report._replace(budget=budget)
     return report if testset is None else testset.report(report, held)
+
+
+def _budget_summary(budgets, rows, per_query):
+    """The report's ``budget`` (see Report): per measure cut at a budget, the
+    mean context used over the queries it scored (``per_query``: the hold-out
+    is out of it), how many of them ran out of retrieved chunks before the
+    budget, and whether sizes were tokens or characters.  ``rows`` holds each
+    query's (used, ran out, in tokens) per budget measure (see _by_units).
+
+    >>> _budget_summary([("recall(budget=60)", 60)], {"q1": ((50, True, True),),
+    ...                 "q2": ((60, False, True),)}, {"q1": {}, "q2": {}})
+    {'recall(budget=60)': {'budget': 60, 'used': 55.0, 'ran_out': 1, 'queries': 2, 'unit': 'tokens'}}
+    """
+    out = {}
+    for i, (name, budget) in enumerate(budgets):
+        use = [rows[q][i] for q in per_query if q in rows and rows[q][i] is not None]
+        if not use:
+            continue
+        kinds = {tokens for _, _, tokens in use if tokens is not None}
+        out[name] = {"budget": budget, "used": _mean([used for used, _, _ in use]),
+                     "ran_out": sum(1 for _, ran_out, _ in use if ran_out),
+                     "queries": len(use),
+                     "unit": "tokens" if True in kinds else "characters" if kinds else None}
+    return out
+
+
+def _budget_notes(budget):
+    """One warning per budget that some queries could not fill: a run cut at
+    a budget is scored on less context than it where its retrieved chunks
+    run out first, so two runs compare at equal cost only when neither does.
+    Measures with the same numbers share a warning.
+
+    >>> print(_budget_notes({"recall(budget=600,unit=evidence)": {"budget": 600, "used": 512.25,
+    ...                      "ran_out": 59, "queries": 100, "unit": "tokens"}})[0])
+    recall(budget=600,unit=evidence): 59 of 100 queries ran out of retrieved chunks before the budget (all their retrieved chunks together hold fewer than 600 tokens), so they are scored on less context: 512.2 tokens used on average; retrieve deeper to compare at equal cost
+    """
+    groups = {}
+    for name, use in budget.items():
+        if use["ran_out"]:
+            key = tuple(use[k] for k in ("budget", "used", "ran_out", "queries", "unit"))
+            groups.setdefault(key, []).append(name)
+    notes = []
+    for (size, used, ran_out, queries, unit), names in groups.items():
+        unit = unit or "tokens or characters"
+        notes.append("%s: %d of %s ran out of retrieved chunks before the budget (all their "
+                     "retrieved chunks together hold fewer than %d %s), so %s scored on less "
+                     "context: %.1f %s used on average; retrieve deeper to compare at equal "
+                     "cost" % (", ".join(names), ran_out, _plural(queries, "query", "queries"),
+                               size, unit, "it is" if ran_out == 1 else "they are", used, unit))
+    return notes
 
 
 def _take_cells(qid, values, scorer, cells):
@@ -7374,6 +7549,13 @@ def _label_notes(scorer, hidden=frozenset()):
     unchecked = _unchecked_loss(scorer)
     if unchecked:
         notes.append(unchecked)
+    counts = [c for qid, c in (scorer.trimmed or {}).items() if qid not in hidden]
+    without = sum(c[2] for c in counts)
+    if without:
+        notes.append("--trim-label-whitespace: %d of %s carry no text, so they are scored as "
+                     "written (%d narrowed); give each span label its \"text\" to trim it"
+                     % (without, _plural(sum(c[0] for c in counts), "span label",
+                                         "span labels"), sum(c[1] for c in counts)))
     return notes
 
 
@@ -8417,11 +8599,19 @@ class MeasureComparison(NamedTuple):
 
 class Comparison(NamedTuple):
     """What :func:`compare` returns: per-measure paired statistics.  Like a
-    report, it has no verdict and so no truth value (``bool()`` raises)."""
+    report, it has no verdict and so no truth value (``bool()`` raises).
+    Each side scores its own chunks (another chunker has its own map):
+    ``mapping`` and ``budget`` are the reference's own (its labelled
+    evidence lost at ingestion, ``mapping["uncoverable"]``; the context its
+    budget measures used, see Report), ``notes`` set the two sides' side by
+    side where they differ in what was scored (see _side_notes)."""
     reference: str
     measures: Dict[str, MeasureComparison]
     only_in_run: Tuple[str, ...]
     only_in_reference: Tuple[str, ...]
+    mapping: Optional[dict] = None
+    budget: Optional[dict] = None
+    notes: Tuple[str, ...] = ()
 
     __bool__ = _no_truth_value
 
@@ -8438,10 +8628,17 @@ class Comparison(NamedTuple):
         return _comparison_result_markdown(self)
 
     def to_dict(self):
-        return {"reference": self.reference,
-                "measures": {m: c.to_dict() for m, c in self.measures.items()},
-                "only_in_run": list(self.only_in_run),
-                "only_in_reference": list(self.only_in_reference)}
+        out = {"reference": self.reference,
+               "measures": {m: c.to_dict() for m, c in self.measures.items()},
+               "only_in_run": list(self.only_in_run),
+               "only_in_reference": list(self.only_in_reference)}
+        if self.mapping is not None:
+            out["mapping"] = json.loads(json.dumps(self.mapping))     # a deep copy
+        if self.budget is not None:
+            out["budget"] = {m: dict(use) for m, use in self.budget.items()}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
     def _repr_html_(self):
         """A notebook's view: the comparison table in HTML."""
@@ -8572,13 +8769,44 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
         rows = {m: row for m, row in rows.items() if row is not None}
         comparisons.append(Comparison(
             name, rows, tuple(sorted(set(report.per_query) - set(reference.per_query))),
-            tuple(sorted(set(reference.per_query) - set(report.per_query)))))
+            tuple(sorted(set(reference.per_query) - set(report.per_query))),
+            reference.mapping, reference.budget, tuple(_side_notes(report, reference, rows))))
     flat = [(c, m) for c in comparisons for m in c.measures]
     adjusted = holm([c.measures[m].p_randomization for c, m in flat])
     for (comparison, m), p in zip(flat, adjusted):
         row = comparison.measures[m]._replace(p_holm=p)
         comparison.measures[m] = row._replace(verdict=_verdict(row, alpha, len(flat)))
     return comparisons
+
+
+def _side_notes(report, reference, measures):
+    """What the two sides of a comparison scored differently, set side by
+    side: labelled evidence lost at ingestion (each side's chunk map), and
+    the context each side's budget measures used (a side that ran out of
+    retrieved chunks before the budget is scored on less context)."""
+    notes = []
+    lost = [len(((side.mapping or {}).get("uncoverable")) or ()) for side in (report, reference)]
+    if any(lost):
+        notes.append("lost at ingestion (labelled evidence no chunk of the side's map can "
+                     "deliver, scored as misses; see mapping.uncoverable): run %s, reference %s"
+                     % (_plural(lost[0], "query", "queries"), _plural(lost[1], "query",
+                                                                         "queries")))
+    for m in measures:
+        run, ref = ((side.budget or {}).get(m) for side in (report, reference))
+        if run is None or ref is None:
+            continue
+        unit = run["unit"] or ref["unit"] or "tokens or characters"
+        short = [label for label, use in (("the run", run), ("the reference", ref))
+                 if use["ran_out"]]
+        notes.append("%s: context used %.1f (run) and %.1f (reference) of %d %s on average; "
+                     "ran out of retrieved chunks before the budget on %d of %d (run) and %d "
+                     "of %d (reference) queries%s"
+                     % (m, run["used"], ref["used"], run["budget"], unit, run["ran_out"],
+                        run["queries"], ref["ran_out"], ref["queries"],
+                        "" if not short else ": %s %s scored on less context; retrieve deeper "
+                        "to compare at equal cost" % (" and ".join(short),
+                                                      "is" if len(short) == 1 else "are")))
+    return notes
 
 
 def _checked_references(references):
@@ -9896,7 +10124,7 @@ def load_baseline(source):
     if not mean:
         raise EvalError("%s: the baseline holds no measures" % name)
     per_query = _checked_per_query(loaded.get("per_query"), name)
-    mean = _agreeing_means(mean, per_query, name)
+    mean = _in_saved_order(_agreeing_means(mean, per_query, name), loaded.get("measures"))
     query_sets = _checked_query_sets(loaded.get("query_sets"), name)
     if version >= 2 and per_query is None and "all" not in (query_sets or {}):
         raise EvalError("%s: a version 2 baseline holds per-query values or a record of its "
@@ -9921,13 +10149,35 @@ def load_baseline(source):
         except EvalError:
             raise EvalError("%s: min_score must be a finite number, got %s"
                             % (name, _short_repr(min_score))) from None
+    trim = loaded.get("trim_label_whitespace", False)
+    if not isinstance(trim, bool):
+        raise EvalError("%s: trim_label_whitespace must be true or false, got %s"
+                        % (name, _short_repr(trim)))
     return _checked_slices(Baseline(mean, per_query, inputs, name, rel,
                                     _checked_baseline_meta(loaded.get("meta"), name),
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
                                     slices, loaded.get("membership"), holdout, min_score,
                                     _checked_saved_scores(loaded.get("scores"), name),
                                     query_sets,
-                                    _checked_stages(loaded.get("stages"), name)))
+                                    _checked_stages(loaded.get("stages"), name), trim))
+
+
+def _in_saved_order(mean, measures):
+    """``mean`` in the order of the saved ``measures`` list, the order they were
+    asked for (a saved file sorts its keys); what the list does not name, or
+    a list that is not one of names, leaves the keys' order as it is: only
+    the order of columns depends on it, never a number.
+
+    >>> list(_in_saved_order({"mrr@5": 0.5, "recall@5": 0.7}, ["recall@5", "mrr@5"]))
+    ['recall@5', 'mrr@5']
+    """
+    rank = {}
+    for item in measures if isinstance(measures, list) else ():
+        try:
+            rank.setdefault(_canonical_name(item), len(rank))
+        except (EvalError, TypeError):
+            continue
+    return dict(sorted(mean.items(), key=lambda pair: rank.get(pair[0], len(rank))))
 
 
 def _checked_saved_scores(saved, name):
@@ -9975,16 +10225,23 @@ def _range_text(pair):
 
 
 def _check_same_min_score(report, baseline):
-    """A baseline made with another --min-score is refused: like rel, the cut
-    decides what every number means."""
-    if baseline.min_score != report.min_score:
-        raise EvalError("%s was made with %s and this report with %s: the numbers are not "
-                        "comparable" % (baseline.source, _min_score_text(baseline.min_score),
-                                        _min_score_text(report.min_score)))
+    """A baseline made with another scoring policy is refused: like rel, the
+    --min-score cut and --trim-label-whitespace decide what every number
+    means."""
+    for text in (_min_score_text, _trim_text):
+        then, now = text(baseline), text(report)
+        if then != now:
+            raise EvalError("%s was made with %s and this report with %s: the numbers are not "
+                            "comparable" % (baseline.source, then, now))
 
 
-def _min_score_text(value):
+def _min_score_text(record):
+    value = record.min_score
     return "no --min-score" if value is None else "--min-score %r" % value
+
+
+def _trim_text(record):
+    return "%s--trim-label-whitespace" % ("" if record.trim_label_whitespace else "no ")
 
 
 def _loaded_holdout(saved, where):
@@ -10020,6 +10277,7 @@ def baseline_dict(report):
         "measures": list(report.measures),
         "rel": report.rel,
         **({} if report.min_score is None else {"min_score": report.min_score}),
+        **({"trim_label_whitespace": True} if report.trim_label_whitespace else {}),
         "mean": dict(report.mean),
         # A report read back without its per-query values gives a means-only baseline.
         **({} if report.scored_count is not None else
@@ -11368,6 +11626,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=
     yield (_summary_line(report), _MeasureHeader(["query"] + [_label(m) for m in report.measures],
                                                  "measure"), rows, [])
     yield from _answerability_section(report)
+    yield from _budget_section(report)
     yield from _meta_section(report)
     yield from _judge_sections(report, per_query)
     yield from _stages_sections(report, per_query)
@@ -11452,6 +11711,7 @@ def _comparison_section(c):
         r.measure, ", ".join("%s %+.4f" % m for m in r.most_worse) or "-",
         ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
         for r in c.measures.values() if r.wins or r.losses]
+    notes += c.notes
     if c.only_in_run or c.only_in_reference:
         notes.append("not compared: %s only in the run, %d only in the reference"
                      % (_plural(len(c.only_in_run), "query", "queries"),
@@ -11673,6 +11933,17 @@ def _answerability_section(report):
     if counts is not None:
         keys = ("answerable", "unanswerable", "unstated")
         yield "answerability", list(keys), [[str(counts[key]) for key in keys]], []
+
+
+def _budget_section(report):
+    """The context each measure cut at a budget used: the mean over its
+    scored queries, and how many ran out of retrieved chunks first."""
+    if report.budget:
+        yield ("context used against the budget (mean over the scored queries)",
+               ["measure", "budget", "used", "ran out"],
+               [[m, ("%d %s" % (use["budget"], use["unit"] or "")).strip(),
+                 "%.1f" % use["used"], "%d of %d" % (use["ran_out"], use["queries"])]
+                for m, use in report.budget.items()], [])
 
 
 def _bounds_section(report, per_query):
@@ -12274,7 +12545,32 @@ def _report_fields(data):
         unjudged=None if bounds is None else _checked_bounds(bounds),
         scores=_loaded_scores(data.get("scores")),
         drift=_loaded_drift(data.get("drift")),
-        stages=_checked_stages(data.get("stages"), "report"))
+        stages=_checked_stages(data.get("stages"), "report"),
+        budget=_loaded_budget(data.get("budget"), measures),
+        trim_label_whitespace=_checked_type(data.get("trim_label_whitespace", False), bool,
+                                            "true or false", "trim_label_whitespace"))
+
+
+def _loaded_budget(budget, measures):
+    """A JSON report's budget block (see Report), checked: one record per
+    measure of the report, each of counts and a mean context."""
+    if budget is None:
+        return None
+    out = {}
+    for m, use in _checked_dict(budget, "budget").items():
+        where = "budget %r" % m
+        if m not in measures:
+            raise EvalError("%s: not a measure of the report" % where)
+        use = _checked_dict(use, where)
+        if use.get("unit") not in ("tokens", "characters", None):
+            raise EvalError("%s: unit must be tokens or characters, got %s"
+                            % (where, _short_repr(use.get("unit"))))
+        out[m] = {"budget": _count(use.get("budget"), where + " budget"),
+                  "used": _finite(use.get("used"), where + " used"),
+                  "ran_out": _count(use.get("ran_out"), where + " ran_out"),
+                  "queries": _count(use.get("queries"), where + " queries"),
+                  "unit": use.get("unit")}
+    return out
 
 
 def _loaded_membership(membership, per_query):
@@ -13099,6 +13395,10 @@ def build_parser():
     parser.add_argument("--chunks", default=None, metavar="FILE",
                         help="chunk map (JSONL: id, doc, start, end[, tokens]): where each "
                         "retrieved id comes from, for unit=doc|evidence and span measures")
+    parser.add_argument("--trim-label-whitespace", action="store_true",
+                        help="narrow each span label that carries its text past the "
+                        "whitespace at the ends of that text before scoring (splitters that "
+                        "strip chunks never hold it); recorded in saved baselines")
     parser.add_argument("--doc-sep", default=None, metavar="SEP",
                         help="the document of a chunk id is what precedes its last SEP "
                         "(refund-policy#3 -> refund-policy); instead of --chunks")
@@ -13157,6 +13457,10 @@ def build_parser():
     parser.add_argument("--compare", action="append", default=[], metavar="OTHER_RUN",
                         help="paired comparison with a reference run (repeatable; with "
                         "--scores alone, a reference score file)")
+    parser.add_argument("--compare-chunks", action="append", default=[], metavar="MAP",
+                        help="the chunk map of a --compare run (another chunker): none, or "
+                        "one per --compare, paired by order (default: --chunks, or the "
+                        "run's own chunk fields)")
     _add_score_options(parser)
     parser.add_argument("--alpha", default=str(DEFAULT_ALPHA), metavar="A",
                         help="significance level (default %g)" % DEFAULT_ALPHA)
@@ -13284,6 +13588,8 @@ def _add_score_options(parser):
 _RETRIEVAL_ONLY = (("--k", "k", None), ("--min-score", "min_score", None),
                    ("--sweep-min-score", "sweep_min_score", None), ("--rel", "rel", "1"),
                    ("--gain", "gain", "exponential"), ("--chunks", "chunks", None),
+                   ("--compare-chunks", "compare_chunks", []),
+                   ("--trim-label-whitespace", "trim_label_whitespace", False),
                    ("--doc-sep", "doc_sep", None), ("--unit", "unit", "id"),
                    ("--id-field", "id_field", None), ("--doc-field", "doc_field", None),
                    ("--start-field", "start_field", None), ("--end-field", "end_field", None),
@@ -13488,21 +13794,22 @@ def _read_all_qrels(args, notes, measures):
     return _merged_qrels(parts), info, described, infos
 
 
-def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
+def _to_label_output(args, qrels, metadata_set, chunk_maps, measures, stages=None):
     """(path, text) of --to-label: the runs are read again, each cut by
-    --min-score as it was scored; with answer stages, the rows of the
+    --min-score as it was scored, each mapped by its chunk map (``chunk_maps``:
+    RUN's, then each --compare run's); with answer stages, the rows of the
     unsupported_pass queries first (their answer passed without the
     evidence: a label may be what is missing)."""
     runs = []
-    for path in [args.run] + args.compare:
+    for path, chunks in zip([args.run] + args.compare, chunk_maps):
         inp, fmt = _open_input(path, args.run_format, "run", args.fields)
         queries = _run_queries(inp, fmt, grouped=False)
         if args.min_score is not None:
             queries = ((q, r if r is None else _cut(q, r, args.min_score)) for q, r in queries)
-        runs.append((inp.name, queries))
-    mapping = None
-    if chunks is not None or args.doc_sep is not None:
-        mapping = _Mapping(chunks, args.doc_sep)
+        mapping = None
+        if chunks is not None or args.doc_sep is not None:
+            mapping = _Mapping(chunks, None if chunks is not None else args.doc_sep)
+        runs.append((inp.name, queries, mapping))
     hidden = frozenset()
     if metadata_set is not None:
         qrels = metadata_set.qrels(qrels)
@@ -13512,7 +13819,7 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
                       if stage == "unsupported_pass")
     questions = {} if metadata_set is None else {
         qid: info["question"] for qid, info in metadata_set.queries.items() if "question" in info}
-    rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden,
+    rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), None, hidden,
                           by_doc=_rows_label(measures) != "id", first=first, questions=questions,
                           texts=args.chunks and functools.partial(_chunk_texts, args.chunks))
     return args.to_label, _to_label_text(rows)
@@ -13576,6 +13883,7 @@ def _check_paths(args):
              ("--chunks", args.chunks), ("--queries", args.queries),
              ("--to-label", args.to_label)]
     named += [("--compare", path) for path in args.compare]
+    named += [("--compare-chunks", path) for path in args.compare_chunks]
     named += [("--qrels", path) for path in args.extra_qrels]
     named += [("--scores", path) for path in args.scores]
     named += [("--compare-scores", path) for path in args.compare_scores]
@@ -13584,7 +13892,7 @@ def _check_paths(args):
             # An unset CI variable must not turn the gate (or a save) into a no-op.
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
     sources = ([args.qrels, args.run, args.baseline, args.chunks, args.queries] + args.compare
-               + args.extra_qrels + args.scores + args.compare_scores)
+               + args.compare_chunks + args.extra_qrels + args.scores + args.compare_scores)
     if args.to_label == "-":
         raise EvalError("--to-label writes a file beside the report: give a file name, not -")
     if args.pool_depth is not None:
@@ -13596,6 +13904,10 @@ def _check_paths(args):
     if args.chunks is not None and args.doc_sep is not None:
         raise EvalError("give --chunks or --doc-sep, not both: a chunk map already names each "
                         "chunk's document")
+    if args.compare_chunks and len(args.compare_chunks) != len(args.compare):
+        raise EvalError("%s --compare-chunks for %s --compare: give one chunk map per --compare "
+                        "run, paired by order, or none (each run then maps as RUN does)"
+                        % (len(args.compare_chunks), len(args.compare)))
     if sources.count("-") > 1:
         raise EvalError("only one input can come from stdin")
     if args.save_baseline == "-":
@@ -13627,6 +13939,7 @@ def _check_outputs(args):
               ("--chunks", args.chunks), ("--queries", args.queries),
               ("--meta-file", args.meta_file)]
     inputs += [("--compare", path) for path in args.compare]
+    inputs += [("--compare-chunks", path) for path in args.compare_chunks]
     inputs += [("--qrels", path) for path in args.extra_qrels]
     inputs += [("--scores", path) for path in args.scores + args.compare_scores]
     outputs = (("-o", args.output), ("--save-baseline", args.save_baseline),
@@ -13674,6 +13987,15 @@ def _run_cli(args, stdout, stderr):
     if stage_names and tiers != "both":
         raise EvalError("%s joins retrieval with the judge's verdicts: give --scores FILE "
                         "beside QRELS RUN (and --answer FIELD for the stages)" % stage_names[0])
+    adopted = []    # the baseline's stage measures, when it decides what is gated
+    if baseline is not None and args.metrics is None:
+        retrieval_names, score_names = _baseline_measures(baseline, args.k or None, tiers)
+        adopted = [m for m in map(parse_measure, baseline.mean)
+                   if m.name != "score" and _is_stage_measure(m)]
+        retrieval_names = [m for m in retrieval_names or () if not _is_stage_measure(m)] or None
+        if args.answer is not None and not any(_field_of(n) == args.answer
+                                               for n in score_names or ()):
+            score_names = list(score_names or ()) + ["score(field=%s)" % args.answer]
     ranges = _field_options(args.score_range, "--score-range", _range_option)
     thresholds = _field_options(args.pass_threshold, "--pass-threshold", _threshold_option)
     if tiers == "scores":
@@ -13683,15 +14005,8 @@ def _run_cli(args, stdout, stderr):
     if args.answer is not None and args.average != "scored":
         raise EvalError("--answer: answer stages are not for --average trec_eval, which is "
                         "never gated")
-    metrics = [] if stage_names and not retrieval_names else list(resolve_measures(
+    metrics = [] if (stage_names or adopted) and not retrieval_names else list(resolve_measures(
         retrieval_names, args.k or DEFAULT_K, rel=args.rel, gain=args.gain, unit=args.unit))
-    adopted = []    # the baseline's stage measures, when it decides what is gated
-    if baseline is not None and args.metrics is None and args.k is None:
-        # With no --metrics/--k, the baseline decides what is gated as well.
-        found = [m for m in map(parse_measure, baseline.mean) if m not in metrics
-                 and m.name != "score"]
-        metrics += [m for m in found if not _is_stage_measure(m)]
-        adopted = [m for m in found if _is_stage_measure(m)]
 
     rel = _positive_int(args.rel, "rel")
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
@@ -13702,6 +14017,9 @@ def _run_cli(args, stdout, stderr):
     if args.to_label is not None and args.chunks:
         args.chunks = _held(args.chunks)    # --to-label reads its texts again
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
+    # Each --compare run with its own chunk map (another chunker), else RUN's.
+    compare_maps = [_read_chunks(path) for path in args.compare_chunks] or [
+        (chunks, chunks_info)] * len(args.compare)
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
                         args.average, queries_info, notes)
@@ -13726,10 +14044,13 @@ def _run_cli(args, stdout, stderr):
     # from stdin or a pipe is held in memory from here on.
     args.run, args.compare = _held(args.run), [_held(path) for path in args.compare]
 
-    def score(run, measures=metrics, min_score=args.min_score, bounds=False, checked=True):
+    def score(run, measures=metrics, min_score=args.min_score, bounds=False, checked=True,
+              chunk_map=(chunks, chunks_info)):
+        own, own_info = chunk_map
         report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,
-                               args.run_format, args.average, chunks, args.doc_sep, chunks_info,
-                               testset, min_score, bounds, args.fields)
+                               args.run_format, args.average, own,
+                               None if own is not None else args.doc_sep, own_info, testset,
+                               min_score, bounds, args.fields, args.trim_label_whitespace)
         if report.unlabelled_run and not allow_unlabelled and checked:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
@@ -13750,13 +14071,62 @@ def _run_cli(args, stdout, stderr):
     first = args.unjudged_bounds or (baseline is not None and "judged")
     report = scored(first)
     # A reference is named as its input is (see _source_name): "<stdin>" for "-".
-    references = [(_source_name(path), score(path, retrieval)) for path in args.compare]
+    references = [(_source_name(path), score(path, retrieval, chunk_map=chunk_map))
+                  for path, chunk_map in zip(args.compare, compare_maps)]
     references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
                                                               testset, qrels))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
-                       testset, chunks, metrics, score)
+                       testset, [chunks] + [m for m, _ in compare_maps], metrics, score)
+
+
+def _baseline_measures(baseline, k, tiers):
+    """(retrieval measures, score names) of --baseline without --metrics:
+    exactly the baseline's, by their canonical names (units, parameters and
+    cutoffs as saved), never the defaults; ``k`` (--k) re-cuts the names that
+    have a cutoff at its cutoffs.  A measure whose input is not given is an
+    error naming it, as is a tier given that the baseline gates nothing of.
+
+    >>> b = Baseline({"mrr@all": 0.5, "recall(unit=doc)@5": 0.7, "score(field=ok)": 0.9})
+    >>> [str(m) for m in _baseline_measures(b, "1,3", "both")[0]]
+    ['mrr@all', 'recall(unit=doc)@1', 'recall(unit=doc)@3']
+    """
+    scores = [name for name in baseline.mean if _field_of(name)]
+    retrieval = [parse_measure(name) for name in baseline.mean if not _field_of(name)]
+    if k is not None:
+        retrieval = _recut(retrieval, parse_cutoffs(k))
+    fix = "or name the measures to gate with --metrics"
+    if tiers == "scores" and retrieval:
+        raise EvalError("%s gates %s, which %s QRELS and RUN beside --scores (%s)"
+                        % (baseline.source, _names_text([str(m) for m in retrieval], 5),
+                           "needs" if len(retrieval) == 1 else "need", fix))
+    if tiers == "retrieval" and scores:
+        raise EvalError("%s gates the judge %s %s: give --scores FILE beside QRELS RUN (%s)"
+                        % (baseline.source, "score" if len(scores) == 1 else "scores",
+                           _names_text(scores, 5), fix))
+    if tiers == "both" and not (retrieval and scores):
+        raise EvalError("%s gates no %s: drop %s, %s"
+                        % (baseline.source, "judge score" if retrieval else "retrieval measure",
+                           "--scores" if retrieval else "QRELS RUN", fix))
+    return retrieval or None, scores or None
+
+
+def _recut(measures, cutoffs):
+    """``measures`` with each integer cutoff replaced by every one of
+    ``cutoffs`` (@all, no cutoff and a budget stay as they are), in order,
+    once each.
+
+    >>> [str(m) for m in _recut([parse_measure("recall@5"), parse_measure("recall@10"),
+    ...                          parse_measure("rprec")], (3,))]
+    ['recall@3', 'rprec']
+    """
+    out = []
+    for m in measures:
+        for cut in ([m._replace(k=c) for c in cutoffs] if type(m.k) is int else [m]):
+            if cut not in out:
+                out.append(cut)
+    return out
 
 
 def _cli_stage_plan(args, baseline, files, thresholds, stage_names, adopted, rel):
@@ -13853,7 +14223,7 @@ def _cli_reference_scores(path, args, report, ranges, testset, qrels=None):
 
 def _cli_output(args, stdout, stderr, report, scored, references, options, slice_max_drop,
                 baseline, started, max_bytes, summary_path, qrels=None, testset=None,
-                chunks=None, metrics=(), score=None):
+                chunk_maps=(), metrics=(), score=None):
     """Gate, compare, render and write: the rest of _run_cli, for every tier
     (``started``: the clock at the start, with --timing; ``summary_path``:
     --step-summary's file)."""
@@ -13909,7 +14279,7 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     if to_file:
         outputs.append((args.output, text))
     if args.to_label is not None:
-        outputs.append(_to_label_output(args, qrels, testset, chunks, metrics, report.stages))
+        outputs.append(_to_label_output(args, qrels, testset, chunk_maps, metrics, report.stages))
     _write_atomic(outputs)
     if summary_path is not None:
         try:   # a log, not an artifact: the outputs are written, the exit code stands
@@ -14161,7 +14531,7 @@ def _read_meta_file(args):
     if path == "":
         raise EvalError("--meta-file: the file name is empty (an unset variable?)")
     if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks,
-                               args.queries] + args.compare:
+                               args.queries] + args.compare + args.compare_chunks:
         raise EvalError("only one input can come from stdin")
     for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
         if path != "-" and output not in (None, "-") and os.path.realpath(output) == \
@@ -15265,8 +15635,8 @@ def _bulk_labels(text):
             return None
     make = functools.partial(tuple.__new__, Label)
     labels = {}
-    for qid, label in zip(qids, map(make, zip(docs, starts, ends, grades,
-                                              itertools.repeat(None)))):
+    nothing = itertools.repeat(None)     # doc_sha256 and text: these lines give neither
+    for qid, label in zip(qids, map(make, zip(docs, starts, ends, grades, nothing, nothing))):
         labels.setdefault(qid, []).append(label)
     return labels
 

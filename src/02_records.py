@@ -87,6 +87,14 @@ class Report(NamedTuple):
     generation_miss, retrieval_miss, unsupported_pass), the queries counted
     ``apart``, the counts of every slice (``slices``) and of the hold-out,
     and each query's stage (``per_query``, never a held-out query).
+    scored here computes from its values.  ``budget`` is None unless a
+    measure is cut at a context budget (``recall(budget=600,unit=evidence)``):
+    then ``{measure: {"budget": N, "used": mean, "ran_out": n, "queries": n,
+    "unit": "tokens" or "characters"}}``, the context its scored queries
+    filled on average and how many ran out of retrieved chunks before the
+    budget.  ``trim_label_whitespace`` is True when span labels were narrowed
+    past the whitespace at their ends (see :func:`evaluate`): a policy, so a
+    baseline records it and the gate refuses another.
 
     A report has no verdict, so it has no truth value either: ``assert report``
     would pass a failed gate.
@@ -127,6 +135,8 @@ class Report(NamedTuple):
     scored_count: Optional[int] = None
     query_sets: Optional[dict] = None
     stages: Optional[dict] = None
+    budget: Optional[dict] = None
+    trim_label_whitespace: bool = False
 
     __bool__ = _no_truth_value
 
@@ -181,6 +191,10 @@ class Report(NamedTuple):
         }
         if self.min_score is not None:  # like rel, part of what every number means
             out["min_score"] = self.min_score
+        if self.trim_label_whitespace:  # so is a label policy
+            out["trim_label_whitespace"] = True
+        if self.budget is not None:
+            out["budget"] = {m: dict(use) for m, use in self.budget.items()}
         if self.average != "scored":     # only the library makes one (the CLI: --format trec)
             out["average"] = self.average
         if self.n is not None:
@@ -382,7 +396,8 @@ class Baseline(NamedTuple):
     held-out slice's counts and means (see :class:`HeldOut`).  ``query_sets``
     records which queries each mean is over (see _query_sets; None: not
     recorded, as in a file of means): what lets a baseline of means alone
-    tell a changed test set.
+    tell a changed test set.  ``min_score`` and ``trim_label_whitespace``
+    are the scoring policies it was made with (the gate refuses others).
     """
     mean: Dict[str, float]
     per_query: Optional[Dict[str, Dict[str, float]]] = None
@@ -398,6 +413,7 @@ class Baseline(NamedTuple):
     scores: Optional[dict] = None     # {"inputs": [...], "ranges": {field: [lo, hi]}}
     query_sets: Optional[dict] = None  # {population: record}: see _query_sets
     stages: Optional[dict] = None     # the settings, counts and per-query stages (Report.stages)
+    trim_label_whitespace: bool = False     # span labels narrowed past whitespace
 
 
 class MeasureChange(NamedTuple):

@@ -910,12 +910,14 @@ def answer_without_evidence(ranked, grades, k, field=None, evidence="complete",
 
 class Label(NamedTuple):
     """A document label (``start``/``end`` None: the whole document) or a span
-    label, as span-label qrels give them."""
+    label, as span-label qrels give them; ``text``, when the label carries it,
+    is the labelled text itself (what trim_label_whitespace narrows a span by)."""
     doc: str
     start: Optional[int]
     end: Optional[int]
     grade: int
     doc_sha256: Optional[str] = None
+    text: Optional[str] = None
 
 
 class Chunk(NamedTuple):

@@ -615,8 +615,12 @@ def _as_label(item, what):
                         "keys %r" % (what, _LABEL_FORM, list(item)[:6]))
     doc = _as_id(item["doc"], what + ": doc")
     start, end = _span_fields(item, what)
+    text = item.get("text")
+    if text is not None and not isinstance(text, str):
+        raise EvalError("%s: text must be a string (the labelled text), got %s"
+                        % (what, _short_repr(text, 40)))
     return Label(doc, start, end, _as_grade(item["grade"], what + ": grade"),
-                 _sha_field(item, what))
+                 _sha_field(item, what), text)
 
 
 def _all_str(items):

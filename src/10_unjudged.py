@@ -33,7 +33,7 @@ def _merged_qrels(parts):
     Traceback (most recent call last):
     rag_eval.EvalError: query 'q': id 'x' is graded 1 in a and 2 in b: label it once
     >>> _merged_qrels([("a", {"q": [Label("x", 0, 9, 2)]}), ("b", {"q": {"y": 1}})])["q"]
-    [Label(doc='x', start=0, end=9, grade=2, doc_sha256=None), Label(doc='y', start=None, end=None, grade=1, doc_sha256=None)]
+    [Label(doc='x', start=0, end=9, grade=2, doc_sha256=None, text=None), Label(doc='y', start=None, end=None, grade=1, doc_sha256=None, text=None)]
     """
     if any(type(labels) is list and labels for _, qrels in parts for labels in qrels.values()):
         parts = [(name, {qid: labels if type(labels) is list else
@@ -173,7 +173,9 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     "text", else the chunk map's: ``texts(ids)`` gives {id: text} of the ids
     still without one, asked once).  With a document
     known, an id whose document is labelled is judged when the measures
-    count documents (``by_doc``).
+    count documents (``by_doc``).  A run given as (name, queries, mapping)
+    maps its ids by its own (another chunker's map); a row names the
+    document of the first run that pooled it.
 
     >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
     ...                       {"q": {"a": 1}}, 2)
@@ -189,12 +191,13 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     [{'query_id': 'q', 'question': 'How long?', 'id': 'x', 'doc': 'a.md', 'start': 0, 'end': 9, 'text': 'Refunds.', 'best_rank': 1, 'runs': ['r'], 'grade': None}]
     """
     found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None]
-    for name, queries in runs:
+    for name, queries, *own in runs:
+        run_mapping = own[0] if own else mapping
         pairs = queries.items() if isinstance(queries, dict) else queries
         for qid, ranking in pairs:
             if qid not in qrels or qid in hidden or ranking is None:
                 continue
-            chunk_of = _chunk_lookup(mapping, ranking)
+            chunk_of = _chunk_lookup(run_mapping, ranking)
             doc_of = (lambda doc: chunk_of(doc) or Chunk(doc)) if by_doc and chunk_of else None
             own_texts = getattr(ranking, "texts", None) or {}
             for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):

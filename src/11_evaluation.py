@@ -43,7 +43,7 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
              skip_extra_queries=False, average="scored", metrics=None, chunks=None,
              doc_sep=None, unit="id", meta=None, queries=None, by=(), holdout=None,
              as_of=None, reveal_holdout=False, min_score=None, unjudged_bounds=False,
-             fields=None):
+             fields=None, trim_label_whitespace=False):
     """Score ``run`` against ``qrels``; return a :class:`Report`.
 
     ``qrels`` is ``{qid: {doc_id: grade}}``; ``run`` is ``{qid: [ids]}`` (best
@@ -106,6 +106,11 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     they give their id, document, start or end: ``{"id": "metadata.chunk_id",
     "doc": "node.metadata.file_path", "start": ..., "end": ...}``, dotted paths
     from the object as written.
+    ``trim_label_whitespace=True`` narrows each span label that carries its
+    ``text`` (as long as the span) past the whitespace at the ends of that
+    text before anything is scored: a chunker that strips whitespace never
+    holds it, and ``cover`` stays exact.  It changes numbers, so the report
+    records it and the gate refuses a baseline made the other way.
 
     >>> b = evaluate({"q": {"a": 1}}, {"q": ["a", "x", "y"]}, k=3, measures="map,precision",
     ...              unjudged_bounds=True).unjudged
@@ -137,12 +142,12 @@ def evaluate(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="exponential
     testset = _test_set(queries, by, holdout, as_of, reveal_holdout, average)
     report = _evaluate(_validated(qrels, "qrels", _check_qrels_query), run, measures, rel, average,
                        skip_extra_queries, chunks, doc_sep, testset, min_score, unjudged_bounds,
-                       fields)
+                       fields, trim_label_whitespace)
     return _with_meta(report, meta)
 
 
 def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, doc_sep, testset,
-              min_score, unjudged_bounds, fields=None):
+              min_score, unjudged_bounds, fields=None, trim=False):
     """evaluate() with its measures resolved, its qrels validated and its
     _TestSet made (None: no query metadata)."""
     rising, fields = [], _checked_fields(fields)
@@ -155,9 +160,9 @@ def _evaluate(qrels, run, measures, rel, average, skip_extra_queries, chunks, do
         qrels = testset.qrels(qrels)
     chunks, chunks_info = _library_chunks(chunks)
     scorer = _scorer(qrels, measures, _positive_int(rel, "rel"), average, chunks, doc_sep,
-                     testset, min_score, unjudged_bounds)
+                     testset, min_score, unjudged_bounds, trim)
     report = _score(scorer, _scored_queries(scorer, run.items()), skip_extra_queries, "run",
-                    testset)._replace(min_score=scorer.min_score)
+                    testset)._replace(min_score=scorer.min_score, trim_label_whitespace=trim)
     if chunks_info is not None:     # a file, as --chunks reads it: the gate tells a new map
         report = report._replace(inputs={"chunks": chunks_info})
     report = _with_rising_note(report, "run", rising, testset)
@@ -180,7 +185,7 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
                    average="scored", metrics=None, chunks=None, doc_sep=None, unit="id",
                    meta=None, queries=None, by=(), holdout=None, as_of=None,
                    reveal_holdout=False, min_score=None, unjudged_bounds=False,
-                   fields=None):
+                   fields=None, trim_label_whitespace=False):
     """Like :func:`evaluate`, from files (paths, ``-`` or file objects), streaming
     the run one query at a time.  The report's ``inputs`` carry each file's
     path, sha256 and format (and the ``fields`` it was read with, when given).
@@ -206,8 +211,8 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
     return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
                                     skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset, min_score, unjudged_bounds, fields),
-                      meta)
+                                    chunks_info, testset, min_score, unjudged_bounds, fields,
+                                    trim_label_whitespace), meta)
 
 
 def _checked_average(average):
@@ -218,13 +223,13 @@ def _checked_average(average):
 
 def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run_format,
                   average="scored", chunks=None, doc_sep=None, chunks_info=None, testset=None,
-                  min_score=None, bounds=False, fields=None):
+                  min_score=None, bounds=False, fields=None, trim=False):
     """evaluate_files() with the qrels (and chunk map, and _TestSet) already
     read (they may come from stdin); the run is read with ``fields``."""
     if testset is not None:
         qrels = testset.qrels(qrels)
     scorer = _scorer(qrels, measures, rel, average, chunks, doc_sep, testset, min_score,
-                     bounds)
+                     bounds, trim)
     inp, fmt = _open_input(run, run_format, "run", fields)
     try:
         report = _score_run(inp, fmt, scorer, skip_extra_queries, testset)
@@ -240,7 +245,7 @@ def _evaluate_run(qrels, qrels_info, run, measures, rel, skip_extra_queries, run
     if testset is not None and testset.info is not None:
         inputs["queries"] = testset.info
     return report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset),
-                           min_score=scorer.min_score)
+                           min_score=scorer.min_score, trim_label_whitespace=trim)
 
 
 def _score_run(inp, fmt, scorer, skip_extra_queries, testset=None):
@@ -333,6 +338,9 @@ class _QueryScorer:
         self.lost = None            # see _uncoverable
         self.units = [_UnitCall.of(m) for m in measures]
         self.mapped = any(call.view != "id" or call.budget for call in self.units)
+        # The measures cut at a budget: each scored query reports the context it used.
+        self.budgets = tuple((name, call.budget) for name, call in zip(self.names, self.units)
+                             if call.budget)
         self.counts_docs = any(call.view == "doc" for call in self.units)
         # Once a ranking met a label of a kind, the run meets that kind's labels.
         self.checks = _label_checks(measures, self.units)
@@ -390,16 +398,16 @@ class _QueryScorer:
             try:
                 chunks = self.mapping.resolve(ranking, ids, distinct)
             except EvalError as exc:
-                raise _RunError("query %r: %s" % (qid, exc)) from None
+                raise _RunError("query %r: %s%s" % (qid, exc, self._needing())) from None
         straddling = 0 if isinstance(ranking, list) else _straddling(scores, self.cutoffs,
                                                                       len(scores))
         ranked = _Ranked(_labelled(map(labels.get, ids)), len(ids), read - len(ids), straddling,
                          returned)
         doc_units = _doc_units(ids, chunks, labels, returned) if self.counts_docs else None
-        values = None
+        values = used = None
         if scored or self.every_query:
             views = {"id": (ranked, grades), "doc": (doc_units, grades)}
-            values = {}
+            values, cuts = {}, {}
             try:
                 for name, call in zip(self.names, self.units):
                     if name in self.apart:
@@ -410,7 +418,9 @@ class _QueryScorer:
                     unit_ranking, unit_grades = views[call.view]
                     args = call.args
                     if call.budget:
-                        args = (_budget_cut(ids, chunks, call.budget),) + args
+                        if call.budget not in cuts:
+                            cuts[call.budget] = _budget_cut(ids, chunks, call.budget)
+                        args = (cuts[call.budget][0],) + args
                     value = call.func(unit_ranking, unit_grades, *args)
                     if value is not None:
                         values[name] = value
@@ -419,6 +429,9 @@ class _QueryScorer:
                     from None
             except EvalError as exc:
                 raise EvalError("query %r: %s" % (qid, exc)) from None
+            if self.budgets:    # (used, ran out, in tokens) of each budget measure scored
+                used = tuple(cuts[budget][1:] if name in values else None
+                             for name, budget in self.budgets)
         elif qid in self.unanswerable:
             values = self._unanswerable_values(ranked, grades)
         # A measure meets a label when what it counts (ids, or their documents) carries one.
@@ -426,10 +439,22 @@ class _QueryScorer:
             "id": bool(ranked.labelled),
             "doc": bool(doc_units.labelled) if doc_units is not None else
             any(labels.get(chunk.doc, -1) >= 0 for chunk in chunks)}, ranking, labels)
-        if self.bounds is not None and (scored or self.every_query):   # of measures over ids
+        bounded = self.bounds is not None and (scored or self.every_query)
+        if bounded or used is not None:
             return (values, read - len(ids), straddling, returned, unlabelled,
-                    _query_unjudged(self, ranked, grades, ranking, labels))
+                    _query_unjudged(self, ranked, grades, ranking, labels) if bounded else None,
+                    used)
         return values, read - len(ids), straddling, returned, unlabelled
+
+    def _needing(self):
+        """Which measures need where chunks come from, when neither a chunk map
+        nor a separator is given (said after the error: a measure the
+        command line took from a baseline is then named)."""
+        if self.mapping.external:
+            return ""
+        names = [name for name, call in zip(self.names, self.units)
+                 if call.view != "id" or call.budget]
+        return " (for %s%s)" % (", ".join(names[:3]), ", ..." if len(names) > 3 else "")
 
     def _view(self, qid, view, labels, ids, chunks, returned):
         """(unit ranking, unit grades) of a view other than id and doc."""
@@ -501,6 +526,8 @@ class _QueryScorer:
         if cutoffs:         # else (measures over units only) nothing to add per query
             self.bounds, self.judged_at, self.bounds_depth = [], cutoffs, 0
 
+    trimmed = None      # with trim_label_whitespace: see _trim_counts
+
     def is_scored(self, grades):
         """True when a query's grades (see _sorted_grades) hold a relevant one;
         else the query is unscored."""
@@ -512,24 +539,30 @@ class _RunError(EvalError):
 
 
 def _budget_cut(ids, chunks, budget):
-    """How many of the top chunks fit the budget: the longest prefix whose
-    sizes (tokens, else end - start characters) sum to at most ``budget``.
+    """(n, used, ran out, in tokens): how many of the top chunks fit the
+    budget, the longest prefix whose sizes (tokens, else end - start
+    characters) sum to at most ``budget``; the context they fill; whether
+    the ranking ran out of chunks before the budget (all of them together
+    are smaller); whether sizes are tokens (None: no chunk).
 
     >>> _budget_cut(["a", "b", "c"], [Chunk("d", 0, 50), Chunk("d", 50, 80), Chunk("d", 0, 5)], 70)
-    1
+    (1, 50, False, False)
+    >>> _budget_cut(["a", "b"], [Chunk("d", tokens=20), Chunk("e", tokens=30)], 70)
+    (2, 50, True, True)
     """
     used = 0
     for n, (chunk_id, chunk) in enumerate(zip(ids, chunks)):
         if chunk.tokens is not None:
-            used += chunk.tokens
+            size = chunk.tokens
         elif chunk.start is not None:
-            used += chunk.end - chunk.start
+            size = chunk.end - chunk.start
         else:
             raise _NoSpan("chunk %r has no size: a budget needs tokens or start/end in the "
                           "chunk map" % chunk_id, chunk_id)
-        if used > budget:
-            return n
-    return len(ids)
+        if used + size > budget:
+            return n, used, False, chunk.tokens is not None
+        used += size
+    return len(ids), used, used < budget, chunks[0].tokens is not None if chunks else None
 
 
 class _Mapping:
@@ -651,17 +684,21 @@ def _check_versions(versions, mapping):
 
 
 def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=None,
-            min_score=None, bounds=False):
+            min_score=None, bounds=False, trim=False):
     """The _QueryScorer of validated qrels (id labels or label lists), of the
     mapping given (a _ChunkMap, a separator, or neither) and of the queries
     the test set states unanswerable; ``bounds``: it scores the unjudged
     bounds too (see _QueryScorer.ask_bounds), or with "judged" judged@k only
-    (see _QueryScorer.ask_judged)."""
+    (see _QueryScorer.ask_judged); ``trim``: span labels that carry their
+    text are narrowed past the whitespace at its ends (see _trimmed_span)."""
     for m in measures:
         if m.name == "score":
             raise EvalError("%s is read from a score file: evaluate_scores() (--scores FILE "
                             "on the command line); evaluate() scores runs" % (m,))
-    grades, spans, versions = _split_qrels(qrels)
+    if not isinstance(trim, bool):
+        raise EvalError("trim_label_whitespace must be True or False, got %s" % _short_repr(trim))
+    counts = _trim_counts(qrels) if trim else None
+    grades, spans, versions = _split_qrels(qrels, trim)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
     for qid, docs in sorted(versions.items()):
@@ -669,6 +706,7 @@ def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=No
             mapping.label_versions.setdefault(doc, (qid, sha))
     scorer = _QueryScorer(grades, measures, rel, average, spans, mapping)
     scorer.min_score = _checked_min_score(min_score)
+    scorer.trimmed = counts
     if bounds == "judged":
         scorer.ask_judged(measures)
     elif bounds:
@@ -682,12 +720,14 @@ def _checked_min_score(min_score):
     return _finite(min_score, "min_score")
 
 
-def _split_qrels(qrels):
+def _split_qrels(qrels, trim=False):
     """(grades, spans, versions) of validated qrels.  Id labels pass as they are
     (spans None).  Label lists become the documents' grades (the highest label
     on each, so every policy on scored queries holds), the span labels by
     document {qid: {doc: [(start, end, grade)]}} (start/end None: the whole
-    document) and the labels' doc_sha256 {qid: {doc: sha}}.
+    document; with ``trim``, a span whose label carries its text narrowed
+    past the whitespace at its ends, see _trimmed_span) and the labels'
+    doc_sha256 {qid: {doc: sha}}.
 
     >>> _split_qrels({"q": [Label("a", 0, 5, 1), Label("a", 9, 12, 2), Label("b", None, None, 0)]})
     ({'q': {'a': 2, 'b': 0}}, {'q': {'a': [(0, 5, 1), (9, 12, 2)], 'b': [(None, None, 0)]}}, {})
@@ -706,11 +746,63 @@ def _split_qrels(qrels):
         grades[qid], spans[qid] = {}, {}
         for label in labels:
             grades[qid][label.doc] = max(label.grade, grades[qid].get(label.doc, label.grade))
-            spans[qid].setdefault(label.doc, []).append((label.start, label.end, label.grade))
+            start, end = label.start, label.end
+            if trim and start is not None and label.text is not None:
+                start, end = _trimmed_span(qid, label)
+            spans[qid].setdefault(label.doc, []).append((start, end, label.grade))
             if label.doc_sha256 is not None:
                 _check_one_version(first, qid, label)
                 versions.setdefault(qid, {})[label.doc] = label.doc_sha256
     return grades, spans, versions
+
+
+def _trimmed_span(qid, label):
+    """(start, end) of a span label narrowed past the whitespace (str.strip's:
+    spaces, tabs, line breaks, and the other Unicode white space) at the
+    ends of its ``text``, which must be as long as the span.  A splitter
+    that strips its chunks (LangChain's does) never holds that whitespace,
+    and an exact cover=1 would count the span lost over one space.
+
+    >>> _trimmed_span("q1", Label("a.md", 10, 19, 1, text=" Refund\\n "))
+    (11, 17)
+    """
+    text = label.text
+    where = "qrels: query %r: the span label %s [%d, %d)" % (qid, label.doc, label.start,
+                                                             label.end)
+    if len(text) != label.end - label.start:
+        raise EvalError("%s carries a text of %d code points, and the span is %d: the offsets "
+                        "and the text disagree (byte offsets?), so --trim-label-whitespace "
+                        "cannot narrow it" % (where, len(text), label.end - label.start))
+    kept = text.strip()
+    if not kept:
+        raise EvalError("%s: its text is white space only: no evidence is left to label"
+                        % where)
+    start = label.start + len(text) - len(text.lstrip())
+    return start, start + len(kept)
+
+
+def _trim_counts(qrels):
+    """{qid: (span labels, narrowed, without text)} of label-list qrels, for
+    --trim-label-whitespace (trim_label_whitespace=True): an error when no
+    span label carries its text, since the option would then do nothing.
+
+    >>> _trim_counts({"q": [Label("a", 0, 3, 1, text=" ab"), Label("a", 5, 9, 1, text="abcd"),
+    ...                     Label("b", 0, 4, 1), Label("b", None, None, 1, text="x")]})
+    {'q': (3, 1, 1)}
+    """
+    counts = {}
+    for qid, labels in qrels.items():
+        spans = [label for label in labels if label.start is not None] if type(
+            labels) is list else ()
+        if spans:
+            counts[qid] = (len(spans), sum(1 for label in spans if label.text is not None
+                                           and label.text != label.text.strip()),
+                           sum(1 for label in spans if label.text is None))
+    if not any(total > without for total, _, without in counts.values()):
+        raise EvalError("trim_label_whitespace (--trim-label-whitespace): no span label of the "
+                        "qrels carries its text, so none can be narrowed: give each span "
+                        "label its \"text\" (the characters [start, end) of its document)")
+    return counts
 
 
 def _check_one_version(first, qid, label):
@@ -911,6 +1003,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     qrels, names, rel = scorer.qrels, scorer.names, scorer.rel
     per_query, abstention, ties, extra, unlabelled, empty = {}, {}, {}, [], [], []
     unjudged_rows = {}  # scorer.bounds: each scored query's _query_unjudged
+    budget_rows = {}    # scorer.budgets: each scored query's context used (see _by_units)
     no_relevant = {}    # average="trec_eval": the run's queries with no relevant id
     repeated = []       # queries whose ranking repeats an id
     # Per label check (see _label_checks): whether the run met a label of its kind, and
@@ -922,7 +1015,10 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
     def add(qid, result, in_run=True):
         values, duplicates, straddling, returned, no_label = result[:5]
         if len(result) > 5:
-            unjudged_rows[qid] = result[5]
+            if result[5] is not None:
+                unjudged_rows[qid] = result[5]
+            if len(result) > 6 and result[6] is not None:
+                budget_rows[qid] = result[6]
         if values is not None and scorer.every_query and not scorer.is_scored(
                 _sorted_grades(qrels[qid])):
             if in_run:
@@ -1040,6 +1136,8 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                 raise EvalError(_nothing_to_average(name))
         warnings.extend(_population_notes(per_query, names, counts))
         warnings.extend(_label_notes(scorer, hidden))
+        budget = _budget_summary(scorer.budgets, budget_rows, per_query)
+        warnings.extend(_budget_notes(budget))
     else:
         mean = dict(zip(names, map(_mean, _columns(per_query.values(), names))))
     report = Report(names, mean, per_query, tuple(sorted(abstention)), tuple(missing),
@@ -1050,7 +1148,59 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
                     answerability=answerability, cells=cells or None)
     if scorer.bounds is not None:
         report = report._replace(unjudged=_unjudged_summary(unjudged_rows, names, per_query))
+    if scorer.budgets:
+        report = report._replace(budget=budget)
     return report if testset is None else testset.report(report, held)
+
+
+def _budget_summary(budgets, rows, per_query):
+    """The report's ``budget`` (see Report): per measure cut at a budget, the
+    mean context used over the queries it scored (``per_query``: the hold-out
+    is out of it), how many of them ran out of retrieved chunks before the
+    budget, and whether sizes were tokens or characters.  ``rows`` holds each
+    query's (used, ran out, in tokens) per budget measure (see _by_units).
+
+    >>> _budget_summary([("recall(budget=60)", 60)], {"q1": ((50, True, True),),
+    ...                 "q2": ((60, False, True),)}, {"q1": {}, "q2": {}})
+    {'recall(budget=60)': {'budget': 60, 'used': 55.0, 'ran_out': 1, 'queries': 2, 'unit': 'tokens'}}
+    """
+    out = {}
+    for i, (name, budget) in enumerate(budgets):
+        use = [rows[q][i] for q in per_query if q in rows and rows[q][i] is not None]
+        if not use:
+            continue
+        kinds = {tokens for _, _, tokens in use if tokens is not None}
+        out[name] = {"budget": budget, "used": _mean([used for used, _, _ in use]),
+                     "ran_out": sum(1 for _, ran_out, _ in use if ran_out),
+                     "queries": len(use),
+                     "unit": "tokens" if True in kinds else "characters" if kinds else None}
+    return out
+
+
+def _budget_notes(budget):
+    """One warning per budget that some queries could not fill: a run cut at
+    a budget is scored on less context than it where its retrieved chunks
+    run out first, so two runs compare at equal cost only when neither does.
+    Measures with the same numbers share a warning.
+
+    >>> print(_budget_notes({"recall(budget=600,unit=evidence)": {"budget": 600, "used": 512.25,
+    ...                      "ran_out": 59, "queries": 100, "unit": "tokens"}})[0])
+    recall(budget=600,unit=evidence): 59 of 100 queries ran out of retrieved chunks before the budget (all their retrieved chunks together hold fewer than 600 tokens), so they are scored on less context: 512.2 tokens used on average; retrieve deeper to compare at equal cost
+    """
+    groups = {}
+    for name, use in budget.items():
+        if use["ran_out"]:
+            key = tuple(use[k] for k in ("budget", "used", "ran_out", "queries", "unit"))
+            groups.setdefault(key, []).append(name)
+    notes = []
+    for (size, used, ran_out, queries, unit), names in groups.items():
+        unit = unit or "tokens or characters"
+        notes.append("%s: %d of %s ran out of retrieved chunks before the budget (all their "
+                     "retrieved chunks together hold fewer than %d %s), so %s scored on less "
+                     "context: %.1f %s used on average; retrieve deeper to compare at equal "
+                     "cost" % (", ".join(names), ran_out, _plural(queries, "query", "queries"),
+                               size, unit, "it is" if ran_out == 1 else "they are", used, unit))
+    return notes
 
 
 def _take_cells(qid, values, scorer, cells):
@@ -1117,6 +1267,13 @@ def _label_notes(scorer, hidden=frozenset()):
     unchecked = _unchecked_loss(scorer)
     if unchecked:
         notes.append(unchecked)
+    counts = [c for qid, c in (scorer.trimmed or {}).items() if qid not in hidden]
+    without = sum(c[2] for c in counts)
+    if without:
+        notes.append("--trim-label-whitespace: %d of %s carry no text, so they are scored as "
+                     "written (%d narrowed); give each span label its \"text\" to trim it"
+                     % (without, _plural(sum(c[0] for c in counts), "span label",
+                                         "span labels"), sum(c[1] for c in counts)))
     return notes
 
 

@@ -805,11 +805,19 @@ class MeasureComparison(NamedTuple):
 
 class Comparison(NamedTuple):
     """What :func:`compare` returns: per-measure paired statistics.  Like a
-    report, it has no verdict and so no truth value (``bool()`` raises)."""
+    report, it has no verdict and so no truth value (``bool()`` raises).
+    Each side scores its own chunks (another chunker has its own map):
+    ``mapping`` and ``budget`` are the reference's own (its labelled
+    evidence lost at ingestion, ``mapping["uncoverable"]``; the context its
+    budget measures used, see Report), ``notes`` set the two sides' side by
+    side where they differ in what was scored (see _side_notes)."""
     reference: str
     measures: Dict[str, MeasureComparison]
     only_in_run: Tuple[str, ...]
     only_in_reference: Tuple[str, ...]
+    mapping: Optional[dict] = None
+    budget: Optional[dict] = None
+    notes: Tuple[str, ...] = ()
 
     __bool__ = _no_truth_value
 
@@ -826,10 +834,17 @@ class Comparison(NamedTuple):
         return _comparison_result_markdown(self)
 
     def to_dict(self):
-        return {"reference": self.reference,
-                "measures": {m: c.to_dict() for m, c in self.measures.items()},
-                "only_in_run": list(self.only_in_run),
-                "only_in_reference": list(self.only_in_reference)}
+        out = {"reference": self.reference,
+               "measures": {m: c.to_dict() for m, c in self.measures.items()},
+               "only_in_run": list(self.only_in_run),
+               "only_in_reference": list(self.only_in_reference)}
+        if self.mapping is not None:
+            out["mapping"] = json.loads(json.dumps(self.mapping))     # a deep copy
+        if self.budget is not None:
+            out["budget"] = {m: dict(use) for m, use in self.budget.items()}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
     def _repr_html_(self):
         """A notebook's view: the comparison table in HTML."""
@@ -960,13 +975,44 @@ def compare_all(report, references, *, resamples=DEFAULT_RESAMPLES, seed=DEFAULT
         rows = {m: row for m, row in rows.items() if row is not None}
         comparisons.append(Comparison(
             name, rows, tuple(sorted(set(report.per_query) - set(reference.per_query))),
-            tuple(sorted(set(reference.per_query) - set(report.per_query)))))
+            tuple(sorted(set(reference.per_query) - set(report.per_query))),
+            reference.mapping, reference.budget, tuple(_side_notes(report, reference, rows))))
     flat = [(c, m) for c in comparisons for m in c.measures]
     adjusted = holm([c.measures[m].p_randomization for c, m in flat])
     for (comparison, m), p in zip(flat, adjusted):
         row = comparison.measures[m]._replace(p_holm=p)
         comparison.measures[m] = row._replace(verdict=_verdict(row, alpha, len(flat)))
     return comparisons
+
+
+def _side_notes(report, reference, measures):
+    """What the two sides of a comparison scored differently, set side by
+    side: labelled evidence lost at ingestion (each side's chunk map), and
+    the context each side's budget measures used (a side that ran out of
+    retrieved chunks before the budget is scored on less context)."""
+    notes = []
+    lost = [len(((side.mapping or {}).get("uncoverable")) or ()) for side in (report, reference)]
+    if any(lost):
+        notes.append("lost at ingestion (labelled evidence no chunk of the side's map can "
+                     "deliver, scored as misses; see mapping.uncoverable): run %s, reference %s"
+                     % (_plural(lost[0], "query", "queries"), _plural(lost[1], "query",
+                                                                         "queries")))
+    for m in measures:
+        run, ref = ((side.budget or {}).get(m) for side in (report, reference))
+        if run is None or ref is None:
+            continue
+        unit = run["unit"] or ref["unit"] or "tokens or characters"
+        short = [label for label, use in (("the run", run), ("the reference", ref))
+                 if use["ran_out"]]
+        notes.append("%s: context used %.1f (run) and %.1f (reference) of %d %s on average; "
+                     "ran out of retrieved chunks before the budget on %d of %d (run) and %d "
+                     "of %d (reference) queries%s"
+                     % (m, run["used"], ref["used"], run["budget"], unit, run["ran_out"],
+                        run["queries"], ref["ran_out"], ref["queries"],
+                        "" if not short else ": %s %s scored on less context; retrieve deeper "
+                        "to compare at equal cost" % (" and ".join(short),
+                                                      "is" if len(short) == 1 else "are")))
+    return notes
 
 
 def _checked_references(references):

@@ -109,7 +109,7 @@ def load_baseline(source):
     if not mean:
         raise EvalError("%s: the baseline holds no measures" % name)
     per_query = _checked_per_query(loaded.get("per_query"), name)
-    mean = _agreeing_means(mean, per_query, name)
+    mean = _in_saved_order(_agreeing_means(mean, per_query, name), loaded.get("measures"))
     query_sets = _checked_query_sets(loaded.get("query_sets"), name)
     if version >= 2 and per_query is None and "all" not in (query_sets or {}):
         raise EvalError("%s: a version 2 baseline holds per-query values or a record of its "
@@ -134,13 +134,35 @@ def load_baseline(source):
         except EvalError:
             raise EvalError("%s: min_score must be a finite number, got %s"
                             % (name, _short_repr(min_score))) from None
+    trim = loaded.get("trim_label_whitespace", False)
+    if not isinstance(trim, bool):
+        raise EvalError("%s: trim_label_whitespace must be true or false, got %s"
+                        % (name, _short_repr(trim)))
     return _checked_slices(Baseline(mean, per_query, inputs, name, rel,
                                     _checked_baseline_meta(loaded.get("meta"), name),
                                     _checked_label_hashes(loaded.get("label_sha256"), name),
                                     slices, loaded.get("membership"), holdout, min_score,
                                     _checked_saved_scores(loaded.get("scores"), name),
                                     query_sets,
-                                    _checked_stages(loaded.get("stages"), name)))
+                                    _checked_stages(loaded.get("stages"), name), trim))
+
+
+def _in_saved_order(mean, measures):
+    """``mean`` in the order of the saved ``measures`` list, the order they were
+    asked for (a saved file sorts its keys); what the list does not name, or
+    a list that is not one of names, leaves the keys' order as it is: only
+    the order of columns depends on it, never a number.
+
+    >>> list(_in_saved_order({"mrr@5": 0.5, "recall@5": 0.7}, ["recall@5", "mrr@5"]))
+    ['recall@5', 'mrr@5']
+    """
+    rank = {}
+    for item in measures if isinstance(measures, list) else ():
+        try:
+            rank.setdefault(_canonical_name(item), len(rank))
+        except (EvalError, TypeError):
+            continue
+    return dict(sorted(mean.items(), key=lambda pair: rank.get(pair[0], len(rank))))
 
 
 def _checked_saved_scores(saved, name):
@@ -188,16 +210,23 @@ def _range_text(pair):
 
 
 def _check_same_min_score(report, baseline):
-    """A baseline made with another --min-score is refused: like rel, the cut
-    decides what every number means."""
-    if baseline.min_score != report.min_score:
-        raise EvalError("%s was made with %s and this report with %s: the numbers are not "
-                        "comparable" % (baseline.source, _min_score_text(baseline.min_score),
-                                        _min_score_text(report.min_score)))
+    """A baseline made with another scoring policy is refused: like rel, the
+    --min-score cut and --trim-label-whitespace decide what every number
+    means."""
+    for text in (_min_score_text, _trim_text):
+        then, now = text(baseline), text(report)
+        if then != now:
+            raise EvalError("%s was made with %s and this report with %s: the numbers are not "
+                            "comparable" % (baseline.source, then, now))
 
 
-def _min_score_text(value):
+def _min_score_text(record):
+    value = record.min_score
     return "no --min-score" if value is None else "--min-score %r" % value
+
+
+def _trim_text(record):
+    return "%s--trim-label-whitespace" % ("" if record.trim_label_whitespace else "no ")
 
 
 def _loaded_holdout(saved, where):
@@ -233,6 +262,7 @@ def baseline_dict(report):
         "measures": list(report.measures),
         "rel": report.rel,
         **({} if report.min_score is None else {"min_score": report.min_score}),
+        **({"trim_label_whitespace": True} if report.trim_label_whitespace else {}),
         "mean": dict(report.mean),
         # A report read back without its per-query values gives a means-only baseline.
         **({} if report.scored_count is not None else

@@ -157,6 +157,7 @@ def _sections(report, gate_result, comparisons, per_query, baseline_name, delta=
     yield (_summary_line(report), _MeasureHeader(["query"] + [_label(m) for m in report.measures],
                                                  "measure"), rows, [])
     yield from _answerability_section(report)
+    yield from _budget_section(report)
     yield from _meta_section(report)
     yield from _judge_sections(report, per_query)
     yield from _stages_sections(report, per_query)
@@ -241,6 +242,7 @@ def _comparison_section(c):
         r.measure, ", ".join("%s %+.4f" % m for m in r.most_worse) or "-",
         ", ".join("%s %+.4f" % m for m in r.most_better) or "-")
         for r in c.measures.values() if r.wins or r.losses]
+    notes += c.notes
     if c.only_in_run or c.only_in_reference:
         notes.append("not compared: %s only in the run, %d only in the reference"
                      % (_plural(len(c.only_in_run), "query", "queries"),
@@ -462,6 +464,17 @@ def _answerability_section(report):
     if counts is not None:
         keys = ("answerable", "unanswerable", "unstated")
         yield "answerability", list(keys), [[str(counts[key]) for key in keys]], []
+
+
+def _budget_section(report):
+    """The context each measure cut at a budget used: the mean over its
+    scored queries, and how many ran out of retrieved chunks first."""
+    if report.budget:
+        yield ("context used against the budget (mean over the scored queries)",
+               ["measure", "budget", "used", "ran out"],
+               [[m, ("%d %s" % (use["budget"], use["unit"] or "")).strip(),
+                 "%.1f" % use["used"], "%d of %d" % (use["ran_out"], use["queries"])]
+                for m, use in report.budget.items()], [])
 
 
 def _bounds_section(report, per_query):

@@ -76,7 +76,32 @@ def _report_fields(data):
         unjudged=None if bounds is None else _checked_bounds(bounds),
         scores=_loaded_scores(data.get("scores")),
         drift=_loaded_drift(data.get("drift")),
-        stages=_checked_stages(data.get("stages"), "report"))
+        stages=_checked_stages(data.get("stages"), "report"),
+        budget=_loaded_budget(data.get("budget"), measures),
+        trim_label_whitespace=_checked_type(data.get("trim_label_whitespace", False), bool,
+                                            "true or false", "trim_label_whitespace"))
+
+
+def _loaded_budget(budget, measures):
+    """A JSON report's budget block (see Report), checked: one record per
+    measure of the report, each of counts and a mean context."""
+    if budget is None:
+        return None
+    out = {}
+    for m, use in _checked_dict(budget, "budget").items():
+        where = "budget %r" % m
+        if m not in measures:
+            raise EvalError("%s: not a measure of the report" % where)
+        use = _checked_dict(use, where)
+        if use.get("unit") not in ("tokens", "characters", None):
+            raise EvalError("%s: unit must be tokens or characters, got %s"
+                            % (where, _short_repr(use.get("unit"))))
+        out[m] = {"budget": _count(use.get("budget"), where + " budget"),
+                  "used": _finite(use.get("used"), where + " used"),
+                  "ran_out": _count(use.get("ran_out"), where + " ran_out"),
+                  "queries": _count(use.get("queries"), where + " queries"),
+                  "unit": use.get("unit")}
+    return out
 
 
 def _loaded_membership(membership, per_query):

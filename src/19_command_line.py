@@ -66,6 +66,10 @@ def build_parser():
     parser.add_argument("--chunks", default=None, metavar="FILE",
                         help="chunk map (JSONL: id, doc, start, end[, tokens]): where each "
                         "retrieved id comes from, for unit=doc|evidence and span measures")
+    parser.add_argument("--trim-label-whitespace", action="store_true",
+                        help="narrow each span label that carries its text past the "
+                        "whitespace at the ends of that text before scoring (splitters that "
+                        "strip chunks never hold it); recorded in saved baselines")
     parser.add_argument("--doc-sep", default=None, metavar="SEP",
                         help="the document of a chunk id is what precedes its last SEP "
                         "(refund-policy#3 -> refund-policy); instead of --chunks")
@@ -124,6 +128,10 @@ def build_parser():
     parser.add_argument("--compare", action="append", default=[], metavar="OTHER_RUN",
                         help="paired comparison with a reference run (repeatable; with "
                         "--scores alone, a reference score file)")
+    parser.add_argument("--compare-chunks", action="append", default=[], metavar="MAP",
+                        help="the chunk map of a --compare run (another chunker): none, or "
+                        "one per --compare, paired by order (default: --chunks, or the "
+                        "run's own chunk fields)")
     _add_score_options(parser)
     parser.add_argument("--alpha", default=str(DEFAULT_ALPHA), metavar="A",
                         help="significance level (default %g)" % DEFAULT_ALPHA)
@@ -251,6 +259,8 @@ def _add_score_options(parser):
 _RETRIEVAL_ONLY = (("--k", "k", None), ("--min-score", "min_score", None),
                    ("--sweep-min-score", "sweep_min_score", None), ("--rel", "rel", "1"),
                    ("--gain", "gain", "exponential"), ("--chunks", "chunks", None),
+                   ("--compare-chunks", "compare_chunks", []),
+                   ("--trim-label-whitespace", "trim_label_whitespace", False),
                    ("--doc-sep", "doc_sep", None), ("--unit", "unit", "id"),
                    ("--id-field", "id_field", None), ("--doc-field", "doc_field", None),
                    ("--start-field", "start_field", None), ("--end-field", "end_field", None),
@@ -455,21 +465,22 @@ def _read_all_qrels(args, notes, measures):
     return _merged_qrels(parts), info, described, infos
 
 
-def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
+def _to_label_output(args, qrels, metadata_set, chunk_maps, measures, stages=None):
     """(path, text) of --to-label: the runs are read again, each cut by
-    --min-score as it was scored; with answer stages, the rows of the
+    --min-score as it was scored, each mapped by its chunk map (``chunk_maps``:
+    RUN's, then each --compare run's); with answer stages, the rows of the
     unsupported_pass queries first (their answer passed without the
     evidence: a label may be what is missing)."""
     runs = []
-    for path in [args.run] + args.compare:
+    for path, chunks in zip([args.run] + args.compare, chunk_maps):
         inp, fmt = _open_input(path, args.run_format, "run", args.fields)
         queries = _run_queries(inp, fmt, grouped=False)
         if args.min_score is not None:
             queries = ((q, r if r is None else _cut(q, r, args.min_score)) for q, r in queries)
-        runs.append((inp.name, queries))
-    mapping = None
-    if chunks is not None or args.doc_sep is not None:
-        mapping = _Mapping(chunks, args.doc_sep)
+        mapping = None
+        if chunks is not None or args.doc_sep is not None:
+            mapping = _Mapping(chunks, None if chunks is not None else args.doc_sep)
+        runs.append((inp.name, queries, mapping))
     hidden = frozenset()
     if metadata_set is not None:
         qrels = metadata_set.qrels(qrels)
@@ -479,7 +490,7 @@ def _to_label_output(args, qrels, metadata_set, chunks, measures, stages=None):
                       if stage == "unsupported_pass")
     questions = {} if metadata_set is None else {
         qid: info["question"] for qid, info in metadata_set.queries.items() if "question" in info}
-    rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), mapping, hidden,
+    rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), None, hidden,
                           by_doc=_rows_label(measures) != "id", first=first, questions=questions,
                           texts=args.chunks and functools.partial(_chunk_texts, args.chunks))
     return args.to_label, _to_label_text(rows)
@@ -543,6 +554,7 @@ def _check_paths(args):
              ("--chunks", args.chunks), ("--queries", args.queries),
              ("--to-label", args.to_label)]
     named += [("--compare", path) for path in args.compare]
+    named += [("--compare-chunks", path) for path in args.compare_chunks]
     named += [("--qrels", path) for path in args.extra_qrels]
     named += [("--scores", path) for path in args.scores]
     named += [("--compare-scores", path) for path in args.compare_scores]
@@ -551,7 +563,7 @@ def _check_paths(args):
             # An unset CI variable must not turn the gate (or a save) into a no-op.
             raise EvalError("%s: the file name is empty (an unset variable?)" % option)
     sources = ([args.qrels, args.run, args.baseline, args.chunks, args.queries] + args.compare
-               + args.extra_qrels + args.scores + args.compare_scores)
+               + args.compare_chunks + args.extra_qrels + args.scores + args.compare_scores)
     if args.to_label == "-":
         raise EvalError("--to-label writes a file beside the report: give a file name, not -")
     if args.pool_depth is not None:
@@ -563,6 +575,10 @@ def _check_paths(args):
     if args.chunks is not None and args.doc_sep is not None:
         raise EvalError("give --chunks or --doc-sep, not both: a chunk map already names each "
                         "chunk's document")
+    if args.compare_chunks and len(args.compare_chunks) != len(args.compare):
+        raise EvalError("%s --compare-chunks for %s --compare: give one chunk map per --compare "
+                        "run, paired by order, or none (each run then maps as RUN does)"
+                        % (len(args.compare_chunks), len(args.compare)))
     if sources.count("-") > 1:
         raise EvalError("only one input can come from stdin")
     if args.save_baseline == "-":
@@ -594,6 +610,7 @@ def _check_outputs(args):
               ("--chunks", args.chunks), ("--queries", args.queries),
               ("--meta-file", args.meta_file)]
     inputs += [("--compare", path) for path in args.compare]
+    inputs += [("--compare-chunks", path) for path in args.compare_chunks]
     inputs += [("--qrels", path) for path in args.extra_qrels]
     inputs += [("--scores", path) for path in args.scores + args.compare_scores]
     outputs = (("-o", args.output), ("--save-baseline", args.save_baseline),
@@ -641,6 +658,15 @@ def _run_cli(args, stdout, stderr):
     if stage_names and tiers != "both":
         raise EvalError("%s joins retrieval with the judge's verdicts: give --scores FILE "
                         "beside QRELS RUN (and --answer FIELD for the stages)" % stage_names[0])
+    adopted = []    # the baseline's stage measures, when it decides what is gated
+    if baseline is not None and args.metrics is None:
+        retrieval_names, score_names = _baseline_measures(baseline, args.k or None, tiers)
+        adopted = [m for m in map(parse_measure, baseline.mean)
+                   if m.name != "score" and _is_stage_measure(m)]
+        retrieval_names = [m for m in retrieval_names or () if not _is_stage_measure(m)] or None
+        if args.answer is not None and not any(_field_of(n) == args.answer
+                                               for n in score_names or ()):
+            score_names = list(score_names or ()) + ["score(field=%s)" % args.answer]
     ranges = _field_options(args.score_range, "--score-range", _range_option)
     thresholds = _field_options(args.pass_threshold, "--pass-threshold", _threshold_option)
     if tiers == "scores":
@@ -650,15 +676,8 @@ def _run_cli(args, stdout, stderr):
     if args.answer is not None and args.average != "scored":
         raise EvalError("--answer: answer stages are not for --average trec_eval, which is "
                         "never gated")
-    metrics = [] if stage_names and not retrieval_names else list(resolve_measures(
+    metrics = [] if (stage_names or adopted) and not retrieval_names else list(resolve_measures(
         retrieval_names, args.k or DEFAULT_K, rel=args.rel, gain=args.gain, unit=args.unit))
-    adopted = []    # the baseline's stage measures, when it decides what is gated
-    if baseline is not None and args.metrics is None and args.k is None:
-        # With no --metrics/--k, the baseline decides what is gated as well.
-        found = [m for m in map(parse_measure, baseline.mean) if m not in metrics
-                 and m.name != "score"]
-        metrics += [m for m in found if not _is_stage_measure(m)]
-        adopted = [m for m in found if _is_stage_measure(m)]
 
     rel = _positive_int(args.rel, "rel")
     # judged@k exists to find unlabelled ids: asking for it asks to score such a run.
@@ -669,6 +688,9 @@ def _run_cli(args, stdout, stderr):
     if args.to_label is not None and args.chunks:
         args.chunks = _held(args.chunks)    # --to-label reads its texts again
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
+    # Each --compare run with its own chunk map (another chunker), else RUN's.
+    compare_maps = [_read_chunks(path) for path in args.compare_chunks] or [
+        (chunks, chunks_info)] * len(args.compare)
     metadata, queries_info, notes = _metadata(described, qrels_info["path"], args.queries)
     testset = _test_set(metadata, args.by, args.holdout, args.as_of, args.reveal_holdout,
                         args.average, queries_info, notes)
@@ -693,10 +715,13 @@ def _run_cli(args, stdout, stderr):
     # from stdin or a pipe is held in memory from here on.
     args.run, args.compare = _held(args.run), [_held(path) for path in args.compare]
 
-    def score(run, measures=metrics, min_score=args.min_score, bounds=False, checked=True):
+    def score(run, measures=metrics, min_score=args.min_score, bounds=False, checked=True,
+              chunk_map=(chunks, chunks_info)):
+        own, own_info = chunk_map
         report = _evaluate_run(qrels, qrels_info, run, measures, rel, args.skip_extra_queries,
-                               args.run_format, args.average, chunks, args.doc_sep, chunks_info,
-                               testset, min_score, bounds, args.fields)
+                               args.run_format, args.average, own,
+                               None if own is not None else args.doc_sep, own_info, testset,
+                               min_score, bounds, args.fields, args.trim_label_whitespace)
         if report.unlabelled_run and not allow_unlabelled and checked:
             raise EvalError("%s: %s (--allow-unlabelled-run scores it anyway)"
                             % (report.inputs["run"]["path"], report.unlabelled_run))
@@ -717,13 +742,62 @@ def _run_cli(args, stdout, stderr):
     first = args.unjudged_bounds or (baseline is not None and "judged")
     report = scored(first)
     # A reference is named as its input is (see _source_name): "<stdin>" for "-".
-    references = [(_source_name(path), score(path, retrieval)) for path in args.compare]
+    references = [(_source_name(path), score(path, retrieval, chunk_map=chunk_map))
+                  for path, chunk_map in zip(args.compare, compare_maps)]
     references += [(_source_name(path), _cli_reference_scores(path, args, judged, ranges,
                                                               testset, qrels))
                    for path in args.compare_scores]
     return _cli_output(args, stdout, stderr, report, scored, references, options,
                        slice_max_drop, baseline, started, max_bytes, summary_path, qrels,
-                       testset, chunks, metrics, score)
+                       testset, [chunks] + [m for m, _ in compare_maps], metrics, score)
+
+
+def _baseline_measures(baseline, k, tiers):
+    """(retrieval measures, score names) of --baseline without --metrics:
+    exactly the baseline's, by their canonical names (units, parameters and
+    cutoffs as saved), never the defaults; ``k`` (--k) re-cuts the names that
+    have a cutoff at its cutoffs.  A measure whose input is not given is an
+    error naming it, as is a tier given that the baseline gates nothing of.
+
+    >>> b = Baseline({"mrr@all": 0.5, "recall(unit=doc)@5": 0.7, "score(field=ok)": 0.9})
+    >>> [str(m) for m in _baseline_measures(b, "1,3", "both")[0]]
+    ['mrr@all', 'recall(unit=doc)@1', 'recall(unit=doc)@3']
+    """
+    scores = [name for name in baseline.mean if _field_of(name)]
+    retrieval = [parse_measure(name) for name in baseline.mean if not _field_of(name)]
+    if k is not None:
+        retrieval = _recut(retrieval, parse_cutoffs(k))
+    fix = "or name the measures to gate with --metrics"
+    if tiers == "scores" and retrieval:
+        raise EvalError("%s gates %s, which %s QRELS and RUN beside --scores (%s)"
+                        % (baseline.source, _names_text([str(m) for m in retrieval], 5),
+                           "needs" if len(retrieval) == 1 else "need", fix))
+    if tiers == "retrieval" and scores:
+        raise EvalError("%s gates the judge %s %s: give --scores FILE beside QRELS RUN (%s)"
+                        % (baseline.source, "score" if len(scores) == 1 else "scores",
+                           _names_text(scores, 5), fix))
+    if tiers == "both" and not (retrieval and scores):
+        raise EvalError("%s gates no %s: drop %s, %s"
+                        % (baseline.source, "judge score" if retrieval else "retrieval measure",
+                           "--scores" if retrieval else "QRELS RUN", fix))
+    return retrieval or None, scores or None
+
+
+def _recut(measures, cutoffs):
+    """``measures`` with each integer cutoff replaced by every one of
+    ``cutoffs`` (@all, no cutoff and a budget stay as they are), in order,
+    once each.
+
+    >>> [str(m) for m in _recut([parse_measure("recall@5"), parse_measure("recall@10"),
+    ...                          parse_measure("rprec")], (3,))]
+    ['recall@3', 'rprec']
+    """
+    out = []
+    for m in measures:
+        for cut in ([m._replace(k=c) for c in cutoffs] if type(m.k) is int else [m]):
+            if cut not in out:
+                out.append(cut)
+    return out
 
 
 def _cli_stage_plan(args, baseline, files, thresholds, stage_names, adopted, rel):
@@ -820,7 +894,7 @@ def _cli_reference_scores(path, args, report, ranges, testset, qrels=None):
 
 def _cli_output(args, stdout, stderr, report, scored, references, options, slice_max_drop,
                 baseline, started, max_bytes, summary_path, qrels=None, testset=None,
-                chunks=None, metrics=(), score=None):
+                chunk_maps=(), metrics=(), score=None):
     """Gate, compare, render and write: the rest of _run_cli, for every tier
     (``started``: the clock at the start, with --timing; ``summary_path``:
     --step-summary's file)."""
@@ -876,7 +950,7 @@ def _cli_output(args, stdout, stderr, report, scored, references, options, slice
     if to_file:
         outputs.append((args.output, text))
     if args.to_label is not None:
-        outputs.append(_to_label_output(args, qrels, testset, chunks, metrics, report.stages))
+        outputs.append(_to_label_output(args, qrels, testset, chunk_maps, metrics, report.stages))
     _write_atomic(outputs)
     if summary_path is not None:
         try:   # a log, not an artifact: the outputs are written, the exit code stands
@@ -1128,7 +1202,7 @@ def _read_meta_file(args):
     if path == "":
         raise EvalError("--meta-file: the file name is empty (an unset variable?)")
     if path == "-" and "-" in [args.qrels, args.run, args.baseline, args.chunks,
-                               args.queries] + args.compare:
+                               args.queries] + args.compare + args.compare_chunks:
         raise EvalError("only one input can come from stdin")
     for option, output in (("-o", args.output), ("--save-baseline", args.save_baseline)):
         if path != "-" and output not in (None, "-") and os.path.realpath(output) == \

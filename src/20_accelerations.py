@@ -1059,8 +1059,8 @@ def _bulk_labels(text):
             return None
     make = functools.partial(tuple.__new__, Label)
     labels = {}
-    for qid, label in zip(qids, map(make, zip(docs, starts, ends, grades,
-                                              itertools.repeat(None)))):
+    nothing = itertools.repeat(None)     # doc_sha256 and text: these lines give neither
+    for qid, label in zip(qids, map(make, zip(docs, starts, ends, grades, nothing, nothing))):
         labels.setdefault(qid, []).append(label)
     return labels
 

@@ -12,8 +12,8 @@ import statistics
 import unittest
 
 import rag_eval
-from tests.support import (run_cli, TempDir, example, EXAMPLE_FILES, example_report, read_text,
-                           out_keys_sorted)
+from tests.support import (HERE, run_cli, TempDir, example, EXAMPLE_FILES, example_report,
+                           read_text, out_keys_sorted)
 
 
 # ---------------------------------------------------------------------------
@@ -88,6 +88,63 @@ class GateToleranceTest(TempDir, unittest.TestCase):
                                  "--k", "5")
         self.assertEqual(code, 1)
         self.assertIn("MISSING", out)
+
+    RECHUNK = os.path.join(HERE, "examples", "rechunk")
+    SPANS = ("recall(unit=evidence)@3", "recall(unit=evidence)@5", "span_recall@3",
+             "span_recall@5")
+
+    def rechunk(self, *argv):
+        """main() on the bundled span labels and run A (its map unless --chunks is
+        left out: ``argv`` then starts with "-")."""
+        folder = self.RECHUNK
+        chunks = ([] if argv[:1] == ("-",)
+                  else ["--chunks", os.path.join(folder, "chunks-a.jsonl")])
+        return run_cli(os.path.join(folder, "labels.jsonl"), os.path.join(folder, "run-a.jsonl"),
+                       *chunks, *[a for a in argv if a != "-"])
+
+    def test_a_span_label_baseline_gates_its_own_measures(self):
+        # issue 23: the id defaults (recall@5, ...) were added on top of the baseline's
+        # measures, and span labels refuse measures over ids: exit 2 on every gate
+        base = os.path.join(self.tmp, "b.json")
+        code, _, err = self.rechunk("--metrics", "recall(unit=evidence),span_recall", "--k",
+                                    "3,5", "--save-baseline", base)
+        self.assertEqual(code, 0, err)
+        code, out, err = self.rechunk("--baseline", base, "--format", "json")
+        self.assertEqual(code, 0, err)
+        data = json.loads(out)
+        self.assertEqual(data["measures"], list(self.SPANS))     # in the order saved
+        self.assertTrue(data["gate"]["passed"])
+        # --k re-cuts the baseline's names: @3 is then missing, the gate fails on it
+        code, out, err = self.rechunk("--baseline", base, "--k", "5,10", "--format", "json")
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        data = json.loads(out)
+        self.assertEqual(data["measures"], ["recall(unit=evidence)@5",
+                                            "recall(unit=evidence)@10", "span_recall@5",
+                                            "span_recall@10"])
+        self.assertEqual(sorted(c["measure"] for c in data["gate"]["changes"]
+                                if c["status"] == "missing"),
+                         ["recall(unit=evidence)@3", "span_recall@3"])
+
+    def test_a_baseline_measure_without_its_input_is_exit_2_naming_it(self):
+        base = os.path.join(self.tmp, "b.json")
+        self.assertEqual(self.rechunk("--metrics", "recall(unit=evidence)@3",
+                                      "--save-baseline", base)[0], 0)
+        code, out, err = self.rechunk("-", "--baseline", base)     # no --chunks
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertEqual(out, "")
+        self.assertIn("retrieved id 'refund-policy.md#a1' has no document: give a chunk map "
+                      "(--chunks) or --doc-sep, or doc/start/end for it in the run (or name "
+                      "its document's field: --doc-field) (for recall(unit=evidence)@3)", err)
+        # a judge score the baseline gates, without --scores
+        judged = self.write("j.json", json.dumps({"recall@5": 0.5, "score(field=ok)": 0.9}))
+        code, _, err = run_cli(*EXAMPLE_FILES, "--baseline", judged)
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertIn("j.json gates the judge score score(field=ok): give --scores FILE beside "
+                      "QRELS RUN (or name the measures to gate with --metrics)", err)
+        scores = self.write("s.jsonl", '{"query_id": "q1", "ok": 0.9}\n')
+        code, _, err = run_cli("--scores", scores, "--baseline", judged)
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertIn("j.json gates recall@5, which needs QRELS and RUN beside --scores", err)
 
     def test_baseline_at_another_cutoff_names_the_options(self):
         base = self.write("b.json", '{"recall@10": 0.5, "mrr@5": 0.4}')
