@@ -1153,13 +1153,30 @@ def _refuse_keyless_jsonl(text, name, kind):
 
 def _jsonl_records(inp):
     """Yield (where, record) per non-blank line of a JSONL file, keyed by the
-    query field when one is given (see _keyed_line)."""
+    query field when one is given (see _keyed_line); of a _Rows, its records
+    (rows already read: see score_rows)."""
+    if isinstance(inp, _Rows):
+        yield from inp.records()
+        return
     query = inp.fields.query if inp.fields is not None else None
     for number, line in _lines(inp):
         if line.strip():
             where = "%s:%d" % (inp.name, number)
             record = _json_loads(_decode(line, where), inp.name, number)
             yield where, record if query is None else _keyed_line(record, query, where)
+
+
+class _Rows:
+    """Rows already read (dicts, as the lines of a JSONL file would be), read
+    by the JSONL readers as a file's lines: ``name`` names them in errors
+    ("run rows", "qrels rows"), each row by its place ("run row 3")."""
+
+    def __init__(self, rows, name):
+        self.rows, self.name, self.fields, self.rising, self.pending = rows, name, None, [], 0
+
+    def records(self):
+        for number, row in enumerate(self.rows, 1):
+            yield "%s %d" % (self.name[:-1], number), row
 
 
 def _keyed_line(record, query, where):

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Score a run held as Spark tables; merge on the driver; gate; write the reports.
+
+    python3 score_spark.py DATA --metrics recall,ndcg,mrr --k 5,10 \\
+        --out report.json [--summary summary.md] [--baseline baseline.json] \\
+        [--unjudged-bounds] [--spans] [--master local[2]] [--partitions 8]
+
+DATA holds the flat tables make_data.py writes (Parquet would do as well:
+change the two spark.read lines).  What runs where:
+  executors  group each query's run rows and labels (cogroup), then
+             rag_eval.score_rows on each partition: one record per query;
+  driver     collects the records and the qrels, rag_eval.merge_rows, then
+             gate, render_json and render_markdown as on one machine.
+Exit code: the gate's (0 passed, 1 regressed; 2 on bad input), as the
+command line's.  Needs pyspark (and Java); rag_eval.py is shipped to the
+executors with addPyFile.
+"""
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))   # rag_eval.py, when run from here
+
+import rag_eval                                               # noqa: E402
+
+
+def run_row(qid, items):
+    """The run row of one query: {"query_id", "scores": {id: score}}."""
+    scores = {}
+    for chunk_id, score in items:
+        if chunk_id in scores:
+            raise rag_eval.EvalError("run table: query %r retrieves %r twice" % (qid, chunk_id))
+        scores[chunk_id] = score
+    return {"query_id": qid, "scores": scores}
+
+
+def label_rows(qid, items, spans):
+    """The qrels rows of one query: one test-set line of id grades, or a
+    label line a span."""
+    if spans:
+        return [{"query_id": qid, "doc": d, "start": s, "end": e, "grade": g}
+                for d, s, e, g in sorted(items)]
+    return [{"query_id": qid, "relevant": {i: g for i, g in sorted(items)}}]
+
+
+def score_partition(groups, options, spans, chunks):
+    """rag_eval.score_rows over one partition of (qid, (run items, label items))."""
+    import rag_eval     # on the executor: the file addPyFile shipped
+    qrels_rows, run_rows = [], []
+    for qid, (run_items, label_items) in groups:
+        run_items, label_items = list(run_items), list(label_items)
+        if run_items:
+            run_rows.append(run_row(qid, run_items))
+        if label_items:
+            qrels_rows.extend(label_rows(qid, label_items, spans))
+    return iter(rag_eval.score_rows(qrels_rows, run_rows, chunks=chunks, **options))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data")
+    parser.add_argument("--metrics", required=True)
+    parser.add_argument("--k", default="5")
+    parser.add_argument("--out", required=True, help="the JSON report")
+    parser.add_argument("--summary", help="the Markdown summary (a job summary, a PR comment)")
+    parser.add_argument("--baseline")
+    parser.add_argument("--spans", action="store_true", help="span labels and a chunk map")
+    parser.add_argument("--unjudged-bounds", action="store_true",
+                        help="as the command line's: judged@k and the bounds of each mean, "
+                             "which tell the gate an undecided drop (the command line "
+                             "scores them itself when a gate fails: give it with --baseline)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--stats", action="store_true",
+                        help="say on stderr how many records the driver merged, and its peak memory")
+    args = parser.parse_args(argv)
+
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master(args.master).appName("rag_eval")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.addPyFile(rag_eval.__file__)
+    path = lambda name: os.path.join(args.data, name)    # noqa: E731
+    try:
+        run = spark.read.schema("query_id string, id string, score double").json(
+            path("run_rows.jsonl"))
+        if args.spans:
+            labels = spark.read.schema("query_id string, doc string, start long, end long, "
+                                       "grade long").json(path("span_rows.jsonl"))
+            label_pairs = labels.rdd.map(lambda r: (r.query_id, (r.doc, r.start, r.end, r.grade)))
+            chunks = [row.asDict() for row in spark.read.schema(
+                "id string, doc string, start long, end long").json(
+                path("chunk_rows.jsonl")).collect()]
+        else:
+            labels = spark.read.schema("query_id string, id string, grade long").json(
+                path("qrels_rows.jsonl"))
+            label_pairs = labels.rdd.map(lambda r: (r.query_id, (r.id, r.grade)))
+            chunks = None
+        run_pairs = run.rdd.map(lambda r: (r.query_id, (r.id, r.score)))
+        options = {"measures": args.metrics, "k": args.k,
+                   "unjudged_bounds": args.unjudged_bounds}
+        spans, shipped = args.spans, spark.sparkContext.broadcast(chunks)
+        records = (run_pairs.cogroup(label_pairs, args.partitions)
+                   .mapPartitions(lambda groups: score_partition(groups, options, spans,
+                                                                 shipped.value))
+                   .collect())
+        qrels_rows = [row for qid, items in label_pairs.groupByKey().collect()
+                      for row in label_rows(qid, items, spans)]
+    finally:
+        spark.stop()
+
+    report = rag_eval.merge_rows(records, qrels_rows, chunks=chunks, **options)
+    if args.stats:
+        import resource     # (Unix) the driver's Python process; the JVM is apart
+        sys.stderr.write("score_spark: %d records merged; driver peak RSS %.0f MB\n" % (
+            len(records), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    result = rag_eval.gate(report, args.baseline) if args.baseline else None
+    with open(args.out, "w", encoding="utf-8") as handle:
+        handle.write(rag_eval.render_json(report, result))
+    if args.summary:
+        with open(args.summary, "w", encoding="utf-8") as handle:
+            handle.write(rag_eval.render_markdown(report, result))
+    if result is not None and not result.passed:
+        return rag_eval.EXIT_REGRESSION
+    return rag_eval.EXIT_OK
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except rag_eval.EvalError as exc:
+        sys.stderr.write("score_spark: error: %s\n" % exc)
+        sys.exit(rag_eval.EXIT_ERROR)

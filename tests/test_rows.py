@@ -1,0 +1,237 @@
+"""Rows: score_rows on shards, merge_rows on the driver, equal to one machine.
+
+The reference is evaluate_files on the same rows written as JSONL files (the
+command line's path); a merge must give its JSON report byte for byte but
+for ``inputs``, whatever the shards and the order they come back in.
+"""
+
+import io
+import json
+import os
+import random
+import unittest
+
+import rag_eval
+from tests.support import HERE
+
+EXAMPLES = os.path.join(HERE, "examples")
+
+
+def jsonl(rows):
+    return io.StringIO("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def shards(rng, qrels_rows, run_rows, parts):
+    """(qrels rows, run rows) per shard: every query's rows in one shard, as a
+    group-by-query would put them; qrels-only queries land in some shard or none."""
+    queries = sorted({r["query_id"] for r in qrels_rows} | {r["query_id"] for r in run_rows})
+    where = {q: rng.randrange(parts) for q in queries}
+    return [([r for r in qrels_rows if where[r["query_id"]] == i],
+             [r for r in run_rows if where[r["query_id"]] == i]) for i in range(parts)]
+
+
+def synthetic(rng, queries=60):
+    """Graded test-set lines (some with no label, some stated unanswerable,
+    slices and a hold-out) and a run with ties, repeats, rising lists, empty
+    and missing rankings and queries the qrels lack."""
+    qrels_rows, run_rows = [], []
+    docs = ["d%02d" % i for i in range(25)]
+    for n in range(queries):
+        qid = "q%03d" % n
+        row = {"query_id": qid, "slices": {"topic": rng.choice(["a", "b", "c"]),
+                                           "split": "holdout" if n % 9 == 0 else "dev"}}
+        kind = rng.random()
+        if kind < 0.08:
+            row["answerable"] = False
+        elif kind > 0.12:
+            row["relevant"] = {d: rng.choice([0, 1, 2, 3]) for d in rng.sample(docs, 3)}
+        qrels_rows.append(row)
+        shape = rng.random()
+        if shape < 0.08:
+            continue                                    # not in the run
+        if shape < 0.12:
+            run_rows.append({"query_id": qid, "docs": []})
+        elif shape < 0.4:
+            ranked = [rng.choice(docs) for _ in range(8)]   # repeats
+            run_rows.append({"query_id": qid, "docs": ranked})
+        else:
+            run_rows.append({"query_id": qid, "scores": {
+                d: float(rng.choice([1, 2, 2, 3, 4])) for d in rng.sample(docs, 10)}})
+    run_rows.append({"query_id": "extra1", "docs": ["d01"]})
+    rng.shuffle(run_rows)
+    return qrels_rows, run_rows
+
+
+def whole(qrels_rows, run_rows, **options):
+    return rag_eval.evaluate_files(jsonl(qrels_rows), jsonl(run_rows), **options)
+
+
+MERGE_ONLY = ("by", "holdout", "reveal_holdout", "skip_extra_queries", "meta")
+
+
+def merged(rng, qrels_rows, run_rows, parts, **options):
+    """The merge of the rows cut in ``parts`` shards (the options of the whole
+    report: the driver's alone, MERGE_ONLY, are not score_rows')."""
+    score_options = {k: v for k, v in options.items() if k not in MERGE_ONLY}
+    records = []
+    for shard_qrels, shard_run in shards(rng, qrels_rows, run_rows, parts):
+        records.extend(rag_eval.score_rows(shard_qrels, shard_run, **score_options))
+    rng.shuffle(records)
+    return rag_eval.merge_rows(records, qrels_rows, **options)
+
+
+def without_inputs(report):
+    """The JSON report but for its inputs, with the label hashes a baseline
+    saved of it keeps (the JSON report does not hold them)."""
+    data = json.loads(rag_eval.render_json(report, per_query=True))
+    data.pop("inputs")
+    data["label_sha256"] = dict(report.label_sha256)
+    return json.dumps(data, sort_keys=True)
+
+
+class MergeEqualsOneMachineTest(unittest.TestCase):
+    """Shards cut at random, merged in random order: the whole run's report."""
+
+    def check(self, qrels_rows, run_rows, seeds=range(6), **options):
+        expected = without_inputs(whole(qrels_rows, run_rows, **options))
+        for seed in seeds:
+            rng = random.Random(seed)
+            with self.subTest(seed=seed):
+                report = merged(rng, qrels_rows, run_rows, rng.randint(1, 6), **options)
+                self.assertEqual(without_inputs(report), expected)
+
+    def test_graded_ids_with_ties_repeats_and_missing_queries(self):
+        qrels_rows, run_rows = synthetic(random.Random(1))
+        self.check(qrels_rows, run_rows, measures="recall,ndcg,mrr,map,success,judged,rprec",
+                   k="1,5,10", skip_extra_queries=True, unjudged_bounds=True, rel=2)
+
+    def test_slices_a_holdout_and_unanswerable_queries(self):
+        qrels_rows, run_rows = synthetic(random.Random(2))
+        self.check(qrels_rows, run_rows, measures="recall,ndcg,abstention_f1", k="3,5",
+                   skip_extra_queries=True, by="topic", holdout="split=holdout")
+
+    def test_min_score(self):
+        qrels_rows, run_rows = synthetic(random.Random(3))
+        run_rows = [r for r in run_rows if "scores" in r]   # a cut needs scores
+        self.check(qrels_rows, run_rows, measures="recall,precision", k=5, min_score=2.5,
+                   skip_extra_queries=True)
+
+    def test_span_labels_with_a_chunk_map(self):
+        folder = os.path.join(EXAMPLES, "rechunk")
+        with open(os.path.join(folder, "labels.jsonl")) as handle:
+            qrels_rows = [json.loads(line) for line in handle if line.strip()]
+        with open(os.path.join(folder, "run-a.jsonl")) as handle:
+            run_rows = [json.loads(line) for line in handle if line.strip()]
+        with open(os.path.join(folder, "chunks-a.jsonl")) as handle:
+            chunks = [json.loads(line) for line in handle if line.strip()]
+        expected = rag_eval.evaluate_files(
+            jsonl(qrels_rows), jsonl(run_rows), k="3,5",
+            measures="recall(unit=evidence),span_recall,ndcg(unit=doc),recall(unit=doc)",
+            chunks=jsonl(chunks))
+        for seed in range(4):
+            rng = random.Random(seed)
+            with self.subTest(seed=seed):
+                report = merged(
+                    rng, qrels_rows, run_rows, rng.randint(1, 3), k="3,5",
+                    measures="recall(unit=evidence),span_recall,ndcg(unit=doc),recall(unit=doc)",
+                    chunks=chunks)
+                self.assertEqual(without_inputs(report), without_inputs(expected))
+                self.assertEqual(report.mean["recall(unit=evidence)@5"],
+                                 expected.mean["recall(unit=evidence)@5"])
+
+    def test_the_inputs_are_counted_and_hashed_in_any_order(self):
+        qrels_rows, run_rows = synthetic(random.Random(4), queries=20)
+        a = merged(random.Random(1), qrels_rows, run_rows, 3, skip_extra_queries=True)
+        b = merged(random.Random(2), qrels_rows, run_rows, 2, skip_extra_queries=True)
+        self.assertEqual(a.inputs, b.inputs)
+        self.assertEqual(a.inputs["run"]["queries"], len(run_rows))
+        self.assertEqual(a.inputs["qrels"]["queries"], 20)
+        changed = [dict(r, docs=["d00"]) if "docs" in r else r for r in run_rows]
+        c = merged(random.Random(1), qrels_rows, changed, 3, skip_extra_queries=True)
+        self.assertNotEqual(c.inputs["run"]["rows_sha256"], a.inputs["run"]["rows_sha256"])
+        self.assertEqual(c.inputs["qrels"], a.inputs["qrels"])
+
+    def test_a_merged_report_gates_as_the_whole_does(self):
+        qrels_rows, run_rows = synthetic(random.Random(5))
+        base = whole(qrels_rows, run_rows, measures="recall", k=5, skip_extra_queries=True)
+        worse = [{"query_id": r["query_id"], "docs": []} if r["query_id"] < "q020" else r
+                 for r in run_rows]
+        one = rag_eval.gate(whole(qrels_rows, worse, measures="recall", k=5,
+                                  skip_extra_queries=True), base)
+        two = rag_eval.gate(merged(random.Random(0), qrels_rows, worse, 4, measures="recall",
+                                   k=5, skip_extra_queries=True), base)
+        self.assertFalse(one.passed)
+        self.assertEqual(two.passed, one.passed)
+        self.assertEqual([(c.measure, c.status) for c in two.changes],
+                         [(c.measure, c.status) for c in one.changes])
+
+
+class MergeRefusesTest(unittest.TestCase):
+    """What would make a merge differ from the whole is an error naming it."""
+
+    QRELS = [{"query_id": "q1", "relevant": {"a": 1}}, {"query_id": "q2", "relevant": {"b": 2}}]
+    RUN = [{"query_id": "q1", "docs": ["a", "b"]}, {"query_id": "q2", "docs": ["b"]}]
+
+    def test_a_query_in_two_shards(self):
+        records = rag_eval.score_rows(self.QRELS, self.RUN) + rag_eval.score_rows(
+            self.QRELS[:1], self.RUN[:1])
+        with self.assertRaisesRegex(rag_eval.EvalError, "query 'q1' is in two shards"):
+            rag_eval.merge_rows(records, self.QRELS)
+
+    def test_other_measures_or_options(self):
+        records = rag_eval.score_rows(self.QRELS, self.RUN, measures="recall", k=5)
+        for options in ({"measures": "recall", "k": 3}, {"measures": "mrr", "k": 5},
+                        {"measures": "recall", "k": 5, "rel": 2},
+                        {"measures": "recall", "k": 5, "min_score": 0.5},
+                        {"measures": "recall", "k": 5, "unjudged_bounds": True}):
+            with self.subTest(options=options):
+                with self.assertRaisesRegex(rag_eval.EvalError, "scored with other options"):
+                    rag_eval.merge_rows(records, self.QRELS, **options)
+
+    def test_other_labels_for_a_query(self):
+        other = [{"query_id": "q1", "relevant": {"a": 2}}, self.QRELS[1]]
+        records = rag_eval.score_rows(other, self.RUN)
+        with self.assertRaisesRegex(rag_eval.EvalError, "query 'q1' was scored with other "
+                                                        "labels"):
+            rag_eval.merge_rows(records, self.QRELS)
+        # a shard that lacked a query's labels scored it as not in the qrels
+        records = rag_eval.score_rows(self.QRELS[1:], self.RUN)
+        with self.assertRaisesRegex(rag_eval.EvalError, "query 'q1' was scored with other"):
+            rag_eval.merge_rows(records, self.QRELS)
+
+    def test_bad_rows_name_the_row_and_the_query(self):
+        with self.assertRaisesRegex(rag_eval.EvalError, "run row 2: query 'q1' appears on "
+                                                        "more than one line"):
+            rag_eval.score_rows(self.QRELS, self.RUN[:1] * 2)
+        with self.assertRaisesRegex(rag_eval.EvalError, "run row 1.*'q1'.*NaN|run row 1"):
+            rag_eval.score_rows(self.QRELS, [{"query_id": "q1", "scores": {"a": float("nan")}}])
+        with self.assertRaisesRegex(rag_eval.EvalError, "^qrels rows|qrels row 1"):
+            rag_eval.score_rows([{"query_id": "q1", "relevant": {"a": "high"}}], self.RUN)
+        with self.assertRaisesRegex(rag_eval.EvalError, "merge_rows takes the records"):
+            rag_eval.merge_rows([{"query_id": "q1"}], self.QRELS)
+
+    def test_other_query_metadata(self):
+        queries = {"q1": {"answerable": False}, "q2": {}}
+        qrels = [{"query_id": "q1"}, self.QRELS[1]]
+        records = rag_eval.score_rows(qrels, self.RUN, measures="recall,abstention_f1")
+        with self.assertRaisesRegex(rag_eval.EvalError, "query 'q1' was scored with other "
+                                                        "query metadata"):
+            rag_eval.merge_rows(records, qrels, measures="recall,abstention_f1",
+                                queries=queries)
+
+    def test_a_run_mapping_its_own_chunks(self):
+        run = [{"query_id": "q1", "docs": [{"id": "c1", "doc": "a", "start": 0, "end": 5}]}]
+        with self.assertRaisesRegex(rag_eval.EvalError, "give the chunk map"):
+            rag_eval.score_rows([{"query_id": "q1", "doc": "a", "start": 0, "end": 3,
+                                  "grade": 1}], run, measures="recall(unit=evidence)")
+
+    def test_empty_shards_are_nothing(self):
+        self.assertEqual(rag_eval.score_rows(self.QRELS, []), [])
+        records = rag_eval.score_rows([], self.RUN)    # no labels came with these queries
+        self.assertEqual([r["values"] for r in records], [None, None])
+        with self.assertRaisesRegex(rag_eval.EvalError, "scored with other labels"):
+            rag_eval.merge_rows(records, self.QRELS)
+
+
+if __name__ == "__main__":
+    unittest.main()
