@@ -7636,8 +7636,9 @@ def _lost_at_ingestion(scorer):
     # Only a document without a chunk is lost when no measure reads spans.
     evidence = {qid: _evidence(spans[qid], scorer.rel) for qid in sorted(spans)
                 if reads_spans or not spans[qid].keys() <= documents}
-    held = _chunk_spans(chunks, {doc for units in evidence.values() for doc, start, _, _ in units
-                                 if start is not None and doc in documents}) if reads_spans else {}
+    held = {doc: _Cover(spans) for doc, spans in _chunk_spans(chunks, {
+        doc for units in evidence.values() for doc, start, _, _ in units
+        if start is not None and doc in documents}).items()} if reads_spans else {}
     share, lost = _exact_share(_needed_cover(scorer)), {}
     for qid, units in evidence.items():
         for doc, start, end, grade in units:
@@ -7646,11 +7647,40 @@ def _lost_at_ingestion(scorer):
                 continue
             if start is None or not reads_spans or not held[doc]:
                 continue    # (a document whose chunks give no span cannot tell)
-            have = _length(_union([(max(start, a), min(end, b)) for a, b in held[doc]
-                                   if a < end and b > start]))
+            have = held[doc].within(start, end)
             if not have or have * share.denominator < share.numerator * (end - start):
                 lost.setdefault(qid, []).append((doc, start, end))
     return lost
+
+
+class _Cover:
+    """The characters a document's chunks hold, merged once (see _union), so
+    that how many of a span's characters they hold is two bisections, not a
+    pass over every chunk of the document.
+
+    >>> c = _Cover([(0, 6), (4, 10), (20, 30)])
+    >>> c.within(5, 25), c.within(10, 20), c.within(0, 40), c.within(8, 9)
+    (10, 0, 20, 1)
+    """
+
+    def __init__(self, spans):
+        merged = _union(spans)
+        self.starts = [start for start, _ in merged]
+        self.ends = [end for _, end in merged]
+        self.before = list(itertools.accumulate((end - start for start, end in merged),
+                                                initial=0))
+
+    def __bool__(self):
+        return bool(self.starts)
+
+    def within(self, start, end):
+        """The characters of [start, end) the chunks hold."""
+        first = bisect.bisect_right(self.ends, start)     # the first merged span ending after start
+        last = bisect.bisect_left(self.starts, end)       # past the last one starting before end
+        if first >= last:
+            return 0
+        return (self.before[last] - self.before[first] - max(0, start - self.starts[first])
+                - max(0, self.ends[last - 1] - end))
 
 
 def _chunk_spans(chunks, docs):

@@ -619,3 +619,24 @@ class RechunkExampleTest(unittest.TestCase):
                                  "recall", "--k", "3,5", "--format", "json")
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["mean"], self.expected["run-a"]["chunk_id_qrels"]["mean"])
+
+
+class CoverTest(unittest.TestCase):
+    """_Cover (the ingestion check's look-up) against its definition: the
+    characters of a span that the union of the chunk spans clipped to it holds."""
+
+    def test_equals_the_clipped_union_on_random_layouts(self):
+        rng = random.Random(11)
+        for _ in range(400):
+            spans = []
+            for _ in range(rng.randint(0, 12)):
+                start = rng.randint(0, 200)
+                spans.append((start, start + rng.randint(0, 40)))   # empty, touching, overlapping
+            cover = rag_eval._Cover(spans)
+            for _ in range(20):
+                start = rng.randint(0, 230)
+                end = start + rng.randint(1, 80)
+                clipped = [(max(start, a), min(end, b)) for a, b in spans if a < end and b > start]
+                self.assertEqual(cover.within(start, end),
+                                 rag_eval._length(rag_eval._union(clipped)), (spans, start, end))
+            self.assertEqual(bool(cover), bool(spans))
