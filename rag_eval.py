@@ -6088,9 +6088,10 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     "text", else the chunk map's: ``texts(ids)`` gives {id: text} of the ids
     still without one, asked once).  With a document
     known, an id whose document is labelled is judged when the measures
-    count documents (``by_doc``).  A run given as (name, queries, mapping)
-    maps its ids by its own (another chunker's map); a row names the
-    document of the first run that pooled it.
+    count documents (``by_doc``).  A run given as (name, queries, mapping[,
+    texts]) maps its ids by its own (another chunker's map) and takes their
+    texts from its own; a row names the document, and the text, of the first
+    run that pooled it.
 
     >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
     ...                       {"q": {"a": 1}}, 2)
@@ -6105,9 +6106,10 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     >>> _to_label_rows([("r", run)], {"q": {}}, 1, questions={"q": "How long?"})
     [{'query_id': 'q', 'question': 'How long?', 'id': 'x', 'doc': 'a.md', 'start': 0, 'end': 9, 'text': 'Refunds.', 'best_rank': 1, 'runs': ['r'], 'grade': None}]
     """
-    found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None]
+    found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None, texts]
     for name, queries, *own in runs:
         run_mapping = own[0] if own else mapping
+        run_texts = own[1] if len(own) > 1 else texts
         pairs = queries.items() if isinstance(queries, dict) else queries
         for qid, ranking in pairs:
             if qid not in qrels or qid in hidden or ranking is None:
@@ -6116,16 +6118,19 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
             doc_of = (lambda doc: chunk_of(doc) or Chunk(doc)) if by_doc and chunk_of else None
             own_texts = getattr(ranking, "texts", None) or {}
             for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
-                entry = found.setdefault((qid, doc), [rank, [], None, None])
+                entry = found.setdefault((qid, doc), [rank, [], None, None, run_texts])
                 entry[0] = min(entry[0], rank)
                 if name not in entry[1]:
                     entry[1].append(name)
                 entry[2] = entry[2] or (chunk_of and chunk_of(doc))
                 entry[3] = entry[3] or own_texts.get(doc)
-    more = texts({doc for (_, doc), entry in found.items() if entry[3] is None}) \
-        if texts is not None and found else {}
+    wanted = {}     # each run's texts: the ids it pooled first that have no text yet
+    for (_, doc), entry in found.items():
+        if entry[3] is None and entry[4] is not None:
+            wanted.setdefault(id(entry[4]), (entry[4], set()))[1].add(doc)
+    more = {key: look_up(ids) for key, (look_up, ids) in wanted.items()}
     rows = []
-    for (qid, doc), (rank, names, chunk, text) in sorted(
+    for (qid, doc), (rank, names, chunk, text, run_texts) in sorted(
             found.items(), key=lambda item: (item[0][0] not in first, item[1][0], item[0])):
         row = {"query_id": qid}
         if (questions or {}).get(qid) is not None:
@@ -6135,7 +6140,7 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
             row["doc"] = chunk.doc
             if chunk.start is not None:
                 row["start"], row["end"] = chunk.start, chunk.end
-        text = text or more.get(doc)
+        text = text or (more[id(run_texts)].get(doc) if id(run_texts) in more else None)
         if text is not None:
             row["text"] = text
         row.update(best_rank=rank, runs=names, grade=None)
@@ -6983,20 +6988,22 @@ def _check_versions(versions, mapping):
 
 
 def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=None,
-            min_score=None, bounds=False, trim=False):
+            min_score=None, bounds=False, trim=False, whole=True):
     """The _QueryScorer of validated qrels (id labels or label lists), of the
     mapping given (a _ChunkMap, a separator, or neither) and of the queries
     the test set states unanswerable; ``bounds``: it scores the unjudged
     bounds too (see _QueryScorer.ask_bounds), or with "judged" judged@k only
     (see _QueryScorer.ask_judged); ``trim``: span labels that carry their
-    text are narrowed past the whitespace at its ends (see _trimmed_span)."""
+    text are narrowed past the whitespace at its ends (see _trimmed_span);
+    ``whole``: False when the qrels are a shard's (see score_rows), whose
+    queries alone may have no label to trim."""
     for m in measures:
         if m.name == "score":
             raise EvalError("%s is read from a score file: evaluate_scores() (--scores FILE "
                             "on the command line); evaluate() scores runs" % (m,))
     if not isinstance(trim, bool):
         raise EvalError("trim_label_whitespace must be True or False, got %s" % _short_repr(trim))
-    counts = _trim_counts(qrels) if trim else None
+    counts = _trim_counts(qrels, whole) if trim else None
     grades, spans, versions = _split_qrels(qrels, trim)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
@@ -7080,10 +7087,11 @@ def _trimmed_span(qid, label):
     return start, start + len(kept)
 
 
-def _trim_counts(qrels):
+def _trim_counts(qrels, required=True):
     """{qid: (span labels, narrowed, without text)} of label-list qrels, for
     --trim-label-whitespace (trim_label_whitespace=True): an error when no
-    span label carries its text, since the option would then do nothing.
+    span label carries its text (and they are ``required``: not a shard's),
+    since the option would then do nothing.
 
     >>> _trim_counts({"q": [Label("a", 0, 3, 1, text=" ab"), Label("a", 5, 9, 1, text="abcd"),
     ...                     Label("b", 0, 4, 1), Label("b", None, None, 1, text="x")]})
@@ -7097,7 +7105,7 @@ def _trim_counts(qrels):
             counts[qid] = (len(spans), sum(1 for label in spans if label.text is not None
                                            and label.text != label.text.strip()),
                            sum(1 for label in spans if label.text is None))
-    if not any(total > without for total, _, without in counts.values()):
+    if required and not any(total > without for total, _, without in counts.values()):
         raise EvalError("trim_label_whitespace (--trim-label-whitespace): no span label of the "
                         "qrels carries its text, so none can be narrowed: give each span "
                         "label its \"text\" (the characters [start, end) of its document)")
@@ -7412,6 +7420,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
         warnings.append("%s cross a cutoff (ties broken by doc id descending, as trec_eval)"
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
     unlabelled_run = None
+    unlabelled.sort()
     # A run that abstained everywhere is an answer when abstention is measured.
     abstaining = not any(strays) and any(_REGISTRY[parse_measure(m).name].population in (
         "answerable", "unanswerable", "stated") for m in names)
@@ -7419,7 +7428,6 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
         unlabelled_run = _unlabelled_run(qrels, scorer.checks, met, strays, extra)
         warnings.append("%s: %s" % (run_name, unlabelled_run))
     elif unlabelled:
-        unlabelled.sort()
         warnings.append("%s no labelled id (grade >= 0) in the %s: %s; unlabelled ids "
                         "count as non-relevant, so label them before trusting a drop"
                         % (_plural(len(unlabelled), "query has", "queries have"),
@@ -7876,7 +7884,10 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
     labels on the executor that scores it).  The options are evaluate()'s;
     give merge_rows the same ones (it refuses records scored otherwise).
     Bad rows raise EvalError naming the row and the query.  A record is a
-    plain dict of plain values: it pickles, as collect() needs.
+    plain dict of plain values: it pickles, as collect() needs (it is not
+    for JSON, which turns its tuples into lists: merge_rows refuses such a
+    record).  Tokens and document versions go in the chunk map, not in the
+    run's items: checked across queries, a shard cannot check them alone.
 
     >>> rows = score_rows([{"query_id": "q1", "relevant": {"a": 1}}],
     ...                   [{"query_id": "q1", "docs": ["x", "a"]}], k=2, measures="recall,mrr")
@@ -7890,25 +7901,27 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
         return []
     qrels, described = _rows_qrels(qrels_rows, plan)
     wanted = set(qrels).union(_row_query(row) for row in run_rows)
-    metadata = queries if queries is not None else described
+    metadata = _metadata(described, "qrels rows", queries)[0]
     if metadata is not None:    # this shard's queries: the rest are other executors'
         metadata = {qid: info for qid, info in _validated_queries(metadata).items()
                     if qid in wanted}
     testset = _test_set(metadata, (), None, as_of, False, "scored")
-    scorer, qrels = plan.scorer(qrels, testset)
+    scorer, qrels = plan.scorer(qrels, testset, whole=False)
     inp = _Rows(run_rows, "run rows")
     records = []
-    for qid, ranking in _jsonl_run(inp):
+    for number, (qid, ranking) in enumerate(_jsonl_run(inp), 1):
+        _refuse_own_sizes(ranking, number, qid)
         known = qid in qrels
         result = scorer(qid, ranking) if known else None
-        records.append({
-            "query_id": qid, "plan": plan.fingerprint,
-            "values": None if result is None else result[0],
-            "detail": None if result is None else list(result[1:]),
-            "labels": _label_sha256(qrels[qid]) if known else None,
-            "unanswerable": qid in scorer.unanswerable,
-            "rising": bool(inp.rising) and inp.rising[-1] == qid,
-            "run_sha256": _row_sha256(run_rows[len(records)])})
+        record = {"query_id": qid, "plan": plan.fingerprint,
+                  "values": None if result is None else result[0],
+                  "detail": None if result is None else result[1:],
+                  "labels": _labels_check(qrels[qid]) if known else None,
+                  "unanswerable": qid in scorer.unanswerable,
+                  "rising": bool(inp.rising) and inp.rising[-1] == qid,
+                  "run_sha256": _row_sha256(run_rows[number - 1])}
+        record["seal"] = _seal(record)
+        records.append(record)
     return records
 
 
@@ -7916,11 +7929,14 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
                gain="exponential", unit="id", chunks=None, doc_sep=None, queries=None,
                by=(), holdout=None, as_of=None, reveal_holdout=False, min_score=None,
                unjudged_bounds=False, trim_label_whitespace=False,
-               skip_extra_queries=False, meta=None):
+               skip_extra_queries=False, meta=None, names=None):
     """The Report of the records of every shard (score_rows' lists, joined
-    in any order) against all of ``qrels_rows``: what evaluate() gives of
-    the whole run, but for ``inputs``.  Give it the options score_rows had,
-    and the test-set ones (``by``, ``holdout``, ...) of evaluate().
+    in any order) against all of ``qrels_rows``: what evaluate_files() gives
+    of the whole run, but for ``inputs``.  Give it the options score_rows
+    had, and the test-set ones (``by``, ``holdout``, ...) of evaluate().
+    ``names`` says what warnings call the inputs, {"qrels": ..., "run":
+    ...} (default "qrels rows" and "run"): the command line says their
+    paths, so giving those makes the two JSON reports equal.
 
     The driver holds the qrels and each query's values (about queries x
     measures floats).  A query in two records, a record scored under other
@@ -7928,6 +7944,7 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     labels for its query than ``qrels_rows`` holds raise EvalError.  Queries
     of the qrels in no record are not in the run: they score 0, as on one
     machine.  Warnings that name a first query name it in query-id order.
+    No record at all (an empty run) is an error, as an empty run file is.
 
     >>> q = [{"query_id": "q1", "relevant": ["a"]}, {"query_id": "q2", "relevant": ["b"]}]
     >>> parts = [score_rows(q[:1], [{"query_id": "q1", "docs": ["a"]}], k=1, measures="recall"),
@@ -7938,21 +7955,26 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     plan = _Plan(measures, k, rel, gain, unit, chunks, doc_sep, min_score, unjudged_bounds,
                  trim_label_whitespace, as_of)
     meta = _checked_meta(meta)
+    names = dict({"qrels": "qrels rows", "run": "run"}, **(names or {}))
     qrels, described = _rows_qrels(qrels_rows, plan)
-    metadata = queries if queries is not None else described
-    testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, "scored")
+    metadata, info, notes = _metadata(described, names["qrels"], queries)
+    testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, "scored", info, notes)
     scorer, qrels = plan.scorer(qrels, testset)
     ordered = _checked_records(records, plan, qrels, scorer.unanswerable)
+    if not ordered:
+        raise EvalError("%s: no records: the run rows were empty" % names["run"])
     report = _score(scorer, ((r["query_id"], _result_of(r)) for r in ordered),
-                    skip_extra_queries, "run", testset)
+                    skip_extra_queries, names["run"], testset)
     report = report._replace(min_score=scorer.min_score,
                              trim_label_whitespace=trim_label_whitespace)
-    report = _with_rising_note(report, "run", [r["query_id"] for r in ordered if r["rising"]],
-                               testset)
+    report = _with_rising_note(report, names["run"],
+                               [r["query_id"] for r in ordered if r["rising"]], testset)
     inputs = {"qrels": {"queries": len(qrels), "rows_sha256": _rows_sha256(
                   _label_sha256(labels) for labels in qrels.values())},
               "run": {"queries": len(ordered),
                       "rows_sha256": _rows_sha256(r["run_sha256"] for r in ordered)}}
+    if testset is not None and testset.info is not None:
+        inputs["queries"] = testset.info
     if report.mapping is not None:  # how chunks became documents is part of the numbers
         inputs["mapping"] = {key: report.mapping[key] for key in ("source", "doc_sep")
                              if report.mapping[key] is not None}
@@ -7980,13 +8002,14 @@ class _Plan:
                  "chunks": None if self.chunks is None else _chunk_map_sha256(self.chunks)}
         self.fingerprint = hashlib.sha256(_dumps(facts).encode()).hexdigest()[:16]
 
-    def scorer(self, qrels, testset):
+    def scorer(self, qrels, testset, whole=True):
         """(the _QueryScorer, the qrels) of these qrels (the test set's), as
-        evaluate() makes them."""
+        evaluate() makes them; ``whole``: False for a shard's (the checks
+        over every query are the driver's)."""
         if testset is not None:
             qrels = testset.qrels(qrels)
         scorer = _scorer(qrels, self.measures, self.rel, "scored", self.chunks, self.doc_sep,
-                         testset, self.min_score, self.bounds, self.trim)
+                         testset, self.min_score, self.bounds, self.trim, whole)
         if not scorer.forkable:
             raise EvalError("the measures map the run's own chunks (doc/start/end in its "
                             "items), which takes every query at once: give the chunk map "
@@ -8019,16 +8042,25 @@ def _validated_queries(queries):
     return queries
 
 
+_RECORD_KEYS = frozenset(("query_id", "plan", "values", "detail", "labels", "unanswerable",
+                          "rising", "run_sha256", "seal"))
+
+
 def _checked_records(records, plan, qrels, unanswerable):
-    """The records of every shard, in query-id order, each checked: scored
-    under ``plan``, named once, with the labels ``qrels`` holds and stated
-    unanswerable when the driver's query metadata says so."""
+    """The records of every shard, in query-id order, each checked: as
+    score_rows made it (its seal), scored under ``plan``, named once, with
+    the labels ``qrels`` holds and stated unanswerable when the driver's
+    query metadata says so."""
     by_query = {}
     for part in records:
-        if not isinstance(part, dict) or "plan" not in part or "query_id" not in part:
+        if not isinstance(part, dict) or set(part) != _RECORD_KEYS:
             raise EvalError("merge_rows takes the records of score_rows, got %s"
-                            % _short_repr(part, 40))
+                            % _short_repr(part, 60))
         qid = part["query_id"]
+        if part["seal"] != _seal(part):
+            raise EvalError("query %r: its record changed after score_rows (passed through "
+                            "JSON?): give merge_rows the records as collect() returns them"
+                            % (qid,))
         if part["plan"] != plan.fingerprint:
             raise EvalError("query %r was scored with other options (measures, rel, unit, "
                             "min_score, chunk map, ...): give merge_rows those of score_rows"
@@ -8038,9 +8070,10 @@ def _checked_records(records, plan, qrels, unanswerable):
                             "scoring" % qid)
         known = qid in qrels
         if (part["labels"] is None) == known or (
-                known and part["labels"] != _label_sha256(qrels[qid])):
-            raise EvalError("query %r was scored with other labels than the qrels rows hold "
-                            "(give each executor all the labels of its queries)" % qid)
+                known and part["labels"] != _labels_check(qrels[qid])):
+            raise EvalError("query %r was scored with other labels than the qrels rows hold, "
+                            "or other query metadata (give each executor all the labels of "
+                            "its queries, and the queries= merge_rows has)" % qid)
         if part["unanswerable"] != (qid in unanswerable):
             raise EvalError("query %r was scored with other query metadata (stated "
                             "unanswerable on one side only): give score_rows the queries= "
@@ -8053,7 +8086,31 @@ def _result_of(record):
     """The scorer's tuple of a record (None: the query is not in the qrels)."""
     if record["detail"] is None:
         return None
-    return (record["values"],) + tuple(record["detail"])
+    return (record["values"],) + record["detail"]
+
+
+def _refuse_own_sizes(ranking, number, qid):
+    """A shard cannot check the run's own tokens or document versions: they
+    are checked across queries (all or none; against every label)."""
+    own = getattr(ranking, "chunks", None)
+    if own and any(c.tokens is not None or c.doc_sha256 is not None for c in own.values()):
+        raise EvalError("run row %d: query %r: its items give tokens or doc_sha256, which are "
+                        "checked across queries: give them in the chunk map (chunks=) to "
+                        "score rows apart" % (number, qid))
+
+
+def _labels_check(labels):
+    """What a record says of its query's labels: every field (texts and
+    document versions too, which the label hash leaves out)."""
+    items = sorted(map(repr, labels)) if type(labels) is list else sorted(labels.items())
+    return hashlib.sha256(repr(items).encode()).hexdigest()
+
+
+def _seal(record):
+    """A hash of what a record says of its query (not of the seal itself):
+    a record that went through JSON (lists for tuples, string keys) breaks it."""
+    return hashlib.sha256(repr([record[key] for key in sorted(_RECORD_KEYS - {"seal"})])
+                          .encode()).hexdigest()[:16]
 
 
 def _row_sha256(row):
@@ -13858,7 +13915,7 @@ def _add_score_options(parser):
                         "at")
     parser.add_argument("--stages-k", default=None, metavar="K",
                         help="with --answer: the one cutoff the stages use (default the "
-                        "smallest --k)")
+                        "smallest --k; without --k, a --baseline's stage cutoff)")
     parser.add_argument("--stages-evidence", choices=EVIDENCE_RULES, default=None,
                         help="with --answer: the evidence is retrieved when every relevant "
                         "unit (--unit) is in the top k (complete, default), or one (success: "
@@ -14082,7 +14139,8 @@ def _to_label_output(args, qrels, metadata_set, chunk_maps, measures, stages=Non
     unsupported_pass queries first (their answer passed without the
     evidence: a label may be what is missing)."""
     runs = []
-    for path, chunks in zip([args.run] + args.compare, chunk_maps):
+    texts = [args.chunks] + (args.compare_chunks or [args.chunks] * len(args.compare))
+    for path, chunks, text_map in zip([args.run] + args.compare, chunk_maps, texts):
         inp, fmt = _open_input(path, args.run_format, "run", args.fields)
         queries = _run_queries(inp, fmt, grouped=False)
         if args.min_score is not None:
@@ -14090,7 +14148,8 @@ def _to_label_output(args, qrels, metadata_set, chunk_maps, measures, stages=Non
         mapping = None
         if chunks is not None or args.doc_sep is not None:
             mapping = _Mapping(chunks, None if chunks is not None else args.doc_sep)
-        runs.append((inp.name, queries, mapping))
+        runs.append((inp.name, queries, mapping,
+                     text_map and functools.partial(_chunk_texts, text_map)))
     hidden = frozenset()
     if metadata_set is not None:
         qrels = metadata_set.qrels(qrels)
@@ -14101,8 +14160,7 @@ def _to_label_output(args, qrels, metadata_set, chunk_maps, measures, stages=Non
     questions = {} if metadata_set is None else {
         qid: info["question"] for qid, info in metadata_set.queries.items() if "question" in info}
     rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), None, hidden,
-                          by_doc=_rows_label(measures) != "id", first=first, questions=questions,
-                          texts=args.chunks and functools.partial(_chunk_texts, args.chunks))
+                          by_doc=_rows_label(measures) != "id", first=first, questions=questions)
     return args.to_label, _to_label_text(rows)
 
 
@@ -14270,13 +14328,15 @@ def _run_cli(args, stdout, stderr):
                         "beside QRELS RUN (and --answer FIELD for the stages)" % stage_names[0])
     adopted = []    # the baseline's stage measures, when it decides what is gated
     if baseline is not None and args.metrics is None:
-        retrieval_names, score_names = _baseline_measures(baseline, args.k or None, tiers)
+        retrieval_names, score_names = _baseline_measures(baseline, args.k or None, tiers,
+                                                          args.answer)
         adopted = [m for m in map(parse_measure, baseline.mean)
                    if m.name != "score" and _is_stage_measure(m)]
+        if adopted and tiers != "both":
+            raise EvalError("%s gates %s, which joins retrieval with the judge's verdicts: "
+                            "give --scores FILE beside QRELS RUN (or name the measures to gate "
+                            "with --metrics)" % (baseline.source, adopted[0]))
         retrieval_names = [m for m in retrieval_names or () if not _is_stage_measure(m)] or None
-        if args.answer is not None and not any(_field_of(n) == args.answer
-                                               for n in score_names or ()):
-            score_names = list(score_names or ()) + ["score(field=%s)" % args.answer]
     ranges = _field_options(args.score_range, "--score-range", _range_option)
     thresholds = _field_options(args.pass_threshold, "--pass-threshold", _threshold_option)
     if tiers == "scores":
@@ -14295,8 +14355,9 @@ def _run_cli(args, stdout, stderr):
         parse_measure(m).name == "judged" for m in metrics)
     label_notes = []
     qrels, qrels_info, described, more_inputs = _read_all_qrels(args, label_notes, metrics)
-    if args.to_label is not None and args.chunks:
-        args.chunks = _held(args.chunks)    # --to-label reads its texts again
+    if args.to_label is not None:   # --to-label reads the maps' texts again
+        args.chunks = args.chunks and _held(args.chunks)
+        args.compare_chunks = [_held(path) for path in args.compare_chunks]
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
     # Each --compare run with its own chunk map (another chunker), else RUN's.
     compare_maps = [_read_chunks(path) for path in args.compare_chunks] or [
@@ -14362,18 +14423,22 @@ def _run_cli(args, stdout, stderr):
                        testset, [chunks] + [m for m, _ in compare_maps], metrics, score)
 
 
-def _baseline_measures(baseline, k, tiers):
+def _baseline_measures(baseline, k, tiers, answer=None):
     """(retrieval measures, score names) of --baseline without --metrics:
     exactly the baseline's, by their canonical names (units, parameters and
     cutoffs as saved), never the defaults; ``k`` (--k) re-cuts the names that
-    have a cutoff at its cutoffs.  A measure whose input is not given is an
-    error naming it, as is a tier given that the baseline gates nothing of.
+    have a cutoff at its cutoffs, and --answer FIELD (``answer``) adds
+    score(field=FIELD) when the baseline does not gate it.  A measure whose
+    input is not given is an error naming it, as is a tier given that the
+    baseline gates nothing of.
 
     >>> b = Baseline({"mrr@all": 0.5, "recall(unit=doc)@5": 0.7, "score(field=ok)": 0.9})
     >>> [str(m) for m in _baseline_measures(b, "1,3", "both")[0]]
     ['mrr@all', 'recall(unit=doc)@1', 'recall(unit=doc)@3']
     """
     scores = [name for name in baseline.mean if _field_of(name)]
+    if answer is not None and answer not in map(_field_of, scores):
+        scores.append("score(field=%s)" % answer)   # the answer field gates every query
     retrieval = [parse_measure(name) for name in baseline.mean if not _field_of(name)]
     if k is not None:
         retrieval = _recut(retrieval, parse_cutoffs(k))
@@ -14416,14 +14481,15 @@ def _cli_stage_plan(args, baseline, files, thresholds, stage_names, adopted, rel
     what is gated (``adopted``), and the stages block of --answer or, without
     it, the baseline's settings (adopted like its measures, when the score
     files hold its field), checked against the baseline's before any
-    scoring."""
+    scoring.  Without --stages-k or --k, --answer takes the baseline's k."""
     k = args.k or DEFAULT_K
     theirs = baseline.stages if baseline is not None else None
     settings = None
     if args.answer is not None:
         settings = _stage_settings(
             args.answer, files, threshold=thresholds.get(args.answer),
-            k=args.stages_k if args.stages_k is not None else parse_cutoffs(k)[0],
+            k=args.stages_k if args.stages_k is not None else theirs["k"]
+            if theirs is not None and args.k is None else parse_cutoffs(k)[0],
             unit=args.unit, evidence=args.stages_evidence or "complete")
     elif args.stages_k is not None or args.stages_evidence is not None:
         raise EvalError("--%s only applies with --answer FIELD" % (

@@ -173,9 +173,10 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     "text", else the chunk map's: ``texts(ids)`` gives {id: text} of the ids
     still without one, asked once).  With a document
     known, an id whose document is labelled is judged when the measures
-    count documents (``by_doc``).  A run given as (name, queries, mapping)
-    maps its ids by its own (another chunker's map); a row names the
-    document of the first run that pooled it.
+    count documents (``by_doc``).  A run given as (name, queries, mapping[,
+    texts]) maps its ids by its own (another chunker's map) and takes their
+    texts from its own; a row names the document, and the text, of the first
+    run that pooled it.
 
     >>> rows = _to_label_rows([("new", {"q": ["x", "a", "y"]}), ("old", {"q": ["y", "z"]})],
     ...                       {"q": {"a": 1}}, 2)
@@ -190,9 +191,10 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
     >>> _to_label_rows([("r", run)], {"q": {}}, 1, questions={"q": "How long?"})
     [{'query_id': 'q', 'question': 'How long?', 'id': 'x', 'doc': 'a.md', 'start': 0, 'end': 9, 'text': 'Refunds.', 'best_rank': 1, 'runs': ['r'], 'grade': None}]
     """
-    found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None]
+    found = {}      # (qid, id) -> [best rank, run names, Chunk or None, text or None, texts]
     for name, queries, *own in runs:
         run_mapping = own[0] if own else mapping
+        run_texts = own[1] if len(own) > 1 else texts
         pairs = queries.items() if isinstance(queries, dict) else queries
         for qid, ranking in pairs:
             if qid not in qrels or qid in hidden or ranking is None:
@@ -201,16 +203,19 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
             doc_of = (lambda doc: chunk_of(doc) or Chunk(doc)) if by_doc and chunk_of else None
             own_texts = getattr(ranking, "texts", None) or {}
             for rank, doc in _unjudged_top(ranking, qrels[qid], depth, doc_of):
-                entry = found.setdefault((qid, doc), [rank, [], None, None])
+                entry = found.setdefault((qid, doc), [rank, [], None, None, run_texts])
                 entry[0] = min(entry[0], rank)
                 if name not in entry[1]:
                     entry[1].append(name)
                 entry[2] = entry[2] or (chunk_of and chunk_of(doc))
                 entry[3] = entry[3] or own_texts.get(doc)
-    more = texts({doc for (_, doc), entry in found.items() if entry[3] is None}) \
-        if texts is not None and found else {}
+    wanted = {}     # each run's texts: the ids it pooled first that have no text yet
+    for (_, doc), entry in found.items():
+        if entry[3] is None and entry[4] is not None:
+            wanted.setdefault(id(entry[4]), (entry[4], set()))[1].add(doc)
+    more = {key: look_up(ids) for key, (look_up, ids) in wanted.items()}
     rows = []
-    for (qid, doc), (rank, names, chunk, text) in sorted(
+    for (qid, doc), (rank, names, chunk, text, run_texts) in sorted(
             found.items(), key=lambda item: (item[0][0] not in first, item[1][0], item[0])):
         row = {"query_id": qid}
         if (questions or {}).get(qid) is not None:
@@ -220,7 +225,7 @@ def _to_label_rows(runs, qrels, depth, mapping=None, hidden=frozenset(), by_doc=
             row["doc"] = chunk.doc
             if chunk.start is not None:
                 row["start"], row["end"] = chunk.start, chunk.end
-        text = text or more.get(doc)
+        text = text or (more[id(run_texts)].get(doc) if id(run_texts) in more else None)
         if text is not None:
             row["text"] = text
         row.update(best_rank=rank, runs=names, grade=None)

@@ -684,20 +684,22 @@ def _check_versions(versions, mapping):
 
 
 def _scorer(qrels, measures, rel, average, chunks=None, doc_sep=None, testset=None,
-            min_score=None, bounds=False, trim=False):
+            min_score=None, bounds=False, trim=False, whole=True):
     """The _QueryScorer of validated qrels (id labels or label lists), of the
     mapping given (a _ChunkMap, a separator, or neither) and of the queries
     the test set states unanswerable; ``bounds``: it scores the unjudged
     bounds too (see _QueryScorer.ask_bounds), or with "judged" judged@k only
     (see _QueryScorer.ask_judged); ``trim``: span labels that carry their
-    text are narrowed past the whitespace at its ends (see _trimmed_span)."""
+    text are narrowed past the whitespace at its ends (see _trimmed_span);
+    ``whole``: False when the qrels are a shard's (see score_rows), whose
+    queries alone may have no label to trim."""
     for m in measures:
         if m.name == "score":
             raise EvalError("%s is read from a score file: evaluate_scores() (--scores FILE "
                             "on the command line); evaluate() scores runs" % (m,))
     if not isinstance(trim, bool):
         raise EvalError("trim_label_whitespace must be True or False, got %s" % _short_repr(trim))
-    counts = _trim_counts(qrels) if trim else None
+    counts = _trim_counts(qrels, whole) if trim else None
     grades, spans, versions = _split_qrels(qrels, trim)
     mapping = _Mapping(chunks, doc_sep)
     _check_versions(versions, mapping)
@@ -781,10 +783,11 @@ def _trimmed_span(qid, label):
     return start, start + len(kept)
 
 
-def _trim_counts(qrels):
+def _trim_counts(qrels, required=True):
     """{qid: (span labels, narrowed, without text)} of label-list qrels, for
     --trim-label-whitespace (trim_label_whitespace=True): an error when no
-    span label carries its text, since the option would then do nothing.
+    span label carries its text (and they are ``required``: not a shard's),
+    since the option would then do nothing.
 
     >>> _trim_counts({"q": [Label("a", 0, 3, 1, text=" ab"), Label("a", 5, 9, 1, text="abcd"),
     ...                     Label("b", 0, 4, 1), Label("b", None, None, 1, text="x")]})
@@ -798,7 +801,7 @@ def _trim_counts(qrels):
             counts[qid] = (len(spans), sum(1 for label in spans if label.text is not None
                                            and label.text != label.text.strip()),
                            sum(1 for label in spans if label.text is None))
-    if not any(total > without for total, _, without in counts.values()):
+    if required and not any(total > without for total, _, without in counts.values()):
         raise EvalError("trim_label_whitespace (--trim-label-whitespace): no span label of the "
                         "qrels carries its text, so none can be narrowed: give each span "
                         "label its \"text\" (the characters [start, end) of its document)")
@@ -1113,6 +1116,7 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
         warnings.append("%s cross a cutoff (ties broken by doc id descending, as trec_eval)"
                         % _plural(sum(ties.values()), "tied score group", "tied score groups"))
     unlabelled_run = None
+    unlabelled.sort()
     # A run that abstained everywhere is an answer when abstention is measured.
     abstaining = not any(strays) and any(_REGISTRY[parse_measure(m).name].population in (
         "answerable", "unanswerable", "stated") for m in names)
@@ -1120,7 +1124,6 @@ def _score(scorer, scored, skip_extra, run_name, testset=None):
         unlabelled_run = _unlabelled_run(qrels, scorer.checks, met, strays, extra)
         warnings.append("%s: %s" % (run_name, unlabelled_run))
     elif unlabelled:
-        unlabelled.sort()
         warnings.append("%s no labelled id (grade >= 0) in the %s: %s; unlabelled ids "
                         "count as non-relevant, so label them before trusting a drop"
                         % (_plural(len(unlabelled), "query has", "queries have"),

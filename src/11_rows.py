@@ -36,7 +36,10 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
     labels on the executor that scores it).  The options are evaluate()'s;
     give merge_rows the same ones (it refuses records scored otherwise).
     Bad rows raise EvalError naming the row and the query.  A record is a
-    plain dict of plain values: it pickles, as collect() needs.
+    plain dict of plain values: it pickles, as collect() needs (it is not
+    for JSON, which turns its tuples into lists: merge_rows refuses such a
+    record).  Tokens and document versions go in the chunk map, not in the
+    run's items: checked across queries, a shard cannot check them alone.
 
     >>> rows = score_rows([{"query_id": "q1", "relevant": {"a": 1}}],
     ...                   [{"query_id": "q1", "docs": ["x", "a"]}], k=2, measures="recall,mrr")
@@ -50,25 +53,27 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
         return []
     qrels, described = _rows_qrels(qrels_rows, plan)
     wanted = set(qrels).union(_row_query(row) for row in run_rows)
-    metadata = queries if queries is not None else described
+    metadata = _metadata(described, "qrels rows", queries)[0]
     if metadata is not None:    # this shard's queries: the rest are other executors'
         metadata = {qid: info for qid, info in _validated_queries(metadata).items()
                     if qid in wanted}
     testset = _test_set(metadata, (), None, as_of, False, "scored")
-    scorer, qrels = plan.scorer(qrels, testset)
+    scorer, qrels = plan.scorer(qrels, testset, whole=False)
     inp = _Rows(run_rows, "run rows")
     records = []
-    for qid, ranking in _jsonl_run(inp):
+    for number, (qid, ranking) in enumerate(_jsonl_run(inp), 1):
+        _refuse_own_sizes(ranking, number, qid)
         known = qid in qrels
         result = scorer(qid, ranking) if known else None
-        records.append({
-            "query_id": qid, "plan": plan.fingerprint,
-            "values": None if result is None else result[0],
-            "detail": None if result is None else list(result[1:]),
-            "labels": _label_sha256(qrels[qid]) if known else None,
-            "unanswerable": qid in scorer.unanswerable,
-            "rising": bool(inp.rising) and inp.rising[-1] == qid,
-            "run_sha256": _row_sha256(run_rows[len(records)])})
+        record = {"query_id": qid, "plan": plan.fingerprint,
+                  "values": None if result is None else result[0],
+                  "detail": None if result is None else result[1:],
+                  "labels": _labels_check(qrels[qid]) if known else None,
+                  "unanswerable": qid in scorer.unanswerable,
+                  "rising": bool(inp.rising) and inp.rising[-1] == qid,
+                  "run_sha256": _row_sha256(run_rows[number - 1])}
+        record["seal"] = _seal(record)
+        records.append(record)
     return records
 
 
@@ -76,11 +81,14 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
                gain="exponential", unit="id", chunks=None, doc_sep=None, queries=None,
                by=(), holdout=None, as_of=None, reveal_holdout=False, min_score=None,
                unjudged_bounds=False, trim_label_whitespace=False,
-               skip_extra_queries=False, meta=None):
+               skip_extra_queries=False, meta=None, names=None):
     """The Report of the records of every shard (score_rows' lists, joined
-    in any order) against all of ``qrels_rows``: what evaluate() gives of
-    the whole run, but for ``inputs``.  Give it the options score_rows had,
-    and the test-set ones (``by``, ``holdout``, ...) of evaluate().
+    in any order) against all of ``qrels_rows``: what evaluate_files() gives
+    of the whole run, but for ``inputs``.  Give it the options score_rows
+    had, and the test-set ones (``by``, ``holdout``, ...) of evaluate().
+    ``names`` says what warnings call the inputs, {"qrels": ..., "run":
+    ...} (default "qrels rows" and "run"): the command line says their
+    paths, so giving those makes the two JSON reports equal.
 
     The driver holds the qrels and each query's values (about queries x
     measures floats).  A query in two records, a record scored under other
@@ -88,6 +96,7 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     labels for its query than ``qrels_rows`` holds raise EvalError.  Queries
     of the qrels in no record are not in the run: they score 0, as on one
     machine.  Warnings that name a first query name it in query-id order.
+    No record at all (an empty run) is an error, as an empty run file is.
 
     >>> q = [{"query_id": "q1", "relevant": ["a"]}, {"query_id": "q2", "relevant": ["b"]}]
     >>> parts = [score_rows(q[:1], [{"query_id": "q1", "docs": ["a"]}], k=1, measures="recall"),
@@ -98,21 +107,26 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     plan = _Plan(measures, k, rel, gain, unit, chunks, doc_sep, min_score, unjudged_bounds,
                  trim_label_whitespace, as_of)
     meta = _checked_meta(meta)
+    names = dict({"qrels": "qrels rows", "run": "run"}, **(names or {}))
     qrels, described = _rows_qrels(qrels_rows, plan)
-    metadata = queries if queries is not None else described
-    testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, "scored")
+    metadata, info, notes = _metadata(described, names["qrels"], queries)
+    testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, "scored", info, notes)
     scorer, qrels = plan.scorer(qrels, testset)
     ordered = _checked_records(records, plan, qrels, scorer.unanswerable)
+    if not ordered:
+        raise EvalError("%s: no records: the run rows were empty" % names["run"])
     report = _score(scorer, ((r["query_id"], _result_of(r)) for r in ordered),
-                    skip_extra_queries, "run", testset)
+                    skip_extra_queries, names["run"], testset)
     report = report._replace(min_score=scorer.min_score,
                              trim_label_whitespace=trim_label_whitespace)
-    report = _with_rising_note(report, "run", [r["query_id"] for r in ordered if r["rising"]],
-                               testset)
+    report = _with_rising_note(report, names["run"],
+                               [r["query_id"] for r in ordered if r["rising"]], testset)
     inputs = {"qrels": {"queries": len(qrels), "rows_sha256": _rows_sha256(
                   _label_sha256(labels) for labels in qrels.values())},
               "run": {"queries": len(ordered),
                       "rows_sha256": _rows_sha256(r["run_sha256"] for r in ordered)}}
+    if testset is not None and testset.info is not None:
+        inputs["queries"] = testset.info
     if report.mapping is not None:  # how chunks became documents is part of the numbers
         inputs["mapping"] = {key: report.mapping[key] for key in ("source", "doc_sep")
                              if report.mapping[key] is not None}
@@ -140,13 +154,14 @@ class _Plan:
                  "chunks": None if self.chunks is None else _chunk_map_sha256(self.chunks)}
         self.fingerprint = hashlib.sha256(_dumps(facts).encode()).hexdigest()[:16]
 
-    def scorer(self, qrels, testset):
+    def scorer(self, qrels, testset, whole=True):
         """(the _QueryScorer, the qrels) of these qrels (the test set's), as
-        evaluate() makes them."""
+        evaluate() makes them; ``whole``: False for a shard's (the checks
+        over every query are the driver's)."""
         if testset is not None:
             qrels = testset.qrels(qrels)
         scorer = _scorer(qrels, self.measures, self.rel, "scored", self.chunks, self.doc_sep,
-                         testset, self.min_score, self.bounds, self.trim)
+                         testset, self.min_score, self.bounds, self.trim, whole)
         if not scorer.forkable:
             raise EvalError("the measures map the run's own chunks (doc/start/end in its "
                             "items), which takes every query at once: give the chunk map "
@@ -179,16 +194,25 @@ def _validated_queries(queries):
     return queries
 
 
+_RECORD_KEYS = frozenset(("query_id", "plan", "values", "detail", "labels", "unanswerable",
+                          "rising", "run_sha256", "seal"))
+
+
 def _checked_records(records, plan, qrels, unanswerable):
-    """The records of every shard, in query-id order, each checked: scored
-    under ``plan``, named once, with the labels ``qrels`` holds and stated
-    unanswerable when the driver's query metadata says so."""
+    """The records of every shard, in query-id order, each checked: as
+    score_rows made it (its seal), scored under ``plan``, named once, with
+    the labels ``qrels`` holds and stated unanswerable when the driver's
+    query metadata says so."""
     by_query = {}
     for part in records:
-        if not isinstance(part, dict) or "plan" not in part or "query_id" not in part:
+        if not isinstance(part, dict) or set(part) != _RECORD_KEYS:
             raise EvalError("merge_rows takes the records of score_rows, got %s"
-                            % _short_repr(part, 40))
+                            % _short_repr(part, 60))
         qid = part["query_id"]
+        if part["seal"] != _seal(part):
+            raise EvalError("query %r: its record changed after score_rows (passed through "
+                            "JSON?): give merge_rows the records as collect() returns them"
+                            % (qid,))
         if part["plan"] != plan.fingerprint:
             raise EvalError("query %r was scored with other options (measures, rel, unit, "
                             "min_score, chunk map, ...): give merge_rows those of score_rows"
@@ -198,9 +222,10 @@ def _checked_records(records, plan, qrels, unanswerable):
                             "scoring" % qid)
         known = qid in qrels
         if (part["labels"] is None) == known or (
-                known and part["labels"] != _label_sha256(qrels[qid])):
-            raise EvalError("query %r was scored with other labels than the qrels rows hold "
-                            "(give each executor all the labels of its queries)" % qid)
+                known and part["labels"] != _labels_check(qrels[qid])):
+            raise EvalError("query %r was scored with other labels than the qrels rows hold, "
+                            "or other query metadata (give each executor all the labels of "
+                            "its queries, and the queries= merge_rows has)" % qid)
         if part["unanswerable"] != (qid in unanswerable):
             raise EvalError("query %r was scored with other query metadata (stated "
                             "unanswerable on one side only): give score_rows the queries= "
@@ -213,7 +238,31 @@ def _result_of(record):
     """The scorer's tuple of a record (None: the query is not in the qrels)."""
     if record["detail"] is None:
         return None
-    return (record["values"],) + tuple(record["detail"])
+    return (record["values"],) + record["detail"]
+
+
+def _refuse_own_sizes(ranking, number, qid):
+    """A shard cannot check the run's own tokens or document versions: they
+    are checked across queries (all or none; against every label)."""
+    own = getattr(ranking, "chunks", None)
+    if own and any(c.tokens is not None or c.doc_sha256 is not None for c in own.values()):
+        raise EvalError("run row %d: query %r: its items give tokens or doc_sha256, which are "
+                        "checked across queries: give them in the chunk map (chunks=) to "
+                        "score rows apart" % (number, qid))
+
+
+def _labels_check(labels):
+    """What a record says of its query's labels: every field (texts and
+    document versions too, which the label hash leaves out)."""
+    items = sorted(map(repr, labels)) if type(labels) is list else sorted(labels.items())
+    return hashlib.sha256(repr(items).encode()).hexdigest()
+
+
+def _seal(record):
+    """A hash of what a record says of its query (not of the seal itself):
+    a record that went through JSON (lists for tuples, string keys) breaks it."""
+    return hashlib.sha256(repr([record[key] for key in sorted(_RECORD_KEYS - {"seal"})])
+                          .encode()).hexdigest()[:16]
 
 
 def _row_sha256(row):

@@ -248,7 +248,7 @@ def _add_score_options(parser):
                         "at")
     parser.add_argument("--stages-k", default=None, metavar="K",
                         help="with --answer: the one cutoff the stages use (default the "
-                        "smallest --k)")
+                        "smallest --k; without --k, a --baseline's stage cutoff)")
     parser.add_argument("--stages-evidence", choices=EVIDENCE_RULES, default=None,
                         help="with --answer: the evidence is retrieved when every relevant "
                         "unit (--unit) is in the top k (complete, default), or one (success: "
@@ -472,7 +472,8 @@ def _to_label_output(args, qrels, metadata_set, chunk_maps, measures, stages=Non
     unsupported_pass queries first (their answer passed without the
     evidence: a label may be what is missing)."""
     runs = []
-    for path, chunks in zip([args.run] + args.compare, chunk_maps):
+    texts = [args.chunks] + (args.compare_chunks or [args.chunks] * len(args.compare))
+    for path, chunks, text_map in zip([args.run] + args.compare, chunk_maps, texts):
         inp, fmt = _open_input(path, args.run_format, "run", args.fields)
         queries = _run_queries(inp, fmt, grouped=False)
         if args.min_score is not None:
@@ -480,7 +481,8 @@ def _to_label_output(args, qrels, metadata_set, chunk_maps, measures, stages=Non
         mapping = None
         if chunks is not None or args.doc_sep is not None:
             mapping = _Mapping(chunks, None if chunks is not None else args.doc_sep)
-        runs.append((inp.name, queries, mapping))
+        runs.append((inp.name, queries, mapping,
+                     text_map and functools.partial(_chunk_texts, text_map)))
     hidden = frozenset()
     if metadata_set is not None:
         qrels = metadata_set.qrels(qrels)
@@ -491,8 +493,7 @@ def _to_label_output(args, qrels, metadata_set, chunk_maps, measures, stages=Non
     questions = {} if metadata_set is None else {
         qid: info["question"] for qid, info in metadata_set.queries.items() if "question" in info}
     rows = _to_label_rows(runs, qrels, _pool_depth(measures, args.pool_depth), None, hidden,
-                          by_doc=_rows_label(measures) != "id", first=first, questions=questions,
-                          texts=args.chunks and functools.partial(_chunk_texts, args.chunks))
+                          by_doc=_rows_label(measures) != "id", first=first, questions=questions)
     return args.to_label, _to_label_text(rows)
 
 
@@ -660,13 +661,15 @@ def _run_cli(args, stdout, stderr):
                         "beside QRELS RUN (and --answer FIELD for the stages)" % stage_names[0])
     adopted = []    # the baseline's stage measures, when it decides what is gated
     if baseline is not None and args.metrics is None:
-        retrieval_names, score_names = _baseline_measures(baseline, args.k or None, tiers)
+        retrieval_names, score_names = _baseline_measures(baseline, args.k or None, tiers,
+                                                          args.answer)
         adopted = [m for m in map(parse_measure, baseline.mean)
                    if m.name != "score" and _is_stage_measure(m)]
+        if adopted and tiers != "both":
+            raise EvalError("%s gates %s, which joins retrieval with the judge's verdicts: "
+                            "give --scores FILE beside QRELS RUN (or name the measures to gate "
+                            "with --metrics)" % (baseline.source, adopted[0]))
         retrieval_names = [m for m in retrieval_names or () if not _is_stage_measure(m)] or None
-        if args.answer is not None and not any(_field_of(n) == args.answer
-                                               for n in score_names or ()):
-            score_names = list(score_names or ()) + ["score(field=%s)" % args.answer]
     ranges = _field_options(args.score_range, "--score-range", _range_option)
     thresholds = _field_options(args.pass_threshold, "--pass-threshold", _threshold_option)
     if tiers == "scores":
@@ -685,8 +688,9 @@ def _run_cli(args, stdout, stderr):
         parse_measure(m).name == "judged" for m in metrics)
     label_notes = []
     qrels, qrels_info, described, more_inputs = _read_all_qrels(args, label_notes, metrics)
-    if args.to_label is not None and args.chunks:
-        args.chunks = _held(args.chunks)    # --to-label reads its texts again
+    if args.to_label is not None:   # --to-label reads the maps' texts again
+        args.chunks = args.chunks and _held(args.chunks)
+        args.compare_chunks = [_held(path) for path in args.compare_chunks]
     chunks, chunks_info = _read_chunks(args.chunks) if args.chunks else (None, None)
     # Each --compare run with its own chunk map (another chunker), else RUN's.
     compare_maps = [_read_chunks(path) for path in args.compare_chunks] or [
@@ -752,18 +756,22 @@ def _run_cli(args, stdout, stderr):
                        testset, [chunks] + [m for m, _ in compare_maps], metrics, score)
 
 
-def _baseline_measures(baseline, k, tiers):
+def _baseline_measures(baseline, k, tiers, answer=None):
     """(retrieval measures, score names) of --baseline without --metrics:
     exactly the baseline's, by their canonical names (units, parameters and
     cutoffs as saved), never the defaults; ``k`` (--k) re-cuts the names that
-    have a cutoff at its cutoffs.  A measure whose input is not given is an
-    error naming it, as is a tier given that the baseline gates nothing of.
+    have a cutoff at its cutoffs, and --answer FIELD (``answer``) adds
+    score(field=FIELD) when the baseline does not gate it.  A measure whose
+    input is not given is an error naming it, as is a tier given that the
+    baseline gates nothing of.
 
     >>> b = Baseline({"mrr@all": 0.5, "recall(unit=doc)@5": 0.7, "score(field=ok)": 0.9})
     >>> [str(m) for m in _baseline_measures(b, "1,3", "both")[0]]
     ['mrr@all', 'recall(unit=doc)@1', 'recall(unit=doc)@3']
     """
     scores = [name for name in baseline.mean if _field_of(name)]
+    if answer is not None and answer not in map(_field_of, scores):
+        scores.append("score(field=%s)" % answer)   # the answer field gates every query
     retrieval = [parse_measure(name) for name in baseline.mean if not _field_of(name)]
     if k is not None:
         retrieval = _recut(retrieval, parse_cutoffs(k))
@@ -806,14 +814,15 @@ def _cli_stage_plan(args, baseline, files, thresholds, stage_names, adopted, rel
     what is gated (``adopted``), and the stages block of --answer or, without
     it, the baseline's settings (adopted like its measures, when the score
     files hold its field), checked against the baseline's before any
-    scoring."""
+    scoring.  Without --stages-k or --k, --answer takes the baseline's k."""
     k = args.k or DEFAULT_K
     theirs = baseline.stages if baseline is not None else None
     settings = None
     if args.answer is not None:
         settings = _stage_settings(
             args.answer, files, threshold=thresholds.get(args.answer),
-            k=args.stages_k if args.stages_k is not None else parse_cutoffs(k)[0],
+            k=args.stages_k if args.stages_k is not None else theirs["k"]
+            if theirs is not None and args.k is None else parse_cutoffs(k)[0],
             unit=args.unit, evidence=args.stages_evidence or "complete")
     elif args.stages_k is not None or args.stages_evidence is not None:
         raise EvalError("--%s only applies with --answer FIELD" % (

@@ -130,6 +130,29 @@ class CompareChunksTest(TempDir, unittest.TestCase):
                                "runs": [run_b], "grade": None}])
 
 
+    def test_to_label_takes_each_run_s_chunk_texts_from_its_own_map(self):
+        # Both chunkers name chunks doc#N: e.md#0 is another chunk in each map.
+        qrels = self.write("q.jsonl", jsonl({"query_id": "q1", "doc": "d.md", "start": 0,
+                                             "end": 5, "grade": 1}))
+        map_a = self.write("a.jsonl", jsonl(
+            {"id": "d.md#0", "doc": "d.md", "start": 0, "end": 10, "text": "dddd of A"},
+            {"id": "e.md#0", "doc": "e.md", "start": 0, "end": 10, "text": "eeeee from A map"}))
+        map_b = self.write("b.jsonl", jsonl(
+            {"id": "e.md#0", "doc": "e.md", "start": 0, "end": 4, "text": "ee B"},
+            {"id": "e.md#1", "doc": "e.md", "start": 4, "end": 20, "text": "B's second chunk"}))
+        run_a = self.write("ra.json", '{"q1": ["d.md#0"]}')
+        run_b = self.write("rb.json", '{"q1": ["e.md#0", "e.md#1"]}')
+        rows = os.path.join(self.tmp, "rows.jsonl")
+        code, _, err = run_cli(qrels, run_a, "--chunks", map_a, "--compare", run_b,
+                               "--compare-chunks", map_b, "--metrics", "recall(unit=evidence)@2",
+                               "--to-label", rows, "--allow-unlabelled-run")
+        self.assertEqual(code, 0, err)
+        with open(rows) as handle:
+            self.assertEqual([(r["id"], r["start"], r["end"], r["text"])
+                              for r in map(json.loads, handle)],
+                             [("e.md#0", 0, 4, "ee B"), ("e.md#1", 4, 20, "B's second chunk")])
+
+
 class BudgetUseTest(TempDir, unittest.TestCase):
     """A budget a run cannot fill is said: the context used, per side."""
 

@@ -139,6 +139,36 @@ class MergeEqualsOneMachineTest(unittest.TestCase):
                 self.assertEqual(report.mean["recall(unit=evidence)@5"],
                                  expected.mean["recall(unit=evidence)@5"])
 
+    def test_labels_trimmed_of_whitespace_when_a_shard_has_none_to_trim(self):
+        chunks = [{"id": "c1", "doc": "a", "start": 0, "end": 10},
+                  {"id": "c2", "doc": "a", "start": 10, "end": 20}]
+        qrels_rows = [{"query_id": "q1", "doc": "a", "start": 0, "end": 6, "grade": 1,
+                       "text": " abcd "},
+                      {"query_id": "q2", "doc": "a", "start": 10, "end": 14, "grade": 1}]
+        run_rows = [{"query_id": "q1", "docs": ["c1"]}, {"query_id": "q2", "docs": ["c2"]}]
+        options = dict(measures="recall(unit=evidence)", k=1, trim_label_whitespace=True)
+        expected = without_inputs(whole(qrels_rows, run_rows, chunks=jsonl(chunks), **options))
+        records = [r for i in (0, 1) for r in rag_eval.score_rows(
+            qrels_rows[i:i + 1], run_rows[i:i + 1], chunks=chunks, **options)]
+        self.assertEqual(without_inputs(rag_eval.merge_rows(records, qrels_rows, chunks=chunks,
+                                                            **options)), expected)
+
+    def test_warnings_name_the_inputs_as_given(self):
+        qrels_rows = [{"query_id": "q1", "relevant": {"a": 1}, "tags": ["x"]}]
+        run_rows = [{"query_id": "q1", "docs": [{"id": "x", "score": 0.1},
+                                                {"id": "a", "score": 0.9}]}]
+        options = dict(queries={"q1": {"slices": {"tag": ["y"]}}})
+        expected = without_inputs(whole(qrels_rows, run_rows, **options))
+        report = rag_eval.merge_rows(rag_eval.score_rows(qrels_rows, run_rows, **options),
+                                     qrels_rows, names={"qrels": "<stream>", "run": "<stream>"},
+                                     **options)
+        self.assertEqual(without_inputs(report), expected)
+        self.assertEqual(len(report.warnings), 2, report.warnings)     # rising; metadata
+        default = rag_eval.merge_rows(rag_eval.score_rows(qrels_rows, run_rows, **options),
+                                      qrels_rows, **options)
+        self.assertTrue(default.warnings[0].startswith("run: 1 query lists scores that rise"))
+        self.assertTrue(default.warnings[1].startswith("qrels rows says what its queries are"))
+
     def test_the_inputs_are_counted_and_hashed_in_any_order(self):
         qrels_rows, run_rows = synthetic(random.Random(4), queries=20)
         a = merged(random.Random(1), qrels_rows, run_rows, 3, skip_extra_queries=True)
@@ -224,6 +254,30 @@ class MergeRefusesTest(unittest.TestCase):
         with self.assertRaisesRegex(rag_eval.EvalError, "give the chunk map"):
             rag_eval.score_rows([{"query_id": "q1", "doc": "a", "start": 0, "end": 3,
                                   "grade": 1}], run, measures="recall(unit=evidence)")
+
+    def test_run_items_giving_tokens_or_document_versions(self):
+        chunks = [{"id": "c1", "doc": "a", "start": 0, "end": 10}]
+        qrels = [{"query_id": "q1", "doc": "a", "start": 0, "end": 5, "grade": 1}]
+        for item in ({"id": "c1", "doc": "a", "tokens": 4},
+                     {"id": "c1", "doc": "a", "doc_sha256": "1" * 64}):
+            with self.subTest(item=item):
+                with self.assertRaisesRegex(rag_eval.EvalError, "run row 1: query 'q1': its "
+                                                                "items give tokens or doc_sha256"):
+                    rag_eval.score_rows(qrels, [{"query_id": "q1", "docs": [item]}],
+                                        chunks=chunks, measures="recall(unit=evidence)")
+
+    def test_records_that_went_through_json(self):
+        records = rag_eval.score_rows(self.QRELS, self.RUN, unjudged_bounds=True)
+        with self.assertRaisesRegex(rag_eval.EvalError, "query 'q1': its record changed after "
+                                                        "score_rows"):
+            rag_eval.merge_rows(json.loads(json.dumps(records)), self.QRELS,
+                                unjudged_bounds=True)
+        with self.assertRaisesRegex(rag_eval.EvalError, "merge_rows takes the records"):
+            rag_eval.merge_rows([dict(records[0], extra=1)], self.QRELS, unjudged_bounds=True)
+
+    def test_no_record_at_all(self):
+        with self.assertRaisesRegex(rag_eval.EvalError, "no records: the run rows were empty"):
+            rag_eval.merge_rows([], self.QRELS)
 
     def test_empty_shards_are_nothing(self):
         self.assertEqual(rag_eval.score_rows(self.QRELS, []), [])

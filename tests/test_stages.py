@@ -52,6 +52,30 @@ class StagesCliTest(TempDir, unittest.TestCase):
         self.cli("--answer", "correct", "--k", "2", "--save-baseline", path, *argv, name="0")
         return path
 
+    def test_a_baseline_decides_the_measures_and_the_stage_k(self):
+        # A baseline of retrieval alone takes --scores --answer: the answer field joins it.
+        q, r, s = self.files(name="r")
+        retrieval = os.path.join(self.tmp, "retrieval.json")
+        self.assertEqual(run_cli(q, r, "--k", "2", "--save-baseline", retrieval)[0], 0)
+        code, out, err = run_cli(q, r, "--scores", s, "--answer", "correct", "--stages-k", "2",
+                                 "--baseline", retrieval, "--format", "json")
+        self.assertEqual(code, 0, err)
+        data = json.loads(out)
+        self.assertIn("score(field=correct)", data["mean"])
+        self.assertEqual(data["stages"]["k"], 2)
+        # Without --k or --stages-k, --answer takes the baseline's stage k (2, not 5).
+        base = self.baseline()
+        code, out, err = run_cli(q, r, "--scores", s, "--answer", "correct", "--baseline", base,
+                                 "--format", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["stages"]["k"], 2)
+        # A baseline gating a stage measure needs the judge's verdicts.
+        staged = self.write("staged.json", json.dumps(
+            {"recall@2": 0.5, "answer_given_evidence(field=correct)@2": 1.0}))
+        code, out, err = run_cli(q, r, "--baseline", staged)
+        self.assertEqual((code, out, err.count("\n")), (2, "", 1), err)
+        self.assertIn("joins retrieval with the judge's verdicts: give --scores FILE", err)
+
     def test_the_stages_block(self):
         out, _ = self.cli("--answer", "correct", "--k", "2", "--format", "json", "--per-query")
         doc = json.loads(out)
