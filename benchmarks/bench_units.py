@@ -241,6 +241,10 @@ CASES = {
                "(e') start-up + map load: one query, --chunks, unit=id"),
     "s_start": ("now", "qrels_ids_1q.txt", "run_1q.txt", ["--metrics", M_ID],
                 "start-up: one query, no map"),
+    # bench.py's graded set (bench.py generate): issue 26's plain path
+    "g_graded": ("now", "../graded/qrels.txt", "../graded/run.txt",
+                 ["--k", "10,100", "--metrics", "recall,success,mrr,ndcg"],
+                 "plain path: 2M graded TREC lines, 20k queries, --k 10,100 (issue 26)"),
     "a_plain_jsonl": ("now", "qrels_ids.txt", "run.jsonl", ["--metrics", M_ID],
                       "(a) plain chunk-id path, JSONL run"),
     "c_doc_jsonl": ("now", "qrels_spans.jsonl", "run.jsonl",

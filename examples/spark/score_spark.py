@@ -7,8 +7,9 @@
 
 DATA holds the flat tables make_data.py writes (Parquet would do as well:
 change the two spark.read lines).  What runs where:
-  executors  group each query's run rows and labels (cogroup), then
-             rag_eval.score_rows on each partition: one record per query;
+  executors  group each query's run rows and labels (groupBy, a full outer
+             join on the query), then rag_eval.score_rows on each partition
+             (mapPartitions): one record per query;
   driver     collects the records and the qrels, rag_eval.merge_rows, then
              gate, render_json and render_markdown as on one machine.
 Exit code: the gate's (0 passed, 1 regressed; 2 on bad input), as the
@@ -26,35 +27,25 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))   # rag_eval.py, when
 import rag_eval                                               # noqa: E402
 
 
-def run_row(qid, items):
-    """The run row of one query: {"query_id", "scores": {id: score}}."""
-    scores = {}
-    for chunk_id, score in items:
-        if chunk_id in scores:
-            raise rag_eval.EvalError("run table: query %r retrieves %r twice" % (qid, chunk_id))
-        scores[chunk_id] = score
-    return {"query_id": qid, "scores": scores}
-
-
-def label_rows(qid, items, spans):
-    """The qrels rows of one query: one test-set line of id grades, or a
-    label line a span."""
+def label_rows(qid, labels, spans):
+    """The qrels rows of one query from its collected labels: one test-set
+    line of id grades, or a label line a span."""
     if spans:
-        return [{"query_id": qid, "doc": d, "start": s, "end": e, "grade": g}
-                for d, s, e, g in sorted(items)]
-    return [{"query_id": qid, "relevant": {i: g for i, g in sorted(items)}}]
+        return [{"query_id": qid, "doc": l.doc, "start": l.start, "end": l.end, "grade": l.grade}
+                for l in sorted(labels)]
+    return [{"query_id": qid, "relevant": {l.id: l.grade for l in sorted(labels)}}]
 
 
-def score_partition(groups, options, spans, chunks):
-    """rag_eval.score_rows over one partition of (qid, (run items, label items))."""
+def score_partition(rows, options, spans, chunks):
+    """rag_eval.score_rows over one partition of the joined table: a row a
+    query, its run's scores (a map) and its labels (a list), either null."""
     import rag_eval     # on the executor: the file addPyFile shipped
     qrels_rows, run_rows = [], []
-    for qid, (run_items, label_items) in groups:
-        run_items, label_items = list(run_items), list(label_items)
-        if run_items:
-            run_rows.append(run_row(qid, run_items))
-        if label_items:
-            qrels_rows.extend(label_rows(qid, label_items, spans))
+    for row in rows:
+        if row.scores is not None:
+            run_rows.append({"query_id": row.query_id, "scores": row.scores})
+        if row.labels is not None:
+            qrels_rows.extend(label_rows(row.query_id, row.labels, spans))
     return iter(rag_eval.score_rows(qrels_rows, run_rows, chunks=chunks, **options))
 
 
@@ -78,6 +69,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
     spark = (SparkSession.builder.master(args.master).appName("rag_eval")
              .config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -89,25 +81,29 @@ def main(argv=None):
         if args.spans:
             labels = spark.read.schema("query_id string, doc string, start long, end long, "
                                        "grade long").json(path("span_rows.jsonl"))
-            label_pairs = labels.rdd.map(lambda r: (r.query_id, (r.doc, r.start, r.end, r.grade)))
+            label = F.struct("doc", "start", "end", "grade")
             chunks = [row.asDict() for row in spark.read.schema(
                 "id string, doc string, start long, end long").json(
                 path("chunk_rows.jsonl")).collect()]
         else:
             labels = spark.read.schema("query_id string, id string, grade long").json(
                 path("qrels_rows.jsonl"))
-            label_pairs = labels.rdd.map(lambda r: (r.query_id, (r.id, r.grade)))
+            label = F.struct("id", "grade")
             chunks = None
-        run_pairs = run.rdd.map(lambda r: (r.query_id, (r.id, r.score)))
+        # Group by query in Spark itself: a query's scores as a map (a (query, id) pair
+        # given twice fails the job: map keys are unique), its labels as a list.
+        scores = run.groupBy("query_id").agg(
+            F.map_from_entries(F.collect_list(F.struct("id", "score"))).alias("scores"))
+        grouped = labels.groupBy("query_id").agg(F.collect_list(label).alias("labels"))
+        joined = scores.join(grouped, "query_id", "full_outer").repartition(
+            args.partitions, "query_id")
         options = {"measures": args.metrics, "k": args.k,
                    "unjudged_bounds": args.unjudged_bounds}
         spans, shipped = args.spans, spark.sparkContext.broadcast(chunks)
-        records = (run_pairs.cogroup(label_pairs, args.partitions)
-                   .mapPartitions(lambda groups: score_partition(groups, options, spans,
-                                                                 shipped.value))
-                   .collect())
-        qrels_rows = [row for qid, items in label_pairs.groupByKey().collect()
-                      for row in label_rows(qid, items, spans)]
+        records = joined.rdd.mapPartitions(
+            lambda rows: score_partition(rows, options, spans, shipped.value)).collect()
+        qrels_rows = [row for labelled in grouped.collect()
+                      for row in label_rows(labelled.query_id, labelled.labels, spans)]
     finally:
         spark.stop()
 
