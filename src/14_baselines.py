@@ -333,7 +333,33 @@ def _check_kept_members(report):
 def _write_atomic(outputs):
     """Write each (path, text) through a temp file in its folder, then rename
     them all: an error leaves none of the files half-written, and none written
-    when it happens before the renames."""
+    when it happens before the renames.  A path that is not a regular file
+    (/dev/null, a pipe, /dev/stdout) is written in place after the renames:
+    renaming onto it would replace the device with a file."""
+    if not outputs:
+        return
+    special = [(path, text) for path, text in outputs if _is_special(path)]
+    outputs = [(path, text) for path, text in outputs if not _is_special(path)]
+    _staged_write(outputs)
+    for path, text in special:
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise EvalError("%s: cannot write: %s" % (path, exc.strerror or exc)) from None
+
+
+def _is_special(path):
+    """Whether ``path`` exists and is not a regular file or a directory."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _staged_write(outputs):
+    """_write_atomic's regular files: temp files, then the renames."""
     if not outputs:
         return
     import tempfile   # only when writing: keeps start-up fast

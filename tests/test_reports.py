@@ -1404,6 +1404,29 @@ class OutputFilesTest(TempDir, unittest.TestCase):
 # trec_eval's output (--format trec) and trec_eval's averaging (--average trec_eval)
 # ---------------------------------------------------------------------------
 
+    @unittest.skipUnless(hasattr(os, "mkfifo"), "needs named pipes")
+    def test_a_pipe_or_device_is_written_in_place_never_replaced(self):
+        # The atomic rename would put a regular file where /dev/null was (seen as root).
+        import stat
+        import threading
+        for option in ("-o", "--save-baseline"):
+            with self.subTest(option=option):
+                pipe = os.path.join(self.tmp, "pipe%s" % option)
+                os.mkfifo(pipe)
+                got = []
+                reader = threading.Thread(target=lambda: got.append(open(pipe).read()),
+                                          daemon=True)
+                reader.start()
+                extra = ["--format", "json"] if option == "-o" else []
+                code, _, err = run_cli(*EXAMPLE_FILES, option, pipe, *extra)
+                reader.join(10)
+                self.assertEqual(code, 0, err)
+                self.assertTrue(stat.S_ISFIFO(os.stat(pipe).st_mode))
+                self.assertIn('"recall@5"', got[0])
+                self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith(".rag_eval-")],
+                                 [])
+
+
 class TrecOutputTest(TempDir, unittest.TestCase):
     """``--format trec`` prints what trec_eval prints, for scripts that parse it.
 
