@@ -7998,7 +7998,7 @@ class _Plan:
             _check_date(as_of, "as_of")
         facts = {"measures": [str(m) for m in self.measures], "rel": self.rel,
                  "doc_sep": doc_sep, "min_score": _checked_min_score(min_score),
-                 "bounds": bool(bounds), "trim": trim, "as_of": as_of,
+                 "bounds": bounds if bounds == "judged" else bool(bounds), "trim": trim, "as_of": as_of,
                  "chunks": None if self.chunks is None else _chunk_map_sha256(self.chunks)}
         self.fingerprint = hashlib.sha256(_dumps(facts).encode()).hexdigest()[:16]
 
@@ -10377,12 +10377,15 @@ def _as_baseline_value(value, where):
 
 
 def _checked_inputs(inputs, where):
-    """A baseline's ``inputs``: None, or {kind: {"path"/"sha256"/"format": str}}."""
+    """A baseline's ``inputs``: None, or {kind: {"path"/"sha256"/"format": str}}
+    (rows merged from shards, see merge_rows: {"queries": count, "rows_sha256": str})."""
     if inputs is None:
         return None
     if not isinstance(inputs, dict) or not all(
             isinstance(kind, str) and isinstance(info, dict)
-            and all(isinstance(key, str) and isinstance(value, str) for key, value in info.items())
+            and all(isinstance(key, str) and (isinstance(value, str) or key == "queries" and
+                                              type(value) is int and value >= 0)
+                    for key, value in info.items())
             for kind, info in inputs.items()):
         raise EvalError('%s: inputs must be an object {"qrels": {"path": ..., "sha256": ...}, '
                         '...} of strings, got %s' % (where, _short_repr(inputs)))

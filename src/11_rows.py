@@ -150,7 +150,7 @@ class _Plan:
             _check_date(as_of, "as_of")
         facts = {"measures": [str(m) for m in self.measures], "rel": self.rel,
                  "doc_sep": doc_sep, "min_score": _checked_min_score(min_score),
-                 "bounds": bool(bounds), "trim": trim, "as_of": as_of,
+                 "bounds": bounds if bounds == "judged" else bool(bounds), "trim": trim, "as_of": as_of,
                  "chunks": None if self.chunks is None else _chunk_map_sha256(self.chunks)}
         self.fingerprint = hashlib.sha256(_dumps(facts).encode()).hexdigest()[:16]
 

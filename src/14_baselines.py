@@ -24,12 +24,15 @@ def _as_baseline_value(value, where):
 
 
 def _checked_inputs(inputs, where):
-    """A baseline's ``inputs``: None, or {kind: {"path"/"sha256"/"format": str}}."""
+    """A baseline's ``inputs``: None, or {kind: {"path"/"sha256"/"format": str}}
+    (rows merged from shards, see merge_rows: {"queries": count, "rows_sha256": str})."""
     if inputs is None:
         return None
     if not isinstance(inputs, dict) or not all(
             isinstance(kind, str) and isinstance(info, dict)
-            and all(isinstance(key, str) and isinstance(value, str) for key, value in info.items())
+            and all(isinstance(key, str) and (isinstance(value, str) or key == "queries" and
+                                              type(value) is int and value >= 0)
+                    for key, value in info.items())
             for kind, info in inputs.items()):
         raise EvalError('%s: inputs must be an object {"qrels": {"path": ..., "sha256": ...}, '
                         '...} of strings, got %s' % (where, _short_repr(inputs)))

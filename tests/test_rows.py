@@ -181,6 +181,18 @@ class MergeEqualsOneMachineTest(unittest.TestCase):
         self.assertNotEqual(c.inputs["run"]["rows_sha256"], a.inputs["run"]["rows_sha256"])
         self.assertEqual(c.inputs["qrels"], a.inputs["qrels"])
 
+    def test_a_merged_report_saves_as_a_baseline(self):
+        import tempfile
+        qrels_rows, run_rows = synthetic(random.Random(6), queries=30)
+        report = merged(random.Random(0), qrels_rows, run_rows, 3, measures="recall", k=5,
+                        skip_extra_queries=True)
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "base.json")
+            rag_eval.save_baseline(report, path)
+            self.assertEqual(rag_eval.load_baseline(path).inputs["run"]["queries"],
+                             report.inputs["run"]["queries"])
+            self.assertTrue(rag_eval.gate(report, path).passed)
+
     def test_a_merged_report_gates_as_the_whole_does(self):
         qrels_rows, run_rows = synthetic(random.Random(5))
         base = whole(qrels_rows, run_rows, measures="recall", k=5, skip_extra_queries=True)

@@ -30,10 +30,16 @@ import rag_eval                                               # noqa: E402
 def label_rows(qid, labels, spans):
     """The qrels rows of one query from its collected labels: one test-set
     line of id grades, or a label line a span."""
-    if spans:
+    if spans:   # (a whole-document label has no start: sorted with the others by repr)
         return [{"query_id": qid, "doc": l.doc, "start": l.start, "end": l.end, "grade": l.grade}
-                for l in sorted(labels)]
-    return [{"query_id": qid, "relevant": {l.id: l.grade for l in sorted(labels)}}]
+                for l in sorted(labels, key=repr)]
+    grades = {}
+    for l in sorted(labels, key=repr):
+        if l.id in grades:      # as the command line refuses a second grade for an id
+            raise rag_eval.EvalError("labels table: query %r: id %r is graded twice"
+                                     % (qid, l.id))
+        grades[l.id] = l.grade
+    return [{"query_id": qid, "relevant": grades}]
 
 
 def score_partition(rows, options, spans, chunks):
@@ -123,9 +129,26 @@ def main(argv=None):
     return rag_eval.EXIT_OK
 
 
+def _executor_error(exc):
+    """The one line of an error raised on an executor (Spark wraps it in a
+    Java exception), or None when it is not one of ours or the input's."""
+    text = str(exc)
+    for marker in ("rag_eval.EvalError: ", "EvalError: ", "DUPLICATED_MAP_KEY"):
+        at = text.find(marker)
+        if at >= 0:
+            return text[at:].splitlines()[0].replace("rag_eval.EvalError: ", "")
+    return None
+
+
 if __name__ == "__main__":
     try:
         sys.exit(main())
     except rag_eval.EvalError as exc:
         sys.stderr.write("score_spark: error: %s\n" % exc)
+        sys.exit(rag_eval.EXIT_ERROR)
+    except Exception as exc:    # py4j's Py4JJavaError: bad input met on an executor
+        line = _executor_error(exc)
+        if line is None:
+            raise
+        sys.stderr.write("score_spark: error: %s\n" % line)
         sys.exit(rag_eval.EXIT_ERROR)
