@@ -17,7 +17,7 @@ scored under another plan is refused, as is a query in two records, and a
 record whose query was scored with other labels than the driver's (each
 record carries the hash of its query's labels).
 
-Uses: 01_head to 11_evaluation.  Used by: nothing yet (the library's API).
+Uses: 01_head to 13_stages.  Used by: Report.from_rows (02_records, forward).
 """
 
 
