@@ -101,7 +101,7 @@ __all__ = [
     "compare", "compare_all", "evaluate", "evaluate_files", "evaluate_scores", "evaluate_stages", "field_drift",
     "gate", "holm", "judge_drift", "load_baseline", "load_chunks", "load_qrels",
     "load_queries", "load_report", "load_run", "load_scores", "main", "margin_of_error",
-    "mcnemar_p", "merge_rows",
+    "mcnemar_p", "merge_reports", "merge_rows",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_html", "render_json", "render_markdown", "render_text",
     "render_trec",
@@ -252,8 +252,9 @@ def _members_sha256(ids):
 # they print; the numbers in them are made by the later files.
 #
 # Uses: 01_head.  Used by: nearly every later file.  Forward (tools/build.py,
-# FORWARD): the notebook views (_repr_markdown_, _repr_html_) and
-# Report.from_dict call the renderers and the report reader at run time.
+# FORWARD): the notebook views (_repr_markdown_, _repr_html_),
+# Report.from_dict and Report.from_rows call the renderers, the report
+# reader and the merge of rows at run time.
 # ===========================================================================
 
 class _All:
@@ -415,6 +416,19 @@ class Report(NamedTuple):
         True
         """
         return _report_from_dict(data)
+
+    @classmethod
+    def from_rows(cls, records, qrels_rows, **options):
+        """The Report of the records of every shard (see :func:`score_rows`)
+        against all of ``qrels_rows``: :func:`merge_rows`, whose options it
+        takes.
+
+        >>> q = [{"query_id": "q1", "relevant": ["a"]}]
+        >>> Report.from_rows(score_rows(q, [{"query_id": "q1", "docs": ["b", "a"]}], k=2,
+        ...                             measures="mrr"), q, k=2, measures="mrr").mean
+        {'mrr@2': 0.5}
+        """
+        return merge_rows(records, qrels_rows, **options)
 
     def to_dict(self, per_query=True):
         """The JSON-ready form documented in README.md (without ``gate``)."""
@@ -9585,7 +9599,7 @@ def _stage_settings(field, files, *, threshold=None, k=DEFAULT_K, unit="id",
     {'field': 'correct', 'threshold': 0.5, 'k': 3, 'unit': 'id', 'evidence': 'complete'}
     """
     _checked_field_name(field, "--answer (answer=)")
-    if field not in files:
+    if files is not None and field not in files:
         raise EvalError("--answer %s: no score file has the field %r (fields: %s)"
                         % (field, field, ", ".join(files) or "none"))
     if unit not in UNITS:
@@ -9594,8 +9608,8 @@ def _stage_settings(field, files, *, threshold=None, k=DEFAULT_K, unit="id",
         raise EvalError("--stages-evidence must be one of %s, got %s"
                         % (", ".join(EVIDENCE_RULES), _short_repr(evidence)))
     out = {"field": field,
-           "threshold": _checked_threshold(field, threshold, files[field],
-                                           "the pass threshold of %s" % field),
+           "threshold": None if files is None else _checked_threshold(
+               field, threshold, files[field], "the pass threshold of %s" % field),
            "k": _cutoff_int(k, "--stages-k (stages_k=)"), "unit": unit, "evidence": evidence}
     if unit == "evidence":
         out["cover"] = _param_value(_REGISTRY["answer_given_evidence"], "cover", cover, "cover")
@@ -9636,44 +9650,94 @@ def evaluate_stages(qrels, run, scores, answer=None, *, k=DEFAULT_K, measures=No
     >>> r.mean["answer_given_evidence(field=ok)@1"], r.mean["answer_without_evidence(field=ok)@1"]
     (0.5, 1.0)
     """
+    scores = _score_list(scores)
+    files = _files_by_field(scores)
+    meta = _checked_meta(meta)
+    tiers = _Tiers(measures, k, files, rel=rel, gain=gain, unit=unit, answer=answer,
+                   pass_threshold=pass_threshold, stages_k=stages_k,
+                   stages_evidence=stages_evidence)
+    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
+    qrels = _validated(qrels, "qrels", _check_qrels_query)
+    report = _evaluate(qrels, run, tiers.run_measures, rel, "scored", skip_extra_queries,
+                       chunks, doc_sep, testset, min_score, False)
+    return _with_meta(tiers.joined(report, scores, qrels, testset, allow_missing_scores,
+                                   skip_extra_queries), meta)
+
+
+def _score_list(scores):
+    """``scores`` as a list of Scores (one Scores, or a list of them)."""
     scores = [scores] if isinstance(scores, Scores) else scores
     if not isinstance(scores, (list, tuple)) or not scores or not all(
             isinstance(one, Scores) for one in scores):
         raise EvalError("scores must be a Scores (see load_scores) or a list of them")
-    files = _files_by_field(scores)
-    meta = _checked_meta(meta)
-    retrieval, judged_names, stage_names = _tier_names(measures)
-    thresholds = dict(pass_threshold or {})
-    settings = None
-    if answer is not None:
-        settings = _stage_settings(
-            answer, files, threshold=thresholds.get(answer),
-            k=stages_k if stages_k is not None else parse_cutoffs(k)[0], unit=unit,
-            evidence=stages_evidence or "complete")
-        if judged_names is not None and not any(_field_of(m) == answer for m in judged_names):
-            judged_names.append("score(field=%s)" % answer)
-    elif stages_k is not None or stages_evidence is not None:
-        raise EvalError("stages_k and stages_evidence apply with answer= (the verdict field)")
-    named = _stage_measures(stage_names, k, files, rel=rel, unit=unit, thresholds=thresholds,
-                            evidence=stages_evidence, answer=answer)
-    plan = _stage_plan(named, settings, files, rel) if settings is not None or named else None
-    scored = () if retrieval == [] else resolve_measures(retrieval, k, rel=rel, gain=gain,
-                                                         unit=unit)
-    if not scored and plan is None:
-        raise EvalError("measures names no measure of the run (name one, e.g. recall@5, or "
-                        "score the judge alone with evaluate_scores)")
-    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
-    qrels = _validated(qrels, "qrels", _check_qrels_query)
-    report = _evaluate(qrels, run, tuple(scored) + (plan.measures if plan else ()), rel,
-                       "scored", skip_extra_queries, chunks, doc_sep, testset, min_score, False)
-    report = _with_scores(report, _evaluate_scores(scores, judged_names, testset,
-                                                   allow_missing_scores, thresholds, qrels))
-    if plan is not None:
+    return list(scores)
+
+
+class _Tiers:
+    """What a report of both tiers is made of, from evaluate_stages'
+    options: the measures the run is scored with (``run_measures``: the
+    retrieval ones, then the stage plan's), the judge score names
+    (``judged``: None for every field), the pass ``thresholds`` and the
+    _StagePlan (``plan``, None without stage measures or ``answer``).
+    ``files`` are the score files by field ({field: Scores}).  A shard
+    scoring rows apart reads the same options without files (None): its
+    run_measures are the retrieval ones and then the ``evidence`` the stage
+    measures read, which the driver's _Tiers names the same.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
+    >>> [str(m) for m in _Tiers("recall@5", 5, {"ok": s}, answer="ok").run_measures]
+    ['recall@5', 'answer_given_evidence(field=ok)@5', 'answer_without_evidence(field=ok)@5']
+    >>> [str(m) for m in _Tiers("recall@5", 5, None, answer="ok").run_measures]
+    ['recall@5', 'answer_given_evidence@5']
+    """
+
+    def __init__(self, measures, k, files, *, rel=1, gain="exponential", unit="id",
+                 answer=None, pass_threshold=None, stages_k=None, stages_evidence=None):
+        retrieval, self.judged, stage_names = _tier_names(measures)
+        self.thresholds = dict(pass_threshold or {})
+        self.rel = rel
+        settings = None
+        if answer is not None:
+            settings = _stage_settings(
+                answer, files, threshold=self.thresholds.get(answer),
+                k=stages_k if stages_k is not None else parse_cutoffs(k)[0], unit=unit,
+                evidence=stages_evidence or "complete")
+            if self.judged is not None and not any(_field_of(m) == answer for m in self.judged):
+                self.judged.append("score(field=%s)" % answer)
+        elif stages_k is not None or stages_evidence is not None:
+            raise EvalError("stages_k and stages_evidence apply with answer= (the verdict field)")
+        named = _stage_measures(stage_names, k, files, rel=rel, unit=unit,
+                                thresholds=self.thresholds, evidence=stages_evidence,
+                                answer=answer)
+        self.retrieval = () if retrieval == [] else tuple(
+            resolve_measures(retrieval, k, rel=rel, gain=gain, unit=unit))
+        if files is None:
+            self.plan = None
+            block = [] if settings is None else [
+                _stage_measure("answer_given_evidence", settings, None, rel)]
+            stage = tuple(dict.fromkeys(named + block))
+        else:
+            self.plan = (_stage_plan(named, settings, files, rel)
+                         if settings is not None or named else None)
+            stage = self.plan.measures if self.plan else ()
+        if not self.retrieval and not stage:
+            raise EvalError("measures names no measure of the run (name one, e.g. recall@5, "
+                            "or score the judge alone with evaluate_scores)")
+        self.run_measures = self.retrieval + tuple(stage)
+        self.evidence = tuple(dict.fromkeys(_evidence_of(m) for m in stage))
+
+    def joined(self, report, scores, qrels, testset, allow_missing, skip_extra=False):
+        """The run's ``report`` (scored with run_measures) with the judge
+        ``scores`` beside it and, with a plan, joined by the verdicts."""
+        report = _with_scores(report, _evaluate_scores(scores, self.judged, testset,
+                                                       allow_missing, self.thresholds, qrels,
+                                                       skip_extra))
+        if self.plan is None:
+            return report
         stated = frozenset() if testset is None else frozenset(
             q for q, info in testset.queries.items() if info.get("answerable") is False)
-        report = _with_stages(report, plan, stated=stated, qrels=qrels, testset=testset,
-                              skip_extra=skip_extra_queries)
-    return _with_meta(report, meta)
+        return _with_stages(report, self.plan, stated=stated, qrels=qrels, testset=testset,
+                            skip_extra=skip_extra)
 
 
 def _tier_names(measures):
@@ -9714,12 +9778,15 @@ def _stage_measure(name, settings, scores, rel=1):
               "unit": settings["unit"], "rel": rel, "threshold": settings["threshold"],
               "cover": settings.get("cover", COVER.default)}
     return _canonical_stage_measure(Measure(name, settings["k"], tuple(sorted(params.items()))),
-                                    {settings["field"]: scores})
+                                    None if scores is None else {settings["field"]: scores})
 
 
 def _canonical_stage_measure(m, files):
     """``m`` with its threshold checked against its field's range and left
-    out at the midpoint (the default), its other defaults left out."""
+    out at the midpoint (the default), its other defaults left out; without
+    score ``files`` (a shard's), the evidence it reads (_evidence_of)."""
+    if files is None:
+        return _evidence_of(m)
     params = dict(m.params)
     field = params["field"]
     if field not in files:
@@ -9734,6 +9801,22 @@ def _canonical_stage_measure(m, files):
                                           if v != spec.accepts[key].default)))
 
 
+def _evidence_of(m):
+    """What the scorer gives the stage measure ``m`` (see
+    answer_given_evidence): whether the top k hold the query's evidence,
+    which its field and threshold do not change.  A shard scoring rows
+    apart has no verdicts: it scores these (see _Tiers), and the driver's
+    stage measures read them.
+
+    >>> str(_evidence_of(parse_measure("answer_without_evidence(field=ok,threshold=0.7,unit=doc)@5")))
+    'answer_given_evidence(unit=doc)@5'
+    """
+    spec = _REGISTRY["answer_given_evidence"]
+    return m._replace(name="answer_given_evidence", params=tuple(
+        (key, v) for key, v in m.params
+        if key not in ("field", "threshold") and v != spec.accepts[key].default))
+
+
 def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evidence=None,
                     answer=None):
     """The stage measures of ``items`` (names, or Measures), in order: what a
@@ -9742,7 +9825,8 @@ def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evide
     field (``thresholds``, in the field's units) and --stages-evidence
     (``evidence``); a name without @k is taken at every cutoff of ``k``.
     Each field must be in ``files`` ({field: Scores}); a threshold at its
-    field's midpoint is left out.
+    field's midpoint is left out.  Without ``files``: their evidence
+    (_evidence_of), once each.
 
     >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
     >>> [str(m) for m in _stage_measures(["answer_given_evidence(field=ok)"], "3,5", {"ok": s},
@@ -10799,13 +10883,14 @@ def _checked_stage_counts(counts, what):
 # record whose query was scored with other labels than the driver's (each
 # record carries the hash of its query's labels).
 #
-# Uses: 01_head to 11_evaluation.  Used by: nothing yet (the library's API).
+# Uses: 01_head to 13_stages.  Used by: Report.from_rows (02_records, forward).
 # ===========================================================================
 
 def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
                gain="exponential", unit="id", chunks=None, doc_sep=None, queries=None,
                as_of=None, min_score=None, unjudged_bounds=False,
-               trim_label_whitespace=False):
+               trim_label_whitespace=False, answer=None, stages_k=None,
+               stages_evidence=None):
     """Score the queries of ``run_rows`` against ``qrels_rows``: a list of
     records, one per run query, for merge_rows to merge on the driver.
 
@@ -10814,8 +10899,11 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
     ``qrels_rows`` as the lines of JSONL qrels (``{"query_id": ...,
     "relevant": {id: grade}}``, or label lines), holding at least the
     labels of these queries: group both tables by query first (a query's
-    labels on the executor that scores it).  The options are evaluate()'s;
-    give merge_rows the same ones (it refuses records scored otherwise).
+    labels on the executor that scores it).  The options are evaluate()'s,
+    and evaluate_stages()' answer=, stages_k= and stages_evidence=: the
+    judge scores stay on the driver (merge_rows joins them), a shard scores
+    the evidence the stage measures read.  Give merge_rows the same options
+    (it refuses records scored otherwise).
     Bad rows raise EvalError naming the row and the query.  A record is a
     plain dict of plain values: it pickles, as collect() needs (it is not
     for JSON, which turns its tuples into lists: merge_rows refuses such a
@@ -10828,7 +10916,9 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
     ('q1', {'recall@2': 1.0, 'mrr@2': 0.5})
     """
     plan = _Plan(measures, k, rel, gain, unit, chunks, doc_sep, min_score, unjudged_bounds,
-                 trim_label_whitespace, as_of)
+                 trim_label_whitespace, as_of, _Tiers(
+                     measures, k, None, rel=rel, gain=gain, unit=unit, answer=answer,
+                     stages_k=stages_k, stages_evidence=stages_evidence))
     run_rows = list(run_rows)
     if not run_rows:
         return []
@@ -10862,14 +10952,20 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
                gain="exponential", unit="id", chunks=None, doc_sep=None, queries=None,
                by=(), holdout=None, as_of=None, reveal_holdout=False, min_score=None,
                unjudged_bounds=False, trim_label_whitespace=False,
-               skip_extra_queries=False, meta=None, names=None):
+               skip_extra_queries=False, meta=None, names=None, scores=None, answer=None,
+               pass_threshold=None, stages_k=None, stages_evidence=None,
+               allow_missing_scores=False):
     """The Report of the records of every shard (score_rows' lists, joined
     in any order) against all of ``qrels_rows``: what evaluate_files() gives
     of the whole run, but for ``inputs``.  Give it the options score_rows
     had, and the test-set ones (``by``, ``holdout``, ...) of evaluate().
     ``names`` says what warnings call the inputs, {"qrels": ..., "run":
     ...} (default "qrels rows" and "run"): the command line says their
-    paths, so giving those makes the two JSON reports equal.
+    paths, so giving those makes the two JSON reports equal.  With the
+    judge ``scores`` (a Scores or a list, as evaluate_stages() takes, and
+    its answer=, pass_threshold=, stages_k=, stages_evidence=,
+    allow_missing_scores=) the report holds both tiers and the stages, as
+    evaluate_stages() gives them.
 
     The driver holds the qrels and each query's values (about queries x
     measures floats).  A query in two records, a record scored under other
@@ -10885,8 +10981,16 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     >>> merge_rows(parts[1] + parts[0], q, k=1, measures="recall").mean
     {'recall@1': 0.5}
     """
+    if scores is not None:
+        scores = _score_list(scores)
+    elif answer is not None or any(_tier_names(measures)[1:]):
+        raise EvalError("judge scores and stage measures (score(...), answer_..., answer=) "
+                        "need the judge's scores: give merge_rows scores=")
     plan = _Plan(measures, k, rel, gain, unit, chunks, doc_sep, min_score, unjudged_bounds,
-                 trim_label_whitespace, as_of)
+                 trim_label_whitespace, as_of, _Tiers(
+                     measures, k, None if scores is None else _files_by_field(scores), rel=rel,
+                     gain=gain, unit=unit, answer=answer, pass_threshold=pass_threshold,
+                     stages_k=stages_k, stages_evidence=stages_evidence))
     meta = _checked_meta(meta)
     names = dict({"qrels": "qrels rows", "run": "run"}, **(names or {}))
     qrels, described = _rows_qrels(qrels_rows, plan)
@@ -10896,7 +11000,7 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     ordered = _checked_records(records, plan, qrels, scorer.unanswerable)
     if not ordered:
         raise EvalError("%s: no records: the run rows were empty" % names["run"])
-    report = _score(scorer, ((r["query_id"], _result_of(r)) for r in ordered),
+    report = _score(scorer, ((r["query_id"], _result_of(r, plan)) for r in ordered),
                     skip_extra_queries, names["run"], testset)
     report = report._replace(min_score=scorer.min_score,
                              trim_label_whitespace=trim_label_whitespace)
@@ -10912,26 +11016,55 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
         inputs["mapping"] = {key: report.mapping[key] for key in ("source", "doc_sep")
                              if report.mapping[key] is not None}
     report = report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset))
+    if scores is not None:
+        report = plan.tiers.joined(report, scores, qrels, testset, allow_missing_scores,
+                                   skip_extra_queries)
     return _with_meta(report, meta)
+
+
+def merge_reports(parts, qrels_rows, **options):
+    """merge_rows of the records of ``parts``, score_rows' list of each
+    shard (as a job gathers them one list a shard), with merge_rows'
+    options.
+
+    >>> q = [{"query_id": "q1", "relevant": ["a"]}, {"query_id": "q2", "relevant": ["b"]}]
+    >>> parts = [score_rows(q[:1], [{"query_id": "q1", "docs": ["a"]}], k=1, measures="recall"),
+    ...          score_rows(q[1:], [{"query_id": "q2", "docs": ["b"]}], k=1, measures="recall")]
+    >>> merge_reports(parts, q, k=1, measures="recall").mean
+    {'recall@1': 1.0}
+    """
+    records = []
+    for part in parts:
+        if not isinstance(part, (list, tuple)):
+            raise EvalError("merge_reports takes a list of score_rows' lists (one a shard), "
+                            "got %s in it: give merge_rows the records themselves"
+                            % _short_repr(part, 60))
+        records.extend(part)
+    return merge_rows(records, qrels_rows, **options)
 
 
 class _Plan:
     """What a shard is scored under, and its fingerprint: every option that
     changes a number (the measures by canonical name, rel, min_score, the
-    unjudged bounds, label trimming, the chunk map or separator, as_of)."""
+    unjudged bounds, label trimming, the chunk map or separator, as_of).
+    ``tiers`` (a _Tiers) are the measures: a shard's scorer gives the
+    evidence of the stage measures, the driver's the stage measures, which
+    ``reads`` maps to the evidence each reads ({name: evidence name})."""
 
     def __init__(self, measures, k, rel, gain, unit, chunks, doc_sep, min_score, bounds, trim,
-                 as_of):
-        self.measures = resolve_measures(measures, k, rel=rel, gain=gain, unit=unit)
-        _refuse_joined(self.measures)
+                 as_of, tiers):
+        self.tiers, self.measures = tiers, tiers.run_measures
+        self.reads = {str(m): str(_evidence_of(m)) for m in self.measures
+                      if _is_stage_measure(m)}
         self.rel = _positive_int(rel, "rel")
         self.chunks, _ = _library_chunks(chunks)
         self.doc_sep, self.min_score, self.bounds, self.trim = doc_sep, min_score, bounds, trim
         if as_of is not None:
             _check_date(as_of, "as_of")
-        facts = {"measures": [str(m) for m in self.measures], "rel": self.rel,
-                 "doc_sep": doc_sep, "min_score": _checked_min_score(min_score),
-                 "bounds": bounds if bounds == "judged" else bool(bounds), "trim": trim, "as_of": as_of,
+        facts = {"measures": [str(m) for m in tiers.retrieval + tiers.evidence],
+                 "rel": self.rel, "doc_sep": doc_sep, "min_score": _checked_min_score(min_score),
+                 "bounds": bounds if bounds == "judged" else bool(bounds), "trim": trim,
+                 "as_of": as_of,
                  "chunks": None if self.chunks is None else _chunk_map_sha256(self.chunks)}
         self.fingerprint = hashlib.sha256(_dumps(facts).encode()).hexdigest()[:16]
 
@@ -11015,11 +11148,18 @@ def _checked_records(records, plan, qrels, unanswerable):
     return [by_query[qid] for qid in sorted(by_query)]
 
 
-def _result_of(record):
-    """The scorer's tuple of a record (None: the query is not in the qrels)."""
+def _result_of(record, plan):
+    """The scorer's tuple of a record (None: the query is not in the qrels),
+    each stage measure of ``plan`` given the evidence it reads."""
     if record["detail"] is None:
         return None
-    return (record["values"],) + record["detail"]
+    values = record["values"]
+    if values is not None and plan.reads:
+        evidence = set(plan.reads.values())
+        shard = values
+        values = {name: v for name, v in shard.items() if name not in evidence}
+        values.update((name, shard[read]) for name, read in plan.reads.items() if read in shard)
+    return (values,) + record["detail"]
 
 
 def _refuse_own_sizes(ranking, number, qid):

@@ -92,7 +92,7 @@ __all__ = [
     "compare", "compare_all", "evaluate", "evaluate_files", "evaluate_scores", "evaluate_stages", "field_drift",
     "gate", "holm", "judge_drift", "load_baseline", "load_chunks", "load_qrels",
     "load_queries", "load_report", "load_run", "load_scores", "main", "margin_of_error",
-    "mcnemar_p", "merge_rows",
+    "mcnemar_p", "merge_reports", "merge_rows",
     "min_detectable_difference", "paired_ttest", "parse_measure", "queries_needed",
     "randomization_p", "render_html", "render_json", "render_markdown", "render_text",
     "render_trec",

@@ -6,8 +6,9 @@ their JSON forms (to_dict); the cutoff ALL.  Records hold data and say how
 they print; the numbers in them are made by the later files.
 
 Uses: 01_head.  Used by: nearly every later file.  Forward (tools/build.py,
-FORWARD): the notebook views (_repr_markdown_, _repr_html_) and
-Report.from_dict call the renderers and the report reader at run time.
+FORWARD): the notebook views (_repr_markdown_, _repr_html_),
+Report.from_dict and Report.from_rows call the renderers, the report
+reader and the merge of rows at run time.
 """
 
 class _All:
@@ -169,6 +170,19 @@ class Report(NamedTuple):
         True
         """
         return _report_from_dict(data)
+
+    @classmethod
+    def from_rows(cls, records, qrels_rows, **options):
+        """The Report of the records of every shard (see :func:`score_rows`)
+        against all of ``qrels_rows``: :func:`merge_rows`, whose options it
+        takes.
+
+        >>> q = [{"query_id": "q1", "relevant": ["a"]}]
+        >>> Report.from_rows(score_rows(q, [{"query_id": "q1", "docs": ["b", "a"]}], k=2,
+        ...                             measures="mrr"), q, k=2, measures="mrr").mean
+        {'mrr@2': 0.5}
+        """
+        return merge_rows(records, qrels_rows, **options)
 
     def to_dict(self, per_query=True):
         """The JSON-ready form documented in README.md (without ``gate``)."""

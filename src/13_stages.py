@@ -81,7 +81,7 @@ def _stage_settings(field, files, *, threshold=None, k=DEFAULT_K, unit="id",
     {'field': 'correct', 'threshold': 0.5, 'k': 3, 'unit': 'id', 'evidence': 'complete'}
     """
     _checked_field_name(field, "--answer (answer=)")
-    if field not in files:
+    if files is not None and field not in files:
         raise EvalError("--answer %s: no score file has the field %r (fields: %s)"
                         % (field, field, ", ".join(files) or "none"))
     if unit not in UNITS:
@@ -90,8 +90,8 @@ def _stage_settings(field, files, *, threshold=None, k=DEFAULT_K, unit="id",
         raise EvalError("--stages-evidence must be one of %s, got %s"
                         % (", ".join(EVIDENCE_RULES), _short_repr(evidence)))
     out = {"field": field,
-           "threshold": _checked_threshold(field, threshold, files[field],
-                                           "the pass threshold of %s" % field),
+           "threshold": None if files is None else _checked_threshold(
+               field, threshold, files[field], "the pass threshold of %s" % field),
            "k": _cutoff_int(k, "--stages-k (stages_k=)"), "unit": unit, "evidence": evidence}
     if unit == "evidence":
         out["cover"] = _param_value(_REGISTRY["answer_given_evidence"], "cover", cover, "cover")
@@ -132,44 +132,94 @@ def evaluate_stages(qrels, run, scores, answer=None, *, k=DEFAULT_K, measures=No
     >>> r.mean["answer_given_evidence(field=ok)@1"], r.mean["answer_without_evidence(field=ok)@1"]
     (0.5, 1.0)
     """
+    scores = _score_list(scores)
+    files = _files_by_field(scores)
+    meta = _checked_meta(meta)
+    tiers = _Tiers(measures, k, files, rel=rel, gain=gain, unit=unit, answer=answer,
+                   pass_threshold=pass_threshold, stages_k=stages_k,
+                   stages_evidence=stages_evidence)
+    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
+    qrels = _validated(qrels, "qrels", _check_qrels_query)
+    report = _evaluate(qrels, run, tiers.run_measures, rel, "scored", skip_extra_queries,
+                       chunks, doc_sep, testset, min_score, False)
+    return _with_meta(tiers.joined(report, scores, qrels, testset, allow_missing_scores,
+                                   skip_extra_queries), meta)
+
+
+def _score_list(scores):
+    """``scores`` as a list of Scores (one Scores, or a list of them)."""
     scores = [scores] if isinstance(scores, Scores) else scores
     if not isinstance(scores, (list, tuple)) or not scores or not all(
             isinstance(one, Scores) for one in scores):
         raise EvalError("scores must be a Scores (see load_scores) or a list of them")
-    files = _files_by_field(scores)
-    meta = _checked_meta(meta)
-    retrieval, judged_names, stage_names = _tier_names(measures)
-    thresholds = dict(pass_threshold or {})
-    settings = None
-    if answer is not None:
-        settings = _stage_settings(
-            answer, files, threshold=thresholds.get(answer),
-            k=stages_k if stages_k is not None else parse_cutoffs(k)[0], unit=unit,
-            evidence=stages_evidence or "complete")
-        if judged_names is not None and not any(_field_of(m) == answer for m in judged_names):
-            judged_names.append("score(field=%s)" % answer)
-    elif stages_k is not None or stages_evidence is not None:
-        raise EvalError("stages_k and stages_evidence apply with answer= (the verdict field)")
-    named = _stage_measures(stage_names, k, files, rel=rel, unit=unit, thresholds=thresholds,
-                            evidence=stages_evidence, answer=answer)
-    plan = _stage_plan(named, settings, files, rel) if settings is not None or named else None
-    scored = () if retrieval == [] else resolve_measures(retrieval, k, rel=rel, gain=gain,
-                                                         unit=unit)
-    if not scored and plan is None:
-        raise EvalError("measures names no measure of the run (name one, e.g. recall@5, or "
-                        "score the judge alone with evaluate_scores)")
-    testset = _test_set(queries, by, holdout, as_of, reveal_holdout, "scored")
-    qrels = _validated(qrels, "qrels", _check_qrels_query)
-    report = _evaluate(qrels, run, tuple(scored) + (plan.measures if plan else ()), rel,
-                       "scored", skip_extra_queries, chunks, doc_sep, testset, min_score, False)
-    report = _with_scores(report, _evaluate_scores(scores, judged_names, testset,
-                                                   allow_missing_scores, thresholds, qrels))
-    if plan is not None:
+    return list(scores)
+
+
+class _Tiers:
+    """What a report of both tiers is made of, from evaluate_stages'
+    options: the measures the run is scored with (``run_measures``: the
+    retrieval ones, then the stage plan's), the judge score names
+    (``judged``: None for every field), the pass ``thresholds`` and the
+    _StagePlan (``plan``, None without stage measures or ``answer``).
+    ``files`` are the score files by field ({field: Scores}).  A shard
+    scoring rows apart reads the same options without files (None): its
+    run_measures are the retrieval ones and then the ``evidence`` the stage
+    measures read, which the driver's _Tiers names the same.
+
+    >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
+    >>> [str(m) for m in _Tiers("recall@5", 5, {"ok": s}, answer="ok").run_measures]
+    ['recall@5', 'answer_given_evidence(field=ok)@5', 'answer_without_evidence(field=ok)@5']
+    >>> [str(m) for m in _Tiers("recall@5", 5, None, answer="ok").run_measures]
+    ['recall@5', 'answer_given_evidence@5']
+    """
+
+    def __init__(self, measures, k, files, *, rel=1, gain="exponential", unit="id",
+                 answer=None, pass_threshold=None, stages_k=None, stages_evidence=None):
+        retrieval, self.judged, stage_names = _tier_names(measures)
+        self.thresholds = dict(pass_threshold or {})
+        self.rel = rel
+        settings = None
+        if answer is not None:
+            settings = _stage_settings(
+                answer, files, threshold=self.thresholds.get(answer),
+                k=stages_k if stages_k is not None else parse_cutoffs(k)[0], unit=unit,
+                evidence=stages_evidence or "complete")
+            if self.judged is not None and not any(_field_of(m) == answer for m in self.judged):
+                self.judged.append("score(field=%s)" % answer)
+        elif stages_k is not None or stages_evidence is not None:
+            raise EvalError("stages_k and stages_evidence apply with answer= (the verdict field)")
+        named = _stage_measures(stage_names, k, files, rel=rel, unit=unit,
+                                thresholds=self.thresholds, evidence=stages_evidence,
+                                answer=answer)
+        self.retrieval = () if retrieval == [] else tuple(
+            resolve_measures(retrieval, k, rel=rel, gain=gain, unit=unit))
+        if files is None:
+            self.plan = None
+            block = [] if settings is None else [
+                _stage_measure("answer_given_evidence", settings, None, rel)]
+            stage = tuple(dict.fromkeys(named + block))
+        else:
+            self.plan = (_stage_plan(named, settings, files, rel)
+                         if settings is not None or named else None)
+            stage = self.plan.measures if self.plan else ()
+        if not self.retrieval and not stage:
+            raise EvalError("measures names no measure of the run (name one, e.g. recall@5, "
+                            "or score the judge alone with evaluate_scores)")
+        self.run_measures = self.retrieval + tuple(stage)
+        self.evidence = tuple(dict.fromkeys(_evidence_of(m) for m in stage))
+
+    def joined(self, report, scores, qrels, testset, allow_missing, skip_extra=False):
+        """The run's ``report`` (scored with run_measures) with the judge
+        ``scores`` beside it and, with a plan, joined by the verdicts."""
+        report = _with_scores(report, _evaluate_scores(scores, self.judged, testset,
+                                                       allow_missing, self.thresholds, qrels,
+                                                       skip_extra))
+        if self.plan is None:
+            return report
         stated = frozenset() if testset is None else frozenset(
             q for q, info in testset.queries.items() if info.get("answerable") is False)
-        report = _with_stages(report, plan, stated=stated, qrels=qrels, testset=testset,
-                              skip_extra=skip_extra_queries)
-    return _with_meta(report, meta)
+        return _with_stages(report, self.plan, stated=stated, qrels=qrels, testset=testset,
+                            skip_extra=skip_extra)
 
 
 def _tier_names(measures):
@@ -210,12 +260,15 @@ def _stage_measure(name, settings, scores, rel=1):
               "unit": settings["unit"], "rel": rel, "threshold": settings["threshold"],
               "cover": settings.get("cover", COVER.default)}
     return _canonical_stage_measure(Measure(name, settings["k"], tuple(sorted(params.items()))),
-                                    {settings["field"]: scores})
+                                    None if scores is None else {settings["field"]: scores})
 
 
 def _canonical_stage_measure(m, files):
     """``m`` with its threshold checked against its field's range and left
-    out at the midpoint (the default), its other defaults left out."""
+    out at the midpoint (the default), its other defaults left out; without
+    score ``files`` (a shard's), the evidence it reads (_evidence_of)."""
+    if files is None:
+        return _evidence_of(m)
     params = dict(m.params)
     field = params["field"]
     if field not in files:
@@ -230,6 +283,22 @@ def _canonical_stage_measure(m, files):
                                           if v != spec.accepts[key].default)))
 
 
+def _evidence_of(m):
+    """What the scorer gives the stage measure ``m`` (see
+    answer_given_evidence): whether the top k hold the query's evidence,
+    which its field and threshold do not change.  A shard scoring rows
+    apart has no verdicts: it scores these (see _Tiers), and the driver's
+    stage measures read them.
+
+    >>> str(_evidence_of(parse_measure("answer_without_evidence(field=ok,threshold=0.7,unit=doc)@5")))
+    'answer_given_evidence(unit=doc)@5'
+    """
+    spec = _REGISTRY["answer_given_evidence"]
+    return m._replace(name="answer_given_evidence", params=tuple(
+        (key, v) for key, v in m.params
+        if key not in ("field", "threshold") and v != spec.accepts[key].default))
+
+
 def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evidence=None,
                     answer=None):
     """The stage measures of ``items`` (names, or Measures), in order: what a
@@ -238,7 +307,8 @@ def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evide
     field (``thresholds``, in the field's units) and --stages-evidence
     (``evidence``); a name without @k is taken at every cutoff of ``k``.
     Each field must be in ``files`` ({field: Scores}); a threshold at its
-    field's midpoint is left out.
+    field's midpoint is left out.  Without ``files``: their evidence
+    (_evidence_of), once each.
 
     >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
     >>> [str(m) for m in _stage_measures(["answer_given_evidence(field=ok)"], "3,5", {"ok": s},

@@ -24,7 +24,8 @@ Uses: 01_head to 13_stages.  Used by: Report.from_rows (02_records, forward).
 def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
                gain="exponential", unit="id", chunks=None, doc_sep=None, queries=None,
                as_of=None, min_score=None, unjudged_bounds=False,
-               trim_label_whitespace=False):
+               trim_label_whitespace=False, answer=None, stages_k=None,
+               stages_evidence=None):
     """Score the queries of ``run_rows`` against ``qrels_rows``: a list of
     records, one per run query, for merge_rows to merge on the driver.
 
@@ -33,8 +34,11 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
     ``qrels_rows`` as the lines of JSONL qrels (``{"query_id": ...,
     "relevant": {id: grade}}``, or label lines), holding at least the
     labels of these queries: group both tables by query first (a query's
-    labels on the executor that scores it).  The options are evaluate()'s;
-    give merge_rows the same ones (it refuses records scored otherwise).
+    labels on the executor that scores it).  The options are evaluate()'s,
+    and evaluate_stages()' answer=, stages_k= and stages_evidence=: the
+    judge scores stay on the driver (merge_rows joins them), a shard scores
+    the evidence the stage measures read.  Give merge_rows the same options
+    (it refuses records scored otherwise).
     Bad rows raise EvalError naming the row and the query.  A record is a
     plain dict of plain values: it pickles, as collect() needs (it is not
     for JSON, which turns its tuples into lists: merge_rows refuses such a
@@ -47,7 +51,9 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
     ('q1', {'recall@2': 1.0, 'mrr@2': 0.5})
     """
     plan = _Plan(measures, k, rel, gain, unit, chunks, doc_sep, min_score, unjudged_bounds,
-                 trim_label_whitespace, as_of)
+                 trim_label_whitespace, as_of, _Tiers(
+                     measures, k, None, rel=rel, gain=gain, unit=unit, answer=answer,
+                     stages_k=stages_k, stages_evidence=stages_evidence))
     run_rows = list(run_rows)
     if not run_rows:
         return []
@@ -81,14 +87,20 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
                gain="exponential", unit="id", chunks=None, doc_sep=None, queries=None,
                by=(), holdout=None, as_of=None, reveal_holdout=False, min_score=None,
                unjudged_bounds=False, trim_label_whitespace=False,
-               skip_extra_queries=False, meta=None, names=None):
+               skip_extra_queries=False, meta=None, names=None, scores=None, answer=None,
+               pass_threshold=None, stages_k=None, stages_evidence=None,
+               allow_missing_scores=False):
     """The Report of the records of every shard (score_rows' lists, joined
     in any order) against all of ``qrels_rows``: what evaluate_files() gives
     of the whole run, but for ``inputs``.  Give it the options score_rows
     had, and the test-set ones (``by``, ``holdout``, ...) of evaluate().
     ``names`` says what warnings call the inputs, {"qrels": ..., "run":
     ...} (default "qrels rows" and "run"): the command line says their
-    paths, so giving those makes the two JSON reports equal.
+    paths, so giving those makes the two JSON reports equal.  With the
+    judge ``scores`` (a Scores or a list, as evaluate_stages() takes, and
+    its answer=, pass_threshold=, stages_k=, stages_evidence=,
+    allow_missing_scores=) the report holds both tiers and the stages, as
+    evaluate_stages() gives them.
 
     The driver holds the qrels and each query's values (about queries x
     measures floats).  A query in two records, a record scored under other
@@ -104,8 +116,16 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     >>> merge_rows(parts[1] + parts[0], q, k=1, measures="recall").mean
     {'recall@1': 0.5}
     """
+    if scores is not None:
+        scores = _score_list(scores)
+    elif answer is not None or any(_tier_names(measures)[1:]):
+        raise EvalError("judge scores and stage measures (score(...), answer_..., answer=) "
+                        "need the judge's scores: give merge_rows scores=")
     plan = _Plan(measures, k, rel, gain, unit, chunks, doc_sep, min_score, unjudged_bounds,
-                 trim_label_whitespace, as_of)
+                 trim_label_whitespace, as_of, _Tiers(
+                     measures, k, None if scores is None else _files_by_field(scores), rel=rel,
+                     gain=gain, unit=unit, answer=answer, pass_threshold=pass_threshold,
+                     stages_k=stages_k, stages_evidence=stages_evidence))
     meta = _checked_meta(meta)
     names = dict({"qrels": "qrels rows", "run": "run"}, **(names or {}))
     qrels, described = _rows_qrels(qrels_rows, plan)
@@ -115,7 +135,7 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     ordered = _checked_records(records, plan, qrels, scorer.unanswerable)
     if not ordered:
         raise EvalError("%s: no records: the run rows were empty" % names["run"])
-    report = _score(scorer, ((r["query_id"], _result_of(r)) for r in ordered),
+    report = _score(scorer, ((r["query_id"], _result_of(r, plan)) for r in ordered),
                     skip_extra_queries, names["run"], testset)
     report = report._replace(min_score=scorer.min_score,
                              trim_label_whitespace=trim_label_whitespace)
@@ -131,26 +151,55 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
         inputs["mapping"] = {key: report.mapping[key] for key in ("source", "doc_sep")
                              if report.mapping[key] is not None}
     report = report._replace(inputs=inputs, label_sha256=_label_hashes(qrels, testset))
+    if scores is not None:
+        report = plan.tiers.joined(report, scores, qrels, testset, allow_missing_scores,
+                                   skip_extra_queries)
     return _with_meta(report, meta)
+
+
+def merge_reports(parts, qrels_rows, **options):
+    """merge_rows of the records of ``parts``, score_rows' list of each
+    shard (as a job gathers them one list a shard), with merge_rows'
+    options.
+
+    >>> q = [{"query_id": "q1", "relevant": ["a"]}, {"query_id": "q2", "relevant": ["b"]}]
+    >>> parts = [score_rows(q[:1], [{"query_id": "q1", "docs": ["a"]}], k=1, measures="recall"),
+    ...          score_rows(q[1:], [{"query_id": "q2", "docs": ["b"]}], k=1, measures="recall")]
+    >>> merge_reports(parts, q, k=1, measures="recall").mean
+    {'recall@1': 1.0}
+    """
+    records = []
+    for part in parts:
+        if not isinstance(part, (list, tuple)):
+            raise EvalError("merge_reports takes a list of score_rows' lists (one a shard), "
+                            "got %s in it: give merge_rows the records themselves"
+                            % _short_repr(part, 60))
+        records.extend(part)
+    return merge_rows(records, qrels_rows, **options)
 
 
 class _Plan:
     """What a shard is scored under, and its fingerprint: every option that
     changes a number (the measures by canonical name, rel, min_score, the
-    unjudged bounds, label trimming, the chunk map or separator, as_of)."""
+    unjudged bounds, label trimming, the chunk map or separator, as_of).
+    ``tiers`` (a _Tiers) are the measures: a shard's scorer gives the
+    evidence of the stage measures, the driver's the stage measures, which
+    ``reads`` maps to the evidence each reads ({name: evidence name})."""
 
     def __init__(self, measures, k, rel, gain, unit, chunks, doc_sep, min_score, bounds, trim,
-                 as_of):
-        self.measures = resolve_measures(measures, k, rel=rel, gain=gain, unit=unit)
-        _refuse_joined(self.measures)
+                 as_of, tiers):
+        self.tiers, self.measures = tiers, tiers.run_measures
+        self.reads = {str(m): str(_evidence_of(m)) for m in self.measures
+                      if _is_stage_measure(m)}
         self.rel = _positive_int(rel, "rel")
         self.chunks, _ = _library_chunks(chunks)
         self.doc_sep, self.min_score, self.bounds, self.trim = doc_sep, min_score, bounds, trim
         if as_of is not None:
             _check_date(as_of, "as_of")
-        facts = {"measures": [str(m) for m in self.measures], "rel": self.rel,
-                 "doc_sep": doc_sep, "min_score": _checked_min_score(min_score),
-                 "bounds": bounds if bounds == "judged" else bool(bounds), "trim": trim, "as_of": as_of,
+        facts = {"measures": [str(m) for m in tiers.retrieval + tiers.evidence],
+                 "rel": self.rel, "doc_sep": doc_sep, "min_score": _checked_min_score(min_score),
+                 "bounds": bounds if bounds == "judged" else bool(bounds), "trim": trim,
+                 "as_of": as_of,
                  "chunks": None if self.chunks is None else _chunk_map_sha256(self.chunks)}
         self.fingerprint = hashlib.sha256(_dumps(facts).encode()).hexdigest()[:16]
 
@@ -234,11 +283,18 @@ def _checked_records(records, plan, qrels, unanswerable):
     return [by_query[qid] for qid in sorted(by_query)]
 
 
-def _result_of(record):
-    """The scorer's tuple of a record (None: the query is not in the qrels)."""
+def _result_of(record, plan):
+    """The scorer's tuple of a record (None: the query is not in the qrels),
+    each stage measure of ``plan`` given the evidence it reads."""
     if record["detail"] is None:
         return None
-    return (record["values"],) + record["detail"]
+    values = record["values"]
+    if values is not None and plan.reads:
+        evidence = set(plan.reads.values())
+        shard = values
+        values = {name: v for name, v in shard.items() if name not in evidence}
+        values.update((name, shard[read]) for name, read in plan.reads.items() if read in shard)
+    return (values,) + record["detail"]
 
 
 def _refuse_own_sizes(ranking, number, qid):

@@ -12,7 +12,7 @@ import random
 import unittest
 
 import rag_eval
-from tests.support import HERE
+from tests.support import HERE, TempDir, run_cli
 
 EXAMPLES = os.path.join(HERE, "examples")
 
@@ -66,7 +66,8 @@ def whole(qrels_rows, run_rows, **options):
     return rag_eval.evaluate_files(jsonl(qrels_rows), jsonl(run_rows), **options)
 
 
-MERGE_ONLY = ("by", "holdout", "reveal_holdout", "skip_extra_queries", "meta")
+MERGE_ONLY = ("by", "holdout", "reveal_holdout", "skip_extra_queries", "meta", "names",
+              "scores", "pass_threshold", "allow_missing_scores")
 
 
 def merged(rng, qrels_rows, run_rows, parts, **options):
@@ -206,6 +207,116 @@ class MergeEqualsOneMachineTest(unittest.TestCase):
         self.assertEqual(two.passed, one.passed)
         self.assertEqual([(c.measure, c.status) for c in two.changes],
                          [(c.measure, c.status) for c in one.changes])
+
+
+def judge_rows(rng, qrels_rows, missing=0.0):
+    """A judge's score lines for the queries of ``qrels_rows``: a boolean
+    verdict and a 1-5 grade; a share ``missing`` of the queries have none."""
+    rows = []
+    for row in qrels_rows:
+        if rng.random() < missing:
+            continue
+        rows.append({"query_id": row["query_id"], "correct": rng.random() < 0.6,
+                     "grade": rng.randint(1, 5)})
+    return rows
+
+
+class MergeWithJudgeScoresTest(TempDir, unittest.TestCase):
+    """The judge's scores joined on the driver, the stage measures' evidence
+    scored on the shards: the command line's report of both tiers, stages
+    and all (its JSON but for inputs)."""
+
+    def one_machine(self, qrels_rows, run_rows, score_rows_, *argv):
+        paths = [self.write(name, "".join(json.dumps(r) + "\n" for r in rows))
+                 for name, rows in (("qrels.jsonl", qrels_rows), ("run.jsonl", run_rows),
+                                    ("scores.jsonl", score_rows_))]
+        code, out, err = run_cli(paths[0], paths[1], "--scores", paths[2], "--format", "json",
+                                 "--per-query", *argv)
+        self.assertEqual(code, 0, err)
+        data = json.loads(out)
+        data.pop("inputs")
+        return json.dumps(data, sort_keys=True), paths
+
+    def check(self, qrels_rows, run_rows, judge, argv, fields, seeds=range(5), **options):
+        """The merge against the command line's ``argv``; ``fields``: the
+        score fields it reads (those --metrics and --answer name)."""
+        expected, paths = self.one_machine(qrels_rows, run_rows, judge, *argv)
+        ranges = {"grade": (1, 5)} if "grade" in fields else None
+        scores = rag_eval.load_scores(paths[2], fields=fields, ranges=ranges,
+                                      allow_missing=options.get("allow_missing_scores", False))
+        for seed in seeds:
+            rng = random.Random(seed)
+            with self.subTest(seed=seed):
+                report = merged(rng, qrels_rows, run_rows, rng.randint(1, 5), scores=scores,
+                                names={"qrels": paths[0], "run": paths[1]}, **options)
+                data = json.loads(rag_eval.render_json(report, per_query=True))
+                data.pop("inputs")
+                self.assertEqual(json.dumps(data, sort_keys=True), expected)
+        return report
+
+    def test_answer_stages_with_slices_a_holdout_and_unanswerable_queries(self):
+        rng = random.Random(11)
+        qrels_rows, run_rows = synthetic(rng)
+        judge = judge_rows(rng, qrels_rows)
+        report = self.check(
+            qrels_rows, run_rows, judge,
+            ["--metrics", "recall,ndcg", "--k", "3,5", "--answer", "correct",
+             "--skip-extra-queries", "--by", "topic", "--holdout", "split=holdout"],
+            ["correct"], measures="recall,ndcg", k="3,5", answer="correct", skip_extra_queries=True,
+            by="topic", holdout="split=holdout")
+        self.assertGreater(sum(report.stages["counts"].values()), 10)
+        self.assertIn("answer_without_evidence(field=correct)@3", report.mean)
+
+    def test_named_stage_measures_a_threshold_and_missing_scores(self):
+        rng = random.Random(12)
+        qrels_rows, run_rows = synthetic(rng)
+        judge = judge_rows(rng, qrels_rows, missing=0.2)
+        measures = ("recall,score(field=grade),answer_given_evidence(field=grade,"
+                    "evidence=success)@5,answer_without_evidence(field=grade)@3")
+        report = self.check(
+            qrels_rows, run_rows, judge,
+            ["--metrics", measures, "--k", "3,5", "--answer", "grade", "--pass-threshold",
+             "grade=4", "--score-range", "grade=1:5", "--stages-k", "3",
+             "--allow-missing-scores", "--skip-extra-queries"],
+            ["grade"], measures=measures, k="3,5", answer="grade", pass_threshold={"grade": 4},
+            stages_k=3, allow_missing_scores=True, skip_extra_queries=True)
+        self.assertIn("answer_given_evidence(evidence=success,field=grade,threshold=4.0)@5",
+                      report.mean)
+
+    def test_judge_scores_beside_the_run_without_stages(self):
+        rng = random.Random(13)
+        qrels_rows, run_rows = synthetic(rng)
+        judge = judge_rows(rng, qrels_rows)
+        self.check(qrels_rows, run_rows, judge,
+                   ["--metrics", "mrr,score(field=correct)", "--k", "5",
+                    "--skip-extra-queries"], ["correct"], measures="mrr,score(field=correct)", k=5, skip_extra_queries=True)
+
+    def test_the_evidence_alone_goes_through_the_shards(self):
+        qrels_rows = [{"query_id": "q1", "relevant": {"a": 1}}]
+        run_rows = [{"query_id": "q1", "docs": ["a"]}]
+        records = rag_eval.score_rows(qrels_rows, run_rows, measures="recall", k=2,
+                                      answer="ok", stages_evidence="success")
+        self.assertEqual(records[0]["values"],
+                         {"recall@2": 1.0, "answer_given_evidence(evidence=success)@2": 1.0})
+
+    def test_stages_need_the_scores_and_the_same_stage_options(self):
+        qrels_rows = [{"query_id": "q1", "relevant": {"a": 1}}]
+        run_rows = [{"query_id": "q1", "docs": ["a"]}]
+        scores = rag_eval.load_scores(io.StringIO('{"query_id": "q1", "ok": true}\n'))
+        records = rag_eval.score_rows(qrels_rows, run_rows, measures="recall", k=2,
+                                      answer="ok")
+        with self.assertRaisesRegex(rag_eval.EvalError, "give merge_rows scores="):
+            rag_eval.merge_rows(records, qrels_rows, measures="recall", k=2, answer="ok")
+        for options in ({"stages_k": 1}, {"stages_evidence": "success"}, {}):
+            with self.subTest(options=options):
+                with self.assertRaisesRegex(rag_eval.EvalError, "scored with other options"):
+                    rag_eval.merge_rows(records, qrels_rows, measures="recall", k=2,
+                                        scores=scores, answer="ok" if options else None,
+                                        **options)
+        # The pass threshold is the driver's alone: the shards never see a verdict.
+        report = rag_eval.merge_rows(records, qrels_rows, measures="recall", k=2,
+                                     scores=scores, answer="ok", pass_threshold={"ok": 1})
+        self.assertEqual(report.stages["counts"]["pass"], 1)
 
 
 class MergeRefusesTest(unittest.TestCase):

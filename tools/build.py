@@ -51,6 +51,7 @@ FORWARD = {
     ("src/02_records.py", "render_markdown"): "Report._repr_markdown_",
     ("src/02_records.py", "_report_html"): "Report._repr_html_",
     ("src/02_records.py", "_report_from_dict"): "Report.from_dict",
+    ("src/02_records.py", "merge_rows"): "Report.from_rows",
     ("src/02_records.py", "_gate_result_markdown"): "GateResult._repr_markdown_",
     ("src/02_records.py", "_gate_html"): "GateResult._repr_html_",
     ("src/12_statistics.py", "_comparison_result_markdown"): "Comparison._repr_markdown_",
