@@ -389,6 +389,18 @@ class StagesLibraryTest(TempDir, unittest.TestCase):
         return rag_eval.evaluate_stages(QRELS, run, self.scores(values), "correct", k=2,
                                         **options)
 
+    def test_a_score_line_of_another_query_is_refused_or_skipped_as_on_the_command_line(self):
+        scores = rag_eval.load_scores(io.StringIO(
+            '{"query_id": "q1", "ok": true}\n{"query_id": "zz", "ok": true}\n'))
+        with self.assertRaisesRegex(rag_eval.EvalError, "1 query is not in the qrels: 'zz'"):
+            rag_eval.evaluate_stages({"q1": {"a": 1}}, {"q1": ["a"]}, scores, "ok", k=1,
+                                     measures="recall")
+        report = rag_eval.evaluate_stages({"q1": {"a": 1}}, {"q1": ["a"]}, scores, "ok", k=1,
+                                          measures="recall", skip_extra_queries=True)
+        self.assertEqual(report.warnings,
+                         ("<stream>: skipped 1 score-file query not in the qrels: 'zz'",))
+        self.assertEqual(report.stages["counts"]["pass"], 1)
+
     def test_report_and_gate(self):
         before, after = self.report(), self.report(LOST, LOST_VERDICTS)
         self.assertEqual(after.stages["counts"]["retrieval_miss"], 5)

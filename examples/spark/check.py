@@ -3,8 +3,9 @@
 
     python3 check.py WORK [--queries 20000] [--master local[2]]
 
-For the bundled example, a generated run with graded id labels and one with
-span labels and a chunk map: make_data.py writes a run and a worse one; the
+For the bundled example, a generated run with graded id labels (and a
+judge's verdicts: both tiers and the answer stages) and one with span
+labels and a chunk map: make_data.py writes a run and a worse one; the
 command line saves the baseline of the first, then gates the worse one
 (exit 1) or the run itself (exit 0) against it, writing its JSON report;
 score_spark.py does the same from the tables.  The JSON reports must be
@@ -23,11 +24,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 RAG_EVAL = os.path.join(os.path.dirname(os.path.dirname(HERE)), "rag_eval.py")
 
-CASES = [   # (name, make_data options, measures, cutoffs, the sides gated)
-    ("bundled", ["--bundled"], "recall,success,mrr,ndcg", "1,3,5", ["base"]),
-    ("graded", [], "recall,ndcg,mrr,map,precision", "5,10", ["worse"]),
+CASES = [   # (name, make_data options, measures, cutoffs, the sides gated, judged)
+    ("bundled", ["--bundled"], "recall,success,mrr,ndcg", "1,3,5", ["base"], False),
+    ("graded", [], "recall,ndcg,mrr,map,precision", "5,10", ["worse"], True),
     ("spans", ["--spans"], "recall(unit=evidence),span_recall,ndcg(unit=doc),mrr(unit=doc)",
-     "5,10", ["worse"]),
+     "5,10", ["worse"], False),
 ]
 
 
@@ -54,7 +55,12 @@ def files(folder, spans):
     return [at("qrels.jsonl"), at("run.jsonl")]
 
 
-def check_case(work, name, make, measures, cutoffs, sides, queries, master):
+def judge(folder):
+    """The judge's verdicts on each answer: --answer correct (the stages)."""
+    return ["--scores", os.path.join(folder, "judge.jsonl"), "--answer", "correct"]
+
+
+def check_case(work, name, make, measures, cutoffs, sides, judged, queries, master):
     spans = "--spans" in make
     base, worse = os.path.join(work, name, "base"), os.path.join(work, name, "worse")
     size = [] if "--bundled" in make else ["--queries", str(queries)]
@@ -66,17 +72,19 @@ def check_case(work, name, make, measures, cutoffs, sides, queries, master):
     bounds = ["--unjudged-bounds"]      # on both sides (see score_spark.py)
     baseline = os.path.join(work, name, "baseline.json")
     run([sys.executable, RAG_EVAL] + files(base, spans) + options +
-        ["--save-baseline", baseline, "--format", "json"], {0})
+        (judge(base) if judged else []) + ["--save-baseline", baseline, "--format", "json"],
+        {0})
     for side in (os.path.join(work, name, side) for side in sides):
         local, distributed = side + "-local.json", side + "-spark.json"
+        scores = judge(side) if judged else []
         started = time.monotonic()
         local_code = run([sys.executable, RAG_EVAL] + files(side, spans) + options + bounds +
-                         ["--baseline", baseline, "--format", "json", "--output", local],
+                         scores + ["--baseline", baseline, "--format", "json", "--output", local],
                          {0, 1})
         local_seconds = time.monotonic() - started
         started = time.monotonic()
         spark_code = run([sys.executable, os.path.join(HERE, "score_spark.py"), side] + options
-                         + bounds + ["--baseline", baseline, "--out", distributed,
+                         + bounds + scores + ["--baseline", baseline, "--out", distributed,
                                      "--master", master]
                          + (["--spans"] if spans else []), {0, 1})
         spark_seconds = time.monotonic() - started

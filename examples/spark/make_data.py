@@ -12,7 +12,8 @@ qrels_rows.jsonl (query_id, id, grade) or, with spans, span_rows.jsonl
 (query_id, doc, start, end, grade) and chunk_rows.jsonl (id, doc, start,
 end).  Beside them, the same data grouped one query a line as rag_eval's
 command line reads it: run.jsonl, qrels.jsonl (or labels.jsonl) and
-chunks.jsonl.  The generated data has graded labels, ties, queries the run
+chunks.jsonl; and judge.jsonl, a judge's verdict on each query's answer
+({"query_id": ..., "correct": true}), which the driver reads.  The generated data has graded labels, ties, queries the run
 misses and queries with no relevant label; the same seed, the same bytes.
 """
 
@@ -118,6 +119,9 @@ def main():
         write(out("labels.jsonl"), rows)
         write(out("chunk_rows.jsonl"), chunks)
         write(out("chunks.jsonl"), chunks)
+    judge = random.Random(args.seed + 1)    # its own draws: the tables stay as they were
+    write(out("judge.jsonl"), ({"query_id": q, "correct": judge.random() < 0.65}
+                               for q in sorted(qrels)))
 
 
 if __name__ == "__main__":

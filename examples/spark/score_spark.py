@@ -3,15 +3,17 @@
 
     python3 score_spark.py DATA --metrics recall,ndcg,mrr --k 5,10 \\
         --out report.json [--summary summary.md] [--baseline baseline.json] \\
-        [--unjudged-bounds] [--spans] [--master local[2]] [--partitions 8]
+        [--unjudged-bounds] [--spans] [--master local[2]] [--partitions 8] \\
+        [--scores judge.jsonl --answer correct]
 
 DATA holds the flat tables make_data.py writes (Parquet would do as well:
 change the two spark.read lines).  What runs where:
   executors  group each query's run rows and labels (groupBy, a full outer
              join on the query), then rag_eval.score_rows on each partition
              (mapPartitions): one record per query;
-  driver     collects the records and the qrels, rag_eval.merge_rows, then
-             gate, render_json and render_markdown as on one machine.
+  driver     collects the records and the qrels, rag_eval.merge_rows (with
+             the judge's scores, one line a query, read here: --scores),
+             then gate, render_json and render_markdown as on one machine.
 Exit code: the gate's (0 passed, 1 regressed; 2 on bad input), as the
 command line's.  Needs pyspark (and Java); rag_eval.py is shipped to the
 executors with addPyFile.
@@ -68,11 +70,20 @@ def main(argv=None):
                         help="as the command line's: judged@k and the bounds of each mean, "
                              "which tell the gate an undecided drop (the command line "
                              "scores them itself when a gate fails: give it with --baseline)")
+    parser.add_argument("--scores", help="the judge's score file, as the command line's")
+    parser.add_argument("--answer", help="the score field that is each answer's verdict: "
+                                         "the stages of each query, as the command line's")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--stats", action="store_true",
                         help="say on stderr how many records the driver merged, and its peak memory")
     args = parser.parse_args(argv)
+    if args.answer and not args.scores:
+        parser.error("--answer needs --scores")
+    # The judge's verdicts: one line a query, on the driver (read first: a bad file
+    # fails before Spark starts).  Every field of the file is read, which is what
+    # the command line reads when --metrics names no score field.
+    judged = None if args.scores is None else rag_eval.load_scores(args.scores)
 
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
@@ -104,7 +115,7 @@ def main(argv=None):
         joined = scores.join(grouped, "query_id", "full_outer").repartition(
             args.partitions, "query_id")
         options = {"measures": args.metrics, "k": args.k,
-                   "unjudged_bounds": args.unjudged_bounds}
+                   "unjudged_bounds": args.unjudged_bounds, "answer": args.answer}
         spans, shipped = args.spans, spark.sparkContext.broadcast(chunks)
         records = joined.rdd.mapPartitions(
             lambda rows: score_partition(rows, options, spans, shipped.value)).collect()
@@ -113,7 +124,7 @@ def main(argv=None):
     finally:
         spark.stop()
 
-    report = rag_eval.merge_rows(records, qrels_rows, chunks=chunks, **options)
+    report = rag_eval.merge_rows(records, qrels_rows, chunks=chunks, scores=judged, **options)
     if args.stats:
         import resource     # (Unix) the driver's Python process; the JVM is apart
         sys.stderr.write("score_spark: %d records merged; driver peak RSS %.0f MB\n" % (
