@@ -110,6 +110,7 @@ __all__ = [
 
 import argparse
 import bisect
+import collections
 import collections.abc
 import functools
 import gc
@@ -529,9 +530,9 @@ def _population_record(values, measures, cells=None, anonymous=False):
     that no subset of its queries is hashed (see _Side)."""
     record = _query_set(list(values))
     other = {}
+    counts = collections.Counter(itertools.chain.from_iterable(values.values()))
     for m in measures:
-        count = sum(1 for v in values.values() if m in v)
-        if count == len(values):
+        if counts[m] == len(values):
             continue        # the population's own queries (a subset of the same size)
         ids = [q for q, v in values.items() if m in v]
         if not ids and cells:

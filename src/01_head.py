@@ -101,6 +101,7 @@ __all__ = [
 
 import argparse
 import bisect
+import collections
 import collections.abc
 import functools
 import gc
