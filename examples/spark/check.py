@@ -10,7 +10,8 @@ command line saves the baseline of the first, then gates the worse one
 (exit 1) or the run itself (exit 0) against it, writing its JSON report;
 score_spark.py does the same from the tables.  The JSON reports must be
 equal but for "inputs" (files have paths, rows counts and hashes), and the
-exit codes the same.  Exit 0 when all are; 1 naming the first difference.
+exit codes the same; and a run row that does not parse fails the job with
+exit 2 and one line.  Exit 0 when all are; 1 naming the first difference.
 Run it with the Python that has pyspark; Spark failing to start fails it.
 """
 
@@ -103,6 +104,30 @@ def check_case(work, name, make, measures, cutoffs, sides, judged, queries, mast
               % (label, len(a), local_code, local_seconds, spark_seconds))
 
 
+def check_bad_rows(work, master):
+    """A row that does not parse fails the job the command line's way: exit 2,
+    one line naming it, no report written."""
+    folder = os.path.join(work, "bad")
+    run([sys.executable, os.path.join(HERE, "make_data.py"), folder, "--bundled"], {0})
+    rows = os.path.join(folder, "run_rows.jsonl")
+    with open(rows, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    lines[2] = json.dumps(dict(json.loads(lines[2]), score="high")) + "\n"
+    with open(rows, "w", encoding="utf-8") as handle:
+        handle.writelines(lines)
+    out = os.path.join(folder, "report.json")
+    done = subprocess.run([sys.executable, os.path.join(HERE, "score_spark.py"), folder,
+                           "--metrics", "recall", "--out", out, "--master", master],
+                          capture_output=True, text=True)
+    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    if done.returncode != 2 or not last.startswith("score_spark: error: a table row does "
+                                                   "not parse (field score, value high"):
+        sys.exit("check: bad rows: exit %d, last line %r" % (done.returncode, last))
+    if os.path.exists(out):
+        sys.exit("check: bad rows: a report was written")
+    print("check: bad rows: exit 2, %s" % last)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work")
@@ -111,6 +136,7 @@ def main():
     args = parser.parse_args()
     for case in CASES:
         check_case(args.work, *case, args.queries, args.master)
+    check_bad_rows(args.work, args.master)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ executors with addPyFile.
 
 import argparse
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,22 +89,26 @@ def main(argv=None):
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     spark = (SparkSession.builder.master(args.master).appName("rag_eval")
-             .config("spark.ui.enabled", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("OFF")  # an executor's error is ours to say, in one line
     spark.sparkContext.addPyFile(rag_eval.__file__)
     path = lambda name: os.path.join(args.data, name)    # noqa: E731
+    # FAILFAST: a value of the wrong type fails the job (Spark's default would make it
+    # null, and a null tokens is no tokens: another number than the command line's).
+    read = spark.read.option("mode", "FAILFAST")
     try:
-        run = spark.read.schema("query_id string, id string, score double").json(
+        run = read.schema("query_id string, id string, score double").json(
             path("run_rows.jsonl"))
         if args.spans:
-            labels = spark.read.schema("query_id string, doc string, start long, end long, "
+            labels = read.schema("query_id string, doc string, start long, end long, "
                                        "grade long").json(path("span_rows.jsonl"))
             label = F.struct("doc", "start", "end", "grade")
-            chunks = [row.asDict() for row in spark.read.schema(
-                "id string, doc string, start long, end long").json(
+            chunks = [row.asDict() for row in read.schema(
+                "id string, doc string, start long, end long, tokens long, doc_sha256 string").json(
                 path("chunk_rows.jsonl")).collect()]
         else:
-            labels = spark.read.schema("query_id string, id string, grade long").json(
+            labels = read.schema("query_id string, id string, grade long").json(
                 path("qrels_rows.jsonl"))
             label = F.struct("id", "grade")
             chunks = None
@@ -144,6 +149,14 @@ def _executor_error(exc):
     """The one line of an error raised on an executor (Spark wraps it in a
     Java exception), or None when it is not one of ours or the input's."""
     text = str(exc)
+    malformed = re.search(r"Malformed records are detected in record parsing: (.*?)\.?$",
+                          text, re.M)
+    if malformed:   # FAILFAST: the row, and the field and value that would not parse
+        cause = re.search(r"Cannot parse field name (\S+), field value (.*?), \[\w+\] as "
+                          r"target spark data type \[(\w+)\]", text)
+        return "a table row does not parse%s: %s" % (
+            "" if cause is None else " (field %s, value %s, not a %s)" % cause.groups(),
+            malformed.group(1))
     for marker in ("rag_eval.EvalError: ", "EvalError: ", "DUPLICATED_MAP_KEY"):
         at = text.find(marker)
         if at >= 0:
