@@ -2864,6 +2864,20 @@ def _reject_constant(token):
     raise EvalError("%s is not a number JSON allows" % token)
 
 
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _strict_loads(text):
+    """json.loads(text, parse_constant=_reject_constant), from one decoder made
+    once: json.loads makes a decoder at every call given an option, which
+    costs as much as parsing a short JSONL line.  Bytes and a text opening with
+    a byte-order mark go through json.loads, which decodes the one and refuses
+    the other."""
+    if type(text) is str and not text.startswith("\ufeff"):
+        return _STRICT_DECODER.decode(text)
+    return json.loads(text, parse_constant=_reject_constant)
+
+
 def _no_duplicate_keys(pairs):
     result = dict(pairs)
     if len(result) != len(pairs):
@@ -2929,7 +2943,7 @@ def _json_loads(text, name, line=None):
     """
     where = "%s:%d" % (name, line) if line else name
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _strict_loads(text)
         if _top_level_keys(value) != _key_bound(text):
             value = json.loads(text, object_pairs_hook=_no_duplicate_keys,
                                parse_constant=_reject_constant)
