@@ -4475,9 +4475,19 @@ def _read_qrels(source, format=None, notes=None, rows_label="id", fields=None):
     else:
         qrels, queries = _jsonl_qrels_of(inp, rows_label)
         if getattr(inp, "pending", 0) and notes is not None:
-            notes.append("%s: skipped %s with \"grade\": null (not labelled yet)"
-                         % (inp.name, _plural(inp.pending, "row", "rows")))
+            notes.append(_pending_note(inp.name, inp.pending))
     return qrels, inp.info(fmt), queries
+
+
+def _pending_note(name, count):
+    """The warning on the ``count`` label rows of ``name`` still without a
+    grade (to-label rows not labelled yet: skipped).
+
+    >>> _pending_note("labels.jsonl", 2)
+    'labels.jsonl: skipped 2 rows with "grade": null (not labelled yet)'
+    """
+    return '%s: skipped %s with "grade": null (not labelled yet)' % (
+        name, _plural(count, "row", "rows"))
 
 
 # --- chunk maps ------------------------------------------------------------------
@@ -6537,15 +6547,17 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     average = _checked_average(average)
     meta = _checked_meta(meta)
     fields = _checked_fields(fields)
-    qrels, qrels_info, described = _read_qrels(qrels, qrels_format,
+    pending = []    # the note on label rows not graded yet, first, as the command line's
+    qrels, qrels_info, described = _read_qrels(qrels, qrels_format, pending,
                                                rows_label=_rows_label(measures), fields=fields)
     metadata, info, notes = _metadata(described, qrels_info["path"], queries)
     testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, average, info, notes)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
-    return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
-                                    skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset, min_score, unjudged_bounds, fields,
-                                    trim_label_whitespace), meta)
+    report = _evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
+                           skip_extra_queries, run_format, average, chunk_map, doc_sep,
+                           chunks_info, testset, min_score, unjudged_bounds, fields,
+                           trim_label_whitespace)
+    return _with_meta(report._replace(warnings=tuple(pending) + report.warnings), meta)
 
 
 def _checked_average(average):
@@ -9695,22 +9707,24 @@ class _Tiers:
     (``judged``: None for every field), the pass ``thresholds`` and the
     _StagePlan (``plan``, None without stage measures or ``answer``).
     ``files`` are the score files by field ({field: Scores}).  A shard
-    scoring rows apart reads the same options without files (None): its
-    run_measures are the retrieval ones and then the ``evidence`` the stage
-    measures read, which the driver's _Tiers names the same.
+    scoring rows apart reads the same options without files (None, and no
+    plan): its stage measures have no threshold (_shard_measure), and
+    ``shard_measures``, the same on the driver and on every shard, are
+    what a shard scores.
 
     >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
-    >>> [str(m) for m in _Tiers("recall@5", 5, {"ok": s}, answer="ok").run_measures]
+    >>> [str(m) for m in _Tiers("recall@5", 5, {"ok": s}, answer="ok",
+    ...                         pass_threshold={"ok": 1}).run_measures]
+    ['recall@5', 'answer_given_evidence(field=ok,threshold=1.0)@5', 'answer_without_evidence(field=ok,threshold=1.0)@5']
+    >>> [str(m) for m in _Tiers("recall@5", 5, None, answer="ok").shard_measures]
     ['recall@5', 'answer_given_evidence(field=ok)@5', 'answer_without_evidence(field=ok)@5']
-    >>> [str(m) for m in _Tiers("recall@5", 5, None, answer="ok").run_measures]
-    ['recall@5', 'answer_given_evidence@5']
     """
 
     def __init__(self, measures, k, files, *, rel=1, gain="exponential", unit="id",
                  answer=None, pass_threshold=None, stages_k=None, stages_evidence=None):
         retrieval, self.judged, stage_names = _tier_names(measures)
         self.thresholds = dict(pass_threshold or {})
-        self.rel = rel
+        rel = _positive_int(rel, "rel")
         settings = None
         if answer is not None:
             settings = _stage_settings(
@@ -9726,20 +9740,15 @@ class _Tiers:
                                 answer=answer)
         self.retrieval = () if retrieval == [] else tuple(
             resolve_measures(retrieval, k, rel=rel, gain=gain, unit=unit))
-        if files is None:
-            self.plan = None
-            block = [] if settings is None else [
-                _stage_measure("answer_given_evidence", settings, None, rel)]
-            stage = tuple(dict.fromkeys(named + block))
-        else:
-            self.plan = (_stage_plan(named, settings, files, rel)
-                         if settings is not None or named else None)
-            stage = self.plan.measures if self.plan else ()
+        plan = (_stage_plan(named, settings, files, rel)
+                if settings is not None or named else None)
+        stage = plan.measures if plan else ()
         if not self.retrieval and not stage:
             raise EvalError("measures names no measure of the run (name one, e.g. recall@5, "
                             "or score the judge alone with evaluate_scores)")
-        self.run_measures = self.retrieval + tuple(stage)
-        self.evidence = tuple(dict.fromkeys(_evidence_of(m) for m in stage))
+        self.plan = None if files is None else plan
+        self.run_measures = self.retrieval + tuple(dict.fromkeys(stage))
+        self.shard_measures = self.retrieval + tuple(dict.fromkeys(map(_shard_measure, stage)))
 
     def joined(self, report, scores, qrels, testset, allow_missing, skip_extra=False):
         """The run's ``report`` (scored with run_measures) with the judge
@@ -9798,10 +9807,11 @@ def _stage_measure(name, settings, scores, rel=1):
 
 def _canonical_stage_measure(m, files):
     """``m`` with its threshold checked against its field's range and left
-    out at the midpoint (the default), its other defaults left out; without
-    score ``files`` (a shard's), the evidence it reads (_evidence_of)."""
+    out at the midpoint (the default), its other defaults left out.  Without
+    score ``files`` (a shard's, which has no verdicts) the threshold cannot
+    be checked: it is left out (see _shard_measure)."""
     if files is None:
-        return _evidence_of(m)
+        return _shard_measure(m)
     params = dict(m.params)
     field = params["field"]
     if field not in files:
@@ -9816,20 +9826,19 @@ def _canonical_stage_measure(m, files):
                                           if v != spec.accepts[key].default)))
 
 
-def _evidence_of(m):
-    """What the scorer gives the stage measure ``m`` (see
-    answer_given_evidence): whether the top k hold the query's evidence,
-    which its field and threshold do not change.  A shard scoring rows
-    apart has no verdicts: it scores these (see _Tiers), and the driver's
-    stage measures read them.
+def _shard_measure(m):
+    """The stage measure ``m`` as a shard scoring rows apart names it: without
+    its threshold, which only the score files can check and which does not
+    change what the scorer gives a stage measure (whether the top k hold the
+    query's evidence, see answer_given_evidence).  The shard scores these
+    (see _Tiers); the driver's stage measures read them.
 
-    >>> str(_evidence_of(parse_measure("answer_without_evidence(field=ok,threshold=0.7,unit=doc)@5")))
-    'answer_given_evidence(unit=doc)@5'
+    >>> str(_shard_measure(parse_measure("answer_without_evidence(field=ok,threshold=0.7,unit=doc)@5")))
+    'answer_without_evidence(field=ok,unit=doc)@5'
     """
-    spec = _REGISTRY["answer_given_evidence"]
-    return m._replace(name="answer_given_evidence", params=tuple(
-        (key, v) for key, v in m.params
-        if key not in ("field", "threshold") and v != spec.accepts[key].default))
+    spec = _REGISTRY[m.name]
+    return m._replace(params=tuple((key, v) for key, v in m.params
+                                   if key != "threshold" and v != spec.accepts[key].default))
 
 
 def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evidence=None,
@@ -9840,8 +9849,8 @@ def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evide
     field (``thresholds``, in the field's units) and --stages-evidence
     (``evidence``); a name without @k is taken at every cutoff of ``k``.
     Each field must be in ``files`` ({field: Scores}); a threshold at its
-    field's midpoint is left out.  Without ``files``: their evidence
-    (_evidence_of), once each.
+    field's midpoint is left out.  Without ``files`` (a shard's): each
+    without its threshold (_shard_measure), once.
 
     >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
     >>> [str(m) for m in _stage_measures(["answer_given_evidence(field=ok)"], "3,5", {"ok": s},
@@ -9901,7 +9910,7 @@ def _stage_plan(named, settings, files, rel=1):
     named = list(named)
     block = None
     if settings is not None:
-        scores = files[settings["field"]]
+        scores = None if files is None else files[settings["field"]]
         ours = [_stage_measure(name, settings, scores, rel) for name in _STAGE_MEASURES]
         if not named:
             named = ours
@@ -10937,7 +10946,7 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
     run_rows = list(run_rows)
     if not run_rows:
         return []
-    qrels, described = _rows_qrels(qrels_rows, plan)
+    qrels, described, _ = _rows_qrels(qrels_rows, plan)
     wanted = set(qrels).union(_row_query(row) for row in run_rows)
     metadata = _metadata(described, "qrels rows", queries)[0]
     if metadata is not None:    # this shard's queries: the rest are other executors'
@@ -10998,9 +11007,12 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     """
     if scores is not None:
         scores = _score_list(scores)
-    elif answer is not None or any(_tier_names(measures)[1:]):
-        raise EvalError("judge scores and stage measures (score(...), answer_..., answer=) "
-                        "need the judge's scores: give merge_rows scores=")
+    elif (answer is not None or pass_threshold or allow_missing_scores
+          or any(_tier_names(measures)[1:])):
+        raise EvalError("judge score measures (score(field=...)), stage measures "
+                        "(answer_given_evidence, answer_without_evidence), answer=, "
+                        "pass_threshold= and allow_missing_scores= are of the judge's scores: "
+                        "give merge_rows scores=")
     plan = _Plan(measures, k, rel, gain, unit, chunks, doc_sep, min_score, unjudged_bounds,
                  trim_label_whitespace, as_of, _Tiers(
                      measures, k, None if scores is None else _files_by_field(scores), rel=rel,
@@ -11008,7 +11020,7 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
                      stages_k=stages_k, stages_evidence=stages_evidence))
     meta = _checked_meta(meta)
     names = dict({"qrels": "qrels rows", "run": "run"}, **(names or {}))
-    qrels, described = _rows_qrels(qrels_rows, plan)
+    qrels, described, pending = _rows_qrels(qrels_rows, plan)
     metadata, info, notes = _metadata(described, names["qrels"], queries)
     testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, "scored", info, notes)
     scorer, qrels = plan.scorer(qrels, testset)
@@ -11034,6 +11046,9 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     if scores is not None:
         report = plan.tiers.joined(report, scores, qrels, testset, allow_missing_scores,
                                    skip_extra_queries)
+    if pending:     # first, as the command line puts it
+        report = report._replace(warnings=(_pending_note(names["qrels"], pending),)
+                                 + report.warnings)
     return _with_meta(report, meta)
 
 
@@ -11062,21 +11077,22 @@ class _Plan:
     """What a shard is scored under, and its fingerprint: every option that
     changes a number (the measures by canonical name, rel, min_score, the
     unjudged bounds, label trimming, the chunk map or separator, as_of).
-    ``tiers`` (a _Tiers) are the measures: a shard's scorer gives the
-    evidence of the stage measures, the driver's the stage measures, which
-    ``reads`` maps to the evidence each reads ({name: evidence name})."""
+    ``tiers`` (a _Tiers) are the measures: a shard scores the stage
+    measures without their thresholds (shard_measures), the driver's scorer
+    with them (run_measures), and ``reads`` maps the one to the other ({name:
+    shard name})."""
 
     def __init__(self, measures, k, rel, gain, unit, chunks, doc_sep, min_score, bounds, trim,
                  as_of, tiers):
         self.tiers, self.measures = tiers, tiers.run_measures
-        self.reads = {str(m): str(_evidence_of(m)) for m in self.measures
+        self.reads = {str(m): str(_shard_measure(m)) for m in self.measures
                       if _is_stage_measure(m)}
         self.rel = _positive_int(rel, "rel")
         self.chunks, _ = _library_chunks(chunks)
         self.doc_sep, self.min_score, self.bounds, self.trim = doc_sep, min_score, bounds, trim
         if as_of is not None:
             _check_date(as_of, "as_of")
-        facts = {"measures": [str(m) for m in tiers.retrieval + tiers.evidence],
+        facts = {"measures": [str(m) for m in tiers.shard_measures],
                  "rel": self.rel, "doc_sep": doc_sep, "min_score": _checked_min_score(min_score),
                  "bounds": bounds if bounds == "judged" else bool(bounds), "trim": trim,
                  "as_of": as_of,
@@ -11099,12 +11115,13 @@ class _Plan:
 
 
 def _rows_qrels(rows, plan):
-    """(validated qrels, query metadata or None) of qrels rows, read as the
-    lines of a JSONL qrels file."""
+    """(validated qrels, query metadata or None, how many label rows have no
+    grade yet) of qrels rows, read as the lines of a JSONL qrels file."""
     rows = list(rows)
     if not rows:    # a shard of run queries none of which the qrels hold
-        return {}, None
-    return _jsonl_qrels(_Rows(rows, "qrels rows"), _rows_label(plan.measures))
+        return {}, None, 0
+    inp = _Rows(rows, "qrels rows")
+    return _jsonl_qrels(inp, _rows_label(plan.measures)) + (inp.pending,)
 
 
 def _row_query(row):
@@ -11144,8 +11161,8 @@ def _checked_records(records, plan, qrels, unanswerable):
                             % (qid,))
         if part["plan"] != plan.fingerprint:
             raise EvalError("query %r was scored with other options (measures, rel, unit, "
-                            "min_score, chunk map, ...): give merge_rows those of score_rows"
-                            % qid)
+                            "min_score, chunk map, answer, stages_k, stages_evidence, ...): "
+                            "give merge_rows those of score_rows" % qid)
         if qid in by_query:
             raise EvalError("query %r is in two shards: group the rows by query before "
                             "scoring" % qid)
@@ -11165,15 +11182,16 @@ def _checked_records(records, plan, qrels, unanswerable):
 
 def _result_of(record, plan):
     """The scorer's tuple of a record (None: the query is not in the qrels),
-    each stage measure of ``plan`` given the evidence it reads."""
+    each stage measure of ``plan`` given the value of its shard name (the
+    evidence it reads)."""
     if record["detail"] is None:
         return None
     values = record["values"]
     if values is not None and plan.reads:
-        evidence = set(plan.reads.values())
+        read = set(plan.reads.values())
         shard = values
-        values = {name: v for name, v in shard.items() if name not in evidence}
-        values.update((name, shard[read]) for name, read in plan.reads.items() if read in shard)
+        values = {name: v for name, v in shard.items() if name not in read}
+        values.update((name, shard[at]) for name, at in plan.reads.items() if at in shard)
     return (values,) + record["detail"]
 
 

@@ -301,9 +301,19 @@ def _read_qrels(source, format=None, notes=None, rows_label="id", fields=None):
     else:
         qrels, queries = _jsonl_qrels_of(inp, rows_label)
         if getattr(inp, "pending", 0) and notes is not None:
-            notes.append("%s: skipped %s with \"grade\": null (not labelled yet)"
-                         % (inp.name, _plural(inp.pending, "row", "rows")))
+            notes.append(_pending_note(inp.name, inp.pending))
     return qrels, inp.info(fmt), queries
+
+
+def _pending_note(name, count):
+    """The warning on the ``count`` label rows of ``name`` still without a
+    grade (to-label rows not labelled yet: skipped).
+
+    >>> _pending_note("labels.jsonl", 2)
+    'labels.jsonl: skipped 2 rows with "grade": null (not labelled yet)'
+    """
+    return '%s: skipped %s with "grade": null (not labelled yet)' % (
+        name, _plural(count, "row", "rows"))
 
 
 # --- chunk maps ------------------------------------------------------------------

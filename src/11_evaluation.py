@@ -204,15 +204,17 @@ def evaluate_files(qrels, run, k=DEFAULT_K, measures=None, *, rel=1, gain="expon
     average = _checked_average(average)
     meta = _checked_meta(meta)
     fields = _checked_fields(fields)
-    qrels, qrels_info, described = _read_qrels(qrels, qrels_format,
+    pending = []    # the note on label rows not graded yet, first, as the command line's
+    qrels, qrels_info, described = _read_qrels(qrels, qrels_format, pending,
                                                rows_label=_rows_label(measures), fields=fields)
     metadata, info, notes = _metadata(described, qrels_info["path"], queries)
     testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, average, info, notes)
     chunk_map, chunks_info = _read_chunks(chunks) if chunks is not None else (None, None)
-    return _with_meta(_evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
-                                    skip_extra_queries, run_format, average, chunk_map, doc_sep,
-                                    chunks_info, testset, min_score, unjudged_bounds, fields,
-                                    trim_label_whitespace), meta)
+    report = _evaluate_run(qrels, qrels_info, run, measures, _positive_int(rel, "rel"),
+                           skip_extra_queries, run_format, average, chunk_map, doc_sep,
+                           chunks_info, testset, min_score, unjudged_bounds, fields,
+                           trim_label_whitespace)
+    return _with_meta(report._replace(warnings=tuple(pending) + report.warnings), meta)
 
 
 def _checked_average(average):

@@ -162,22 +162,24 @@ class _Tiers:
     (``judged``: None for every field), the pass ``thresholds`` and the
     _StagePlan (``plan``, None without stage measures or ``answer``).
     ``files`` are the score files by field ({field: Scores}).  A shard
-    scoring rows apart reads the same options without files (None): its
-    run_measures are the retrieval ones and then the ``evidence`` the stage
-    measures read, which the driver's _Tiers names the same.
+    scoring rows apart reads the same options without files (None, and no
+    plan): its stage measures have no threshold (_shard_measure), and
+    ``shard_measures``, the same on the driver and on every shard, are
+    what a shard scores.
 
     >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
-    >>> [str(m) for m in _Tiers("recall@5", 5, {"ok": s}, answer="ok").run_measures]
+    >>> [str(m) for m in _Tiers("recall@5", 5, {"ok": s}, answer="ok",
+    ...                         pass_threshold={"ok": 1}).run_measures]
+    ['recall@5', 'answer_given_evidence(field=ok,threshold=1.0)@5', 'answer_without_evidence(field=ok,threshold=1.0)@5']
+    >>> [str(m) for m in _Tiers("recall@5", 5, None, answer="ok").shard_measures]
     ['recall@5', 'answer_given_evidence(field=ok)@5', 'answer_without_evidence(field=ok)@5']
-    >>> [str(m) for m in _Tiers("recall@5", 5, None, answer="ok").run_measures]
-    ['recall@5', 'answer_given_evidence@5']
     """
 
     def __init__(self, measures, k, files, *, rel=1, gain="exponential", unit="id",
                  answer=None, pass_threshold=None, stages_k=None, stages_evidence=None):
         retrieval, self.judged, stage_names = _tier_names(measures)
         self.thresholds = dict(pass_threshold or {})
-        self.rel = rel
+        rel = _positive_int(rel, "rel")
         settings = None
         if answer is not None:
             settings = _stage_settings(
@@ -193,20 +195,15 @@ class _Tiers:
                                 answer=answer)
         self.retrieval = () if retrieval == [] else tuple(
             resolve_measures(retrieval, k, rel=rel, gain=gain, unit=unit))
-        if files is None:
-            self.plan = None
-            block = [] if settings is None else [
-                _stage_measure("answer_given_evidence", settings, None, rel)]
-            stage = tuple(dict.fromkeys(named + block))
-        else:
-            self.plan = (_stage_plan(named, settings, files, rel)
-                         if settings is not None or named else None)
-            stage = self.plan.measures if self.plan else ()
+        plan = (_stage_plan(named, settings, files, rel)
+                if settings is not None or named else None)
+        stage = plan.measures if plan else ()
         if not self.retrieval and not stage:
             raise EvalError("measures names no measure of the run (name one, e.g. recall@5, "
                             "or score the judge alone with evaluate_scores)")
-        self.run_measures = self.retrieval + tuple(stage)
-        self.evidence = tuple(dict.fromkeys(_evidence_of(m) for m in stage))
+        self.plan = None if files is None else plan
+        self.run_measures = self.retrieval + tuple(dict.fromkeys(stage))
+        self.shard_measures = self.retrieval + tuple(dict.fromkeys(map(_shard_measure, stage)))
 
     def joined(self, report, scores, qrels, testset, allow_missing, skip_extra=False):
         """The run's ``report`` (scored with run_measures) with the judge
@@ -265,10 +262,11 @@ def _stage_measure(name, settings, scores, rel=1):
 
 def _canonical_stage_measure(m, files):
     """``m`` with its threshold checked against its field's range and left
-    out at the midpoint (the default), its other defaults left out; without
-    score ``files`` (a shard's), the evidence it reads (_evidence_of)."""
+    out at the midpoint (the default), its other defaults left out.  Without
+    score ``files`` (a shard's, which has no verdicts) the threshold cannot
+    be checked: it is left out (see _shard_measure)."""
     if files is None:
-        return _evidence_of(m)
+        return _shard_measure(m)
     params = dict(m.params)
     field = params["field"]
     if field not in files:
@@ -283,20 +281,19 @@ def _canonical_stage_measure(m, files):
                                           if v != spec.accepts[key].default)))
 
 
-def _evidence_of(m):
-    """What the scorer gives the stage measure ``m`` (see
-    answer_given_evidence): whether the top k hold the query's evidence,
-    which its field and threshold do not change.  A shard scoring rows
-    apart has no verdicts: it scores these (see _Tiers), and the driver's
-    stage measures read them.
+def _shard_measure(m):
+    """The stage measure ``m`` as a shard scoring rows apart names it: without
+    its threshold, which only the score files can check and which does not
+    change what the scorer gives a stage measure (whether the top k hold the
+    query's evidence, see answer_given_evidence).  The shard scores these
+    (see _Tiers); the driver's stage measures read them.
 
-    >>> str(_evidence_of(parse_measure("answer_without_evidence(field=ok,threshold=0.7,unit=doc)@5")))
-    'answer_given_evidence(unit=doc)@5'
+    >>> str(_shard_measure(parse_measure("answer_without_evidence(field=ok,threshold=0.7,unit=doc)@5")))
+    'answer_without_evidence(field=ok,unit=doc)@5'
     """
-    spec = _REGISTRY["answer_given_evidence"]
-    return m._replace(name="answer_given_evidence", params=tuple(
-        (key, v) for key, v in m.params
-        if key not in ("field", "threshold") and v != spec.accepts[key].default))
+    spec = _REGISTRY[m.name]
+    return m._replace(params=tuple((key, v) for key, v in m.params
+                                   if key != "threshold" and v != spec.accepts[key].default))
 
 
 def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evidence=None,
@@ -307,8 +304,8 @@ def _stage_measures(items, k, files, *, rel=1, unit="id", thresholds=None, evide
     field (``thresholds``, in the field's units) and --stages-evidence
     (``evidence``); a name without @k is taken at every cutoff of ``k``.
     Each field must be in ``files`` ({field: Scores}); a threshold at its
-    field's midpoint is left out.  Without ``files``: their evidence
-    (_evidence_of), once each.
+    field's midpoint is left out.  Without ``files`` (a shard's): each
+    without its threshold (_shard_measure), once.
 
     >>> s = load_scores(io.StringIO('{"query_id": "q1", "ok": true}'))
     >>> [str(m) for m in _stage_measures(["answer_given_evidence(field=ok)"], "3,5", {"ok": s},
@@ -368,7 +365,7 @@ def _stage_plan(named, settings, files, rel=1):
     named = list(named)
     block = None
     if settings is not None:
-        scores = files[settings["field"]]
+        scores = None if files is None else files[settings["field"]]
         ours = [_stage_measure(name, settings, scores, rel) for name in _STAGE_MEASURES]
         if not named:
             named = ours

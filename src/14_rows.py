@@ -57,7 +57,7 @@ def score_rows(qrels_rows, run_rows, measures=None, k=DEFAULT_K, *, rel=1,
     run_rows = list(run_rows)
     if not run_rows:
         return []
-    qrels, described = _rows_qrels(qrels_rows, plan)
+    qrels, described, _ = _rows_qrels(qrels_rows, plan)
     wanted = set(qrels).union(_row_query(row) for row in run_rows)
     metadata = _metadata(described, "qrels rows", queries)[0]
     if metadata is not None:    # this shard's queries: the rest are other executors'
@@ -118,9 +118,12 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     """
     if scores is not None:
         scores = _score_list(scores)
-    elif answer is not None or any(_tier_names(measures)[1:]):
-        raise EvalError("judge scores and stage measures (score(...), answer_..., answer=) "
-                        "need the judge's scores: give merge_rows scores=")
+    elif (answer is not None or pass_threshold or allow_missing_scores
+          or any(_tier_names(measures)[1:])):
+        raise EvalError("judge score measures (score(field=...)), stage measures "
+                        "(answer_given_evidence, answer_without_evidence), answer=, "
+                        "pass_threshold= and allow_missing_scores= are of the judge's scores: "
+                        "give merge_rows scores=")
     plan = _Plan(measures, k, rel, gain, unit, chunks, doc_sep, min_score, unjudged_bounds,
                  trim_label_whitespace, as_of, _Tiers(
                      measures, k, None if scores is None else _files_by_field(scores), rel=rel,
@@ -128,7 +131,7 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
                      stages_k=stages_k, stages_evidence=stages_evidence))
     meta = _checked_meta(meta)
     names = dict({"qrels": "qrels rows", "run": "run"}, **(names or {}))
-    qrels, described = _rows_qrels(qrels_rows, plan)
+    qrels, described, pending = _rows_qrels(qrels_rows, plan)
     metadata, info, notes = _metadata(described, names["qrels"], queries)
     testset = _test_set(metadata, by, holdout, as_of, reveal_holdout, "scored", info, notes)
     scorer, qrels = plan.scorer(qrels, testset)
@@ -154,6 +157,9 @@ def merge_rows(records, qrels_rows, measures=None, k=DEFAULT_K, *, rel=1,
     if scores is not None:
         report = plan.tiers.joined(report, scores, qrels, testset, allow_missing_scores,
                                    skip_extra_queries)
+    if pending:     # first, as the command line puts it
+        report = report._replace(warnings=(_pending_note(names["qrels"], pending),)
+                                 + report.warnings)
     return _with_meta(report, meta)
 
 
@@ -182,21 +188,22 @@ class _Plan:
     """What a shard is scored under, and its fingerprint: every option that
     changes a number (the measures by canonical name, rel, min_score, the
     unjudged bounds, label trimming, the chunk map or separator, as_of).
-    ``tiers`` (a _Tiers) are the measures: a shard's scorer gives the
-    evidence of the stage measures, the driver's the stage measures, which
-    ``reads`` maps to the evidence each reads ({name: evidence name})."""
+    ``tiers`` (a _Tiers) are the measures: a shard scores the stage
+    measures without their thresholds (shard_measures), the driver's scorer
+    with them (run_measures), and ``reads`` maps the one to the other ({name:
+    shard name})."""
 
     def __init__(self, measures, k, rel, gain, unit, chunks, doc_sep, min_score, bounds, trim,
                  as_of, tiers):
         self.tiers, self.measures = tiers, tiers.run_measures
-        self.reads = {str(m): str(_evidence_of(m)) for m in self.measures
+        self.reads = {str(m): str(_shard_measure(m)) for m in self.measures
                       if _is_stage_measure(m)}
         self.rel = _positive_int(rel, "rel")
         self.chunks, _ = _library_chunks(chunks)
         self.doc_sep, self.min_score, self.bounds, self.trim = doc_sep, min_score, bounds, trim
         if as_of is not None:
             _check_date(as_of, "as_of")
-        facts = {"measures": [str(m) for m in tiers.retrieval + tiers.evidence],
+        facts = {"measures": [str(m) for m in tiers.shard_measures],
                  "rel": self.rel, "doc_sep": doc_sep, "min_score": _checked_min_score(min_score),
                  "bounds": bounds if bounds == "judged" else bool(bounds), "trim": trim,
                  "as_of": as_of,
@@ -219,12 +226,13 @@ class _Plan:
 
 
 def _rows_qrels(rows, plan):
-    """(validated qrels, query metadata or None) of qrels rows, read as the
-    lines of a JSONL qrels file."""
+    """(validated qrels, query metadata or None, how many label rows have no
+    grade yet) of qrels rows, read as the lines of a JSONL qrels file."""
     rows = list(rows)
     if not rows:    # a shard of run queries none of which the qrels hold
-        return {}, None
-    return _jsonl_qrels(_Rows(rows, "qrels rows"), _rows_label(plan.measures))
+        return {}, None, 0
+    inp = _Rows(rows, "qrels rows")
+    return _jsonl_qrels(inp, _rows_label(plan.measures)) + (inp.pending,)
 
 
 def _row_query(row):
@@ -264,8 +272,8 @@ def _checked_records(records, plan, qrels, unanswerable):
                             % (qid,))
         if part["plan"] != plan.fingerprint:
             raise EvalError("query %r was scored with other options (measures, rel, unit, "
-                            "min_score, chunk map, ...): give merge_rows those of score_rows"
-                            % qid)
+                            "min_score, chunk map, answer, stages_k, stages_evidence, ...): "
+                            "give merge_rows those of score_rows" % qid)
         if qid in by_query:
             raise EvalError("query %r is in two shards: group the rows by query before "
                             "scoring" % qid)
@@ -285,15 +293,16 @@ def _checked_records(records, plan, qrels, unanswerable):
 
 def _result_of(record, plan):
     """The scorer's tuple of a record (None: the query is not in the qrels),
-    each stage measure of ``plan`` given the evidence it reads."""
+    each stage measure of ``plan`` given the value of its shard name (the
+    evidence it reads)."""
     if record["detail"] is None:
         return None
     values = record["values"]
     if values is not None and plan.reads:
-        evidence = set(plan.reads.values())
+        read = set(plan.reads.values())
         shard = values
-        values = {name: v for name, v in shard.items() if name not in evidence}
-        values.update((name, shard[read]) for name, read in plan.reads.items() if read in shard)
+        values = {name: v for name, v in shard.items() if name not in read}
+        values.update((name, shard[at]) for name, at in plan.reads.items() if at in shard)
     return (values,) + record["detail"]
 
 

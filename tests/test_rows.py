@@ -170,6 +170,20 @@ class MergeEqualsOneMachineTest(unittest.TestCase):
         self.assertTrue(default.warnings[0].startswith("run: 1 query lists scores that rise"))
         self.assertTrue(default.warnings[1].startswith("qrels rows says what its queries are"))
 
+    def test_label_rows_not_graded_yet_are_said_as_the_command_line_says(self):
+        qrels_rows = [{"query_id": "q1", "id": "a", "grade": 1},
+                      {"query_id": "q1", "id": "b", "grade": None},
+                      {"query_id": "q2", "id": "c", "grade": 2}]
+        run_rows = [{"query_id": "q1", "docs": ["a", "b"]}, {"query_id": "q2", "docs": ["c"]}]
+        expected = whole(qrels_rows, run_rows, measures="recall", k=2)
+        self.assertEqual(expected.warnings[0],
+                         '<stream>: skipped 1 row with "grade": null (not labelled yet)')
+        report = rag_eval.merge_rows(
+            rag_eval.score_rows(qrels_rows[:2], run_rows[:1], measures="recall", k=2)
+            + rag_eval.score_rows(qrels_rows[2:], run_rows[1:], measures="recall", k=2),
+            qrels_rows, measures="recall", k=2, names={"qrels": "<stream>", "run": "<stream>"})
+        self.assertEqual(without_inputs(report), without_inputs(expected))
+
     def test_the_inputs_are_counted_and_hashed_in_any_order(self):
         qrels_rows, run_rows = synthetic(random.Random(4), queries=20)
         a = merged(random.Random(1), qrels_rows, run_rows, 3, skip_extra_queries=True)
@@ -291,13 +305,36 @@ class MergeWithJudgeScoresTest(TempDir, unittest.TestCase):
                    ["--metrics", "mrr,score(field=correct)", "--k", "5",
                     "--skip-extra-queries"], ["correct"], measures="mrr,score(field=correct)", k=5, skip_extra_queries=True)
 
-    def test_the_evidence_alone_goes_through_the_shards(self):
+    def test_a_shard_scores_the_stage_measures_without_their_thresholds(self):
         qrels_rows = [{"query_id": "q1", "relevant": {"a": 1}}]
         run_rows = [{"query_id": "q1", "docs": ["a"]}]
         records = rag_eval.score_rows(qrels_rows, run_rows, measures="recall", k=2,
                                       answer="ok", stages_evidence="success")
-        self.assertEqual(records[0]["values"],
-                         {"recall@2": 1.0, "answer_given_evidence(evidence=success)@2": 1.0})
+        self.assertEqual(records[0]["values"],      # whether the top 2 hold the evidence
+                         {"recall@2": 1.0, "answer_given_evidence(evidence=success,field=ok)@2": 1.0,
+                          "answer_without_evidence(evidence=success,field=ok)@2": 1.0})
+        records = rag_eval.score_rows(
+            qrels_rows, run_rows, k=2,
+            measures="recall,answer_given_evidence(field=ok,threshold=0.7)")
+        self.assertEqual(list(records[0]["values"]), ["recall@2", "answer_given_evidence(field=ok)@2"])
+
+    def test_a_shard_names_the_stage_measure_it_refuses(self):
+        chunks = [{"id": "c1", "doc": "a", "start": 0, "end": 10}]
+        qrels_rows = [{"query_id": "q1", "doc": "a", "start": 0, "end": 5, "grade": 1}]
+        run_rows = [{"query_id": "q1", "docs": ["c1"]}]
+        with self.assertRaisesRegex(rag_eval.EvalError, r"answer_without_evidence\(field=ok\)@2"):
+            rag_eval.score_rows(qrels_rows, run_rows, k=2, chunks=chunks,
+                                measures="recall(unit=doc),answer_without_evidence(field=ok,"
+                                         "threshold=0.7)@2")
+
+    def test_rel_as_text_is_read_with_stages_as_without(self):
+        # (it reached the stage measures unread: a TypeError on the shard)
+        qrels_rows = [{"query_id": "q1", "relevant": {"a": 2}}]
+        run_rows = [{"query_id": "q1", "docs": ["a"]}]
+        records = [rag_eval.score_rows(qrels_rows, run_rows, answer="ok", k=1, rel=rel)
+                   for rel in ("2", 2)]
+        self.assertEqual(records[0], records[1])
+        self.assertEqual(records[0][0]["values"]["answer_given_evidence(field=ok,rel=2)@1"], 1.0)
 
     def test_stages_need_the_scores_and_the_same_stage_options(self):
         qrels_rows = [{"query_id": "q1", "relevant": {"a": 1}}]
@@ -305,14 +342,19 @@ class MergeWithJudgeScoresTest(TempDir, unittest.TestCase):
         scores = rag_eval.load_scores(io.StringIO('{"query_id": "q1", "ok": true}\n'))
         records = rag_eval.score_rows(qrels_rows, run_rows, measures="recall", k=2,
                                       answer="ok")
-        with self.assertRaisesRegex(rag_eval.EvalError, "give merge_rows scores="):
-            rag_eval.merge_rows(records, qrels_rows, measures="recall", k=2, answer="ok")
-        for options in ({"stages_k": 1}, {"stages_evidence": "success"}, {}):
+        for options in ({"answer": "ok"}, {"pass_threshold": {"ok": 1}},
+                        {"allow_missing_scores": True}, {"measures": "recall,score(field=ok)"}):
+            with self.subTest(options=options):
+                with self.assertRaisesRegex(rag_eval.EvalError, "give merge_rows scores="):
+                    rag_eval.merge_rows(records, qrels_rows, **dict(
+                        {"measures": "recall", "k": 2}, **options))
+        two = rag_eval.load_scores(io.StringIO('{"query_id": "q1", "ok": true, "no": true}\n'))
+        for options in ({"stages_k": 1}, {"stages_evidence": "success"}, {"answer": None},
+                        {"answer": "no", "scores": two}):
             with self.subTest(options=options):
                 with self.assertRaisesRegex(rag_eval.EvalError, "scored with other options"):
                     rag_eval.merge_rows(records, qrels_rows, measures="recall", k=2,
-                                        scores=scores, answer="ok" if options else None,
-                                        **options)
+                                        **dict({"scores": scores, "answer": "ok"}, **options))
         # The pass threshold is the driver's alone: the shards never see a verdict.
         report = rag_eval.merge_rows(records, qrels_rows, measures="recall", k=2,
                                      scores=scores, answer="ok", pass_threshold={"ok": 1})

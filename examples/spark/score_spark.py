@@ -45,6 +45,16 @@ def label_rows(qid, labels, spans):
     return [{"query_id": qid, "relevant": grades}]
 
 
+def judge_fields(metrics, answer):
+    """The score fields the command line reads of --scores beside a run: those
+    --metrics names (score(field=F)) and --answer's."""
+    fields = re.findall(r"\bscore\(field=([^,()]+)\)", metrics) + ([answer] if answer else [])
+    if not fields:
+        raise rag_eval.EvalError("--metrics names no judge score for --scores: name one "
+                                 "(score(field=F)) or give --answer")
+    return list(dict.fromkeys(fields))
+
+
 def score_partition(rows, options, spans, chunks):
     """rag_eval.score_rows over one partition of the joined table: a row a
     query, its run's scores (a map) and its labels (a list), either null."""
@@ -82,9 +92,10 @@ def main(argv=None):
     if args.answer and not args.scores:
         parser.error("--answer needs --scores")
     # The judge's verdicts: one line a query, on the driver (read first: a bad file
-    # fails before Spark starts).  Every field of the file is read, which is what
-    # the command line reads when --metrics names no score field.
-    judged = None if args.scores is None else rag_eval.load_scores(args.scores)
+    # fails before Spark starts).
+    judged = None
+    if args.scores is not None:
+        judged = rag_eval.load_scores(args.scores, fields=judge_fields(args.metrics, args.answer))
 
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
