@@ -11721,7 +11721,7 @@ def _query_drops(views, relabelled=()):
     """Every query of the overall and of a revealed hold-out whose value fell
     by more than the tolerance, over the queries both sides scored (not
     those whose labels changed), largest drop first."""
-    drops = []
+    drops, relabelled = [], frozenset(relabelled)   # (a sorted tuple: a set to look in)
     for view in views:
         population, measure, paired, allowed = view
         if not paired.queries or not (population.name is None or population.held
