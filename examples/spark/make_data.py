@@ -62,16 +62,18 @@ def generated(queries, seed, spans, degrade=0.0):
             labels = {c["id"]: rng.choice([0, 1, 1, 2, 3])
                       for c in rng.sample(chunks, rng.randint(1, 4))}
         qrels[qid] = labels
-        if rng.random() < 0.03:
+        # The run's draws are the query's own: a worse run keeps the same labels.
+        draw = random.Random("%d:%s" % (seed, qid))
+        if draw.random() < 0.03:
             continue                            # a query the run misses: it scores 0
-        near = [c["id"] for c in rng.sample(chunks, 15)]
-        relevant = [label_id for label_id in (labels if not spans else ()) if rng.random() < 0.5]
+        near = [c["id"] for c in draw.sample(chunks, 15)]
+        relevant = [label_id for label_id in (labels if not spans else ()) if draw.random() < 0.5]
         if spans:
-            relevant = [rng.choice(by_doc[label["doc"]])["id"] for label in labels
-                        if rng.random() < 0.6]
+            relevant = [draw.choice(by_doc[label["doc"]])["id"] for label in labels
+                        if draw.random() < 0.6]
         if n < degrade * queries:
             relevant = []
-        run[qid] = {i: round(rng.choice([0.5, 0.6, 0.6, 0.7, 0.8, 0.9]) + rng.random() / 10, 2)
+        run[qid] = {i: round(draw.choice([0.5, 0.6, 0.6, 0.7, 0.8, 0.9]) + draw.random() / 10, 2)
                     for i in near + relevant}
     return qrels, run, chunks if spans else None
 
