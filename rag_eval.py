@@ -9748,7 +9748,12 @@ class _Tiers:
                             "or score the judge alone with evaluate_scores)")
         self.plan = None if files is None else plan
         self.run_measures = self.retrieval + tuple(dict.fromkeys(stage))
-        self.shard_measures = self.retrieval + tuple(dict.fromkeys(map(_shard_measure, stage)))
+        # What a shard scores may not hang on a threshold (which measure is the
+        # stages block's does): the named ones and both at the settings, without.
+        ours = [] if settings is None else [
+            _stage_measure(name, settings, None, rel) for name in _STAGE_MEASURES]
+        self.shard_measures = self.retrieval + tuple(dict.fromkeys(
+            [_shard_measure(m) for m in named] + ours))
 
     def joined(self, report, scores, qrels, testset, allow_missing, skip_extra=False):
         """The run's ``report`` (scored with run_measures) with the judge
@@ -11084,9 +11089,14 @@ class _Plan:
 
     def __init__(self, measures, k, rel, gain, unit, chunks, doc_sep, min_score, bounds, trim,
                  as_of, tiers):
-        self.tiers, self.measures = tiers, tiers.run_measures
+        # The driver scores with the stage plan (which needs the score files); a shard,
+        # and a driver without stage measures, with shard_measures.
+        self.tiers = tiers
+        self.measures = tiers.run_measures if tiers.plan is not None else tiers.shard_measures
         self.reads = {str(m): str(_shard_measure(m)) for m in self.measures
                       if _is_stage_measure(m)}
+        self.shard_stage = frozenset(str(m) for m in tiers.shard_measures
+                                     if _is_stage_measure(m))
         self.rel = _positive_int(rel, "rel")
         self.chunks, _ = _library_chunks(chunks)
         self.doc_sep, self.min_score, self.bounds, self.trim = doc_sep, min_score, bounds, trim
@@ -11183,14 +11193,13 @@ def _checked_records(records, plan, qrels, unanswerable):
 def _result_of(record, plan):
     """The scorer's tuple of a record (None: the query is not in the qrels),
     each stage measure of ``plan`` given the value of its shard name (the
-    evidence it reads)."""
+    evidence it reads), the shard's stage names left out."""
     if record["detail"] is None:
         return None
     values = record["values"]
     if values is not None and plan.reads:
-        read = set(plan.reads.values())
         shard = values
-        values = {name: v for name, v in shard.items() if name not in read}
+        values = {name: v for name, v in shard.items() if name not in plan.shard_stage}
         values.update((name, shard[at]) for name, at in plan.reads.items() if at in shard)
     return (values,) + record["detail"]
 

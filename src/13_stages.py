@@ -203,7 +203,12 @@ class _Tiers:
                             "or score the judge alone with evaluate_scores)")
         self.plan = None if files is None else plan
         self.run_measures = self.retrieval + tuple(dict.fromkeys(stage))
-        self.shard_measures = self.retrieval + tuple(dict.fromkeys(map(_shard_measure, stage)))
+        # What a shard scores may not hang on a threshold (which measure is the
+        # stages block's does): the named ones and both at the settings, without.
+        ours = [] if settings is None else [
+            _stage_measure(name, settings, None, rel) for name in _STAGE_MEASURES]
+        self.shard_measures = self.retrieval + tuple(dict.fromkeys(
+            [_shard_measure(m) for m in named] + ours))
 
     def joined(self, report, scores, qrels, testset, allow_missing, skip_extra=False):
         """The run's ``report`` (scored with run_measures) with the judge

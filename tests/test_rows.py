@@ -297,6 +297,19 @@ class MergeWithJudgeScoresTest(TempDir, unittest.TestCase):
         self.assertIn("answer_given_evidence(evidence=success,field=grade,threshold=4.0)@5",
                       report.mean)
 
+    def test_a_named_stage_measure_at_the_stages_cutoff_with_its_own_threshold(self):
+        # (the block's measure then differs from it on the driver, not on a shard)
+        rng = random.Random(14)
+        qrels_rows, run_rows = synthetic(rng)
+        judge = judge_rows(rng, qrels_rows)
+        measures = "recall,answer_without_evidence(field=grade,threshold=2)@5"
+        self.check(
+            qrels_rows, run_rows, judge,
+            ["--metrics", measures, "--k", "5", "--answer", "grade", "--pass-threshold",
+             "grade=4", "--score-range", "grade=1:5", "--skip-extra-queries"],
+            ["grade"], measures=measures, k=5, answer="grade", pass_threshold={"grade": 4},
+            skip_extra_queries=True)
+
     def test_judge_scores_beside_the_run_without_stages(self):
         rng = random.Random(13)
         qrels_rows, run_rows = synthetic(rng)

@@ -47,12 +47,10 @@ def label_rows(qid, labels, spans):
 
 def judge_fields(metrics, answer):
     """The score fields the command line reads of --scores beside a run: those
-    --metrics names (score(field=F)) and --answer's."""
-    fields = re.findall(r"\bscore\(field=([^,()]+)\)", metrics) + ([answer] if answer else [])
-    if not fields:
-        raise rag_eval.EvalError("--metrics names no judge score for --scores: name one "
-                                 "(score(field=F)) or give --answer")
-    return list(dict.fromkeys(fields))
+    --metrics names (score(field=F)) and --answer's, by the command line's
+    own reading of --metrics (its refusals included)."""
+    _, scored = rag_eval._split_metrics(metrics, "both", answer)
+    return rag_eval._named_fields(scored)
 
 
 def score_partition(rows, options, spans, chunks):
