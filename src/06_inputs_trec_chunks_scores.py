@@ -471,6 +471,8 @@ def load_qrels(source, *, format=None, fields=None):
     Grades must be integers; a test set's plain list of ids grades each 1.
     ``fields={"query": "query"}`` keys JSONL lines by that field (rows without
     an id: LlamaIndex's RetrieverEvaluator rows, Ragas' with "user_input").
+    To-label rows still ``"grade": null`` are left out, and a plain dict has
+    no room to say so: :func:`evaluate_files` and the command line warn of them.
 
     >>> load_qrels(io.StringIO('q1 0 d1 2\\nq1 0 d2 0\\n'))
     {'q1': {'d1': 2, 'd2': 0}}
