@@ -378,6 +378,44 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
             seen["repeat"] += len(set(ids[:depth + 1])) < len(ids[:depth + 1])
         self.assertGreater(min(seen.values()), 500, seen)
 
+    # -- _measure_values: _measure_values_one_pass == _measure_values_plain ------
+    def test_measure_values(self):
+        # Random labelled tops and integer grades (some huge enough that
+        # exponential gain overflows), random calls of the four one-pass measures
+        # at any cutoff (@all too), threshold and gain, sometimes with another
+        # measure (then the plain twin's function serves): the same values in
+        # the same order, or the same error.
+        rng = random.Random(26)
+        one_pass = [rag_eval.recall, rag_eval.success, rag_eval.mrr, rag_eval.ndcg]
+        seen = {"values": 0, "error": 0, "fallback": 0, "empty": 0}
+        for case in range(4000):
+            grade = lambda: rng.choice([-1, 0, 1, 2, 3, 4, 1100])  # noqa: E731
+            judged = sorted((grade() for _ in range(rng.randint(0, 8))), reverse=True)
+            depth = rng.randint(1, 15)
+            ranked = rag_eval._from_grades([rng.choice([None, grade()]) for _ in range(depth)])
+            calls = []
+            for _ in range(rng.randint(1, 6)):
+                func = rng.choice(one_pass)
+                k = rng.choice([1, 2, 3, 5, 10, 20, rag_eval._WHOLE_RANKING])
+                param = (rng.choice(["exponential", "linear"]) if func is rag_eval.ndcg
+                         else rng.choice([1, 2, 3]))
+                calls.append(("m%d" % len(calls), func, (k, param)))
+            if rng.random() < 0.1:
+                calls.insert(rng.randrange(len(calls) + 1),
+                             ("p", rag_eval.precision, (rng.randint(1, 9), 1)))
+            outcomes = []
+            for make in (rag_eval._measure_values_one_pass, rag_eval._measure_values_plain):
+                try:
+                    outcomes.append(list(make(calls)(ranked, tuple(judged)).items()))
+                except rag_eval.EvalError as exc:
+                    outcomes.append("error: %s" % exc)
+            self.assertEqual(outcomes[0], outcomes[1], (ranked, judged, calls))
+            seen["error" if isinstance(outcomes[0], str) else "values"] += 1
+            seen["fallback"] += calls[0][1] is rag_eval.precision or any(
+                name == "p" for name, _, _ in calls)
+            seen["empty"] += not ranked.labelled
+        self.assertGreater(min(seen.values()), 100, seen)
+
     # -- every hook at once: byte-identical reports ------------------------------
     def cli(self, folder, argv):
         out, err = io.StringIO(), io.StringIO()
