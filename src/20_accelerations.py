@@ -463,8 +463,10 @@ def _rank_in_order(docs, scores, labels, depth, cutoffs, exact_returned):
     n = len(scores)
     # Non-increasing exactly when a stable descending sort moves nothing (scores
     # are finite, or decimal tokens of one layout: a total order); the sort's
-    # run detection compares at C speed, faster than a map over the pairs.
-    if sorted(scores, reverse=True) != scores:
+    # run detection compares at C speed, faster than a map over the pairs.  The
+    # first pairs are looked at first: a shuffled ranking fails there, unsorted.
+    if (not all(map(operator.ge, scores[:8], itertools.islice(scores, 1, 9)))
+            or sorted(scores, reverse=True) != scores):
         return None
     end = min(depth + 1, n)   # one past the deepest cutoff shows a tie that straddles it
     while end < n and scores[end] == scores[end - 1]:

@@ -389,10 +389,13 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
         one_pass = [rag_eval.recall, rag_eval.success, rag_eval.mrr, rag_eval.ndcg]
         seen = {"values": 0, "error": 0, "fallback": 0, "empty": 0}
         for case in range(4000):
-            grade = lambda: rng.choice([-1, 0, 1, 2, 3, 4, 1100])  # noqa: E731
+            # 1023: one gain is finite, three sum to inf (_Overflow); 1100: one overflows
+            grade = lambda: rng.choice([-1, 0, 1, 2, 3, 4, 1023, 1100])  # noqa: E731
             judged = sorted((grade() for _ in range(rng.randint(0, 8))), reverse=True)
             depth = rng.randint(1, 15)
             ranked = rag_eval._from_grades([rng.choice([None, grade()]) for _ in range(depth)])
+            if case < 50:       # a DCG that overflows while its ideal does not
+                ranked, judged = rag_eval._from_grades([1023] * 3 + [None] * case), [1023]
             calls = []
             for _ in range(rng.randint(1, 6)):
                 func = rng.choice(one_pass)
@@ -470,7 +473,8 @@ class AccelerationTwinsTest(ForkedRuns, TempDir, unittest.TestCase):
                     rng.choice(["recall,ndcg,mrr,judged", "map,precision,success",
                                 "context_precision,ndcg(gain=linear)",
                                 "map@all,rprec,bpref,mrr@all,precision@all",
-                                "recall(unit=doc),diversity(unit=doc),map(unit=doc)@all"])]
+                                "recall(unit=doc),diversity(unit=doc),map(unit=doc)@all",
+                                "recall,success,mrr,ndcg"])]   # the four: one pass (_measure_values)
             if "unit=doc" in argv[-1]:      # ids without the separator: each its own document
                 argv += ["--doc-sep", "#"]
             forked = rng.random() < 0.05 and hasattr(os, "fork") and (os.cpu_count() or 1) > 1
