@@ -9,13 +9,26 @@ splits a large run (forked workers, one byte range each; the parent waits):
   start     the interpreter starting and exiting (``python3 -c pass``)
   read      each worker reads its byte range, in blocks of about 1 MB
   split     ... and cuts each block into tokens (``bytes.split``: C speed)
-  floats    ... and turns every score token into a float
+  order     ... and compares each score token with the next, as bytes (is
+            the run in order?  rag_eval compares decimal tokens of one width
+            without float(): see _decimal_tokens)
+  ids       ... and hashes every retrieved id once (into a set per block):
+            a repeated id moves the ids below it up, so each id of a query's
+            top must be compared with the others and looked up in the labels
+            (on a run deeper than its deepest cutoff, only the top's ids:
+            this row then overstates the floor)
+  qrels     ... the parent first reads and splits the qrels (before forking)
 
-No stage validates, ranks or scores anything, so rag_eval can never be faster
-than the last row on this machine: it must at least read every line (to
-refuse a bad one) and order the scores.  With ``--peer-python`` (a venv with
-pytrec-eval-terrier) the same rounds time benchmarks/peer_pytrec_eval.py on
-the run and its qrels, and the table says what 4x it would take.  Medians of
+No stage validates, groups, ranks or scores anything, so an exact scorer in
+Python can hardly be faster than the last row on this machine: it must read
+every line (to refuse a bad one), check the order of the scores, find
+repeated ids and load the qrels.  (The order row compares every pair of
+neighbours in one map; rag_eval's per-query check, a sort that finds the
+scores already in order, costs about 0.06 s of CPU on bench.py's graded run,
+against about 0.15 s here: the row overstates by some 0.04 s of wall time.)
+With ``--peer-python`` (a venv with pytrec-eval-terrier) the same rounds time
+benchmarks/peer_pytrec_eval.py on the run and its qrels, and the table says
+what 4x it would take.  Medians of
 ``--repeat`` interleaved rounds; standard library only.
 """
 
@@ -30,8 +43,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_RUN = os.path.join(HERE, "data", "graded", "run.txt")
 
 STAGE = r'''
-import os, sys
-path, stage = sys.argv[1], sys.argv[2]
+import operator, os, sys
+path, stage, qrels = sys.argv[1], sys.argv[2], sys.argv[3]
+STAGES = ["read", "split", "order", "ids", "qrels"]
+depth = STAGES.index(stage)
+if stage == "qrels":
+    with open(qrels, "rb") as handle:
+        judged = handle.read().split()
 size, workers = os.path.getsize(path), min(os.cpu_count() or 1, 8)
 cuts = [size * i // workers for i in range(workers + 1)]
 
@@ -43,10 +61,13 @@ def work(lo, hi):
         while handle.tell() < hi:
             # Blocks of about 1 MB of whole lines, as rag_eval reads them.
             data = handle.read(min(1 << 20, hi - handle.tell())) + handle.readline()
-            if stage in ("split", "floats"):
+            if depth >= 1:
                 tokens = data.split()
-                if stage == "floats":
-                    list(map(float, tokens[4::6]))
+            if depth >= 2:
+                scores = tokens[4::6]
+                sum(map(operator.lt, scores, scores[1:]))
+            if depth >= 3:
+                set(tokens[2::6])
 
 pids = []
 for lo, hi in zip(cuts[1:-1], cuts[2:]):
@@ -76,8 +97,8 @@ def main():
     args = parser.parse_args()
     qrels = args.qrels or os.path.join(os.path.dirname(args.run), "qrels.txt")
     cases = [("start", [sys.executable, "-c", "pass"])]
-    cases += [(stage, [sys.executable, "-c", STAGE, args.run, stage])
-              for stage in ("read", "split", "floats")]
+    cases += [(stage, [sys.executable, "-c", STAGE, args.run, stage, qrels])
+              for stage in ("read", "split", "order", "ids", "qrels")]
     if args.peer_python:
         cases.append(("pytrec_eval", [args.peer_python,
                                       os.path.join(HERE, "peer_pytrec_eval.py"), qrels,
@@ -92,8 +113,9 @@ def main():
         print("  %-12s %.3f s" % (name, statistics.median(walls[name])))
     if args.peer_python:
         peer = statistics.median(walls["pytrec_eval"])
-        print("  4x pytrec_eval needs %.3f s end to end; the floats floor is %.2f of it"
-              % (peer / 4, statistics.median(walls["floats"]) / (peer / 4)))
+        floor = statistics.median(walls["qrels"])
+        print("  4x pytrec_eval needs %.3f s end to end; the floor is %.3f s, %.2f of it"
+              % (peer / 4, floor, floor / (peer / 4)))
 
 
 if __name__ == "__main__":
