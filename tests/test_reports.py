@@ -1414,8 +1414,11 @@ class OutputFilesTest(TempDir, unittest.TestCase):
                 pipe = os.path.join(self.tmp, "pipe%s" % option)
                 os.mkfifo(pipe)
                 got = []
-                reader = threading.Thread(target=lambda: got.append(open(pipe).read()),
-                                          daemon=True)
+
+                def read_pipe(path=pipe):
+                    with open(path, encoding="utf-8") as handle:
+                        got.append(handle.read())
+                reader = threading.Thread(target=read_pipe, daemon=True)
                 reader.start()
                 extra = ["--format", "json"] if option == "-o" else []
                 code, _, err = run_cli(*EXAMPLE_FILES, option, pipe, *extra)
