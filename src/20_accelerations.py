@@ -597,8 +597,8 @@ _second = operator.itemgetter(1)
 # relevance threshold, the ranks of the relevant ids and, per gain, the running
 # DCG; each measure is then a bisection and a division.  The values are the
 # definitions' exactly: the same integers divided, the same DCG terms added in
-# the same order.  Any other measure, or a DCG that overflows, takes the plain
-# twin, which also raises the definitions' errors.
+# the same order.  Any other measure takes the plain twin's function; so does
+# a query that meets an error or a DCG that overflows: it names them.
 
 _ONE_PASS = {recall: "recall", success: "success", mrr: "mrr", ndcg: "ndcg"}
 
@@ -653,8 +653,8 @@ def _measure_values_one_pass(calls):
                 running.append(total)
             if total == math.inf:
                 raise _Overflow()
-            for name, k, kind in plan["ndcg"]:
-                if kind == gain:
+            for name, k, its_gain in plan["ndcg"]:
+                if its_gain == gain:
                     ideal = _ideal_dcg(grades, k, gain)
                     found = bisect.bisect_right(ranks, k)
                     out[name] = running[found - 1] / ideal if ideal and found else 0.0
@@ -961,7 +961,6 @@ def _merged(scorer, queries):
             yield qid, result
         else:                           # a query joined across a range end
             yield qid, scorer(qid, result)
-
 
 
 class _HashingInput(_Input):
